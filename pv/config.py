@@ -1,0 +1,105 @@
+"""Workspace settings: the `[tool.pv]` table of the nearest pyproject.toml.
+
+The same `pv` works in any repo that has such a table; every path in it is relative to the
+directory holding that pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ConfigError(Exception):
+    """The workspace settings are missing or malformed (a usage error: exit 2)."""
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+    contracts_dir: Path
+    generated_dir: Path
+    ledger: Path
+    status_file: Path
+    check_packages: tuple[str, ...]
+    mutants_module: str | None
+    pyproject: Path | None = field(default=None)
+
+    def contract_files(self) -> list[Path]:
+        """Every contract file of the workspace, sorted for stable output."""
+        if not self.contracts_dir.is_dir():
+            return []
+        return sorted(self.contracts_dir.glob("*.yaml")) + sorted(self.contracts_dir.glob("*.yml"))
+
+    def rel(self, path: Path) -> str:
+        """A path as the user would type it from the workspace root."""
+        try:
+            return str(Path(path).resolve().relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+
+_DEFAULTS = {
+    "contracts_dir": "contracts",
+    "generated_dir": "generated_tests",
+    "ledger": "evidence/ledger.jsonl",
+    "status_file": "docs/STATUS.md",
+    "check_packages": ["falsifiers"],
+    "mutants_module": None,
+}
+_KNOWN_KEYS = set(_DEFAULTS)
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above `start` that has a [tool.pv] table."""
+    start = start.resolve()
+    for directory in [start, *start.parents]:
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
+            if "pv" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def load_workspace(start: Path | None = None) -> Workspace:
+    """Settings of the workspace containing `start` (default: the current directory).
+
+    Without a [tool.pv] table the defaults apply, rooted at `start`.
+    """
+    start = Path.cwd() if start is None else Path(start)
+    pyproject = find_pyproject(start)
+    settings = dict(_DEFAULTS)
+    root = start.resolve()
+    if pyproject is not None:
+        root = pyproject.parent
+        table = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["pv"]
+        if not isinstance(table, dict):
+            raise ConfigError(f"{pyproject}: [tool.pv] must be a table")
+        unknown = sorted(set(table) - _KNOWN_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"{pyproject}: unknown key(s) in [tool.pv]: {', '.join(unknown)}; "
+                f"known keys: {', '.join(sorted(_KNOWN_KEYS))}"
+            )
+        settings.update(table)
+    packages = settings["check_packages"]
+    if not isinstance(packages, list) or not all(isinstance(p, str) and p for p in packages):
+        raise ConfigError(f"{pyproject}: [tool.pv] check_packages must be a list of package names")
+    for key in ("contracts_dir", "generated_dir", "ledger", "status_file"):
+        if not isinstance(settings[key], str) or not settings[key]:
+            raise ConfigError(f"{pyproject}: [tool.pv] {key} must be a non-empty path string")
+    return Workspace(
+        root=root,
+        contracts_dir=root / settings["contracts_dir"],
+        generated_dir=root / settings["generated_dir"],
+        ledger=root / settings["ledger"],
+        status_file=root / settings["status_file"],
+        check_packages=tuple(packages),
+        mutants_module=settings["mutants_module"],
+        pyproject=pyproject,
+    )

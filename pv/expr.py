@@ -1,0 +1,303 @@
+"""pv's safe expression language for `prediction` and `formula`.
+
+Numbers, names, true/false, + - * / ** % (and unary -), comparisons (chains allowed),
+and/or/not, and a few math functions: ln, log, log2, log10, exp, sqrt, abs, min, max.
+The text is parsed with `ast` and walked; it is never `eval`ed. Attribute access,
+subscripts, other calls, lambdas, comprehensions, strings and dunder names are rejected.
+
+`judge(prediction, observations)` evaluates a prediction and computes its **margin**: how far
+the observed values are from the bound, positive when the prediction holds. For `a < b` the
+margin is `b - a`; for `a > b` it is `a - b`; for a chain it is the smallest link's margin;
+`and` takes the minimum, `or` the maximum; `==` gives `-|a - b|` (zero when equal).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+MAX_LENGTH = 2000
+MAX_NODES = 500
+
+FUNCTIONS: dict[str, tuple[Callable[..., float], int, int | None]] = {
+    # name: (implementation, min args, max args)
+    "ln": (math.log, 1, 1),
+    "log": (math.log, 1, 1),
+    "log2": (math.log2, 1, 1),
+    "log10": (math.log10, 1, 1),
+    "exp": (math.exp, 1, 1),
+    "sqrt": (math.sqrt, 1, 1),
+    "abs": (abs, 1, 1),
+    "min": (min, 2, None),
+    "max": (max, 2, None),
+}
+CONSTANTS: dict[str, Any] = {"true": True, "false": False, "pi": math.pi, "e": math.e, "inf": math.inf}
+
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+    ast.Mod: operator.mod,
+}
+_COMPARE = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
+_SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+
+
+class ExprError(ValueError):
+    """The text is not in the language. `col` is 1-based within the expression text."""
+
+    def __init__(self, message: str, col: int = 0, hint: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.col = col
+        self.hint = hint
+
+
+class EvalError(ValueError):
+    """The expression is valid but cannot be evaluated on these observations."""
+
+
+@dataclass(frozen=True)
+class Expression:
+    text: str
+    tree: ast.expression
+    names: frozenset[str] = frozenset()
+
+    def evaluate(self, env: dict[str, Any]) -> Any:
+        return _Evaluator(env).value(self.tree.body)
+
+
+def parse(text: str) -> Expression:
+    """Parse and validate an expression; raises ExprError with a column and a hint."""
+    if not isinstance(text, str):
+        raise ExprError(f"expected text, got {type(text).__name__}")
+    source = " ".join(text.split("\n")).strip()
+    if not source:
+        raise ExprError("empty expression")
+    if len(source) > MAX_LENGTH:
+        raise ExprError(f"expression longer than {MAX_LENGTH} characters")
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError as exc:
+        hint = "use == for equality" if "=" in source and "==" not in source else ""
+        raise ExprError(f"syntax error: {exc.msg}", col=exc.offset or 0, hint=hint) from None
+    nodes = list(ast.walk(tree))
+    if len(nodes) > MAX_NODES:
+        raise ExprError(f"expression has more than {MAX_NODES} parts")
+    names: set[str] = set()
+    callees = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
+    for node in nodes:
+        if id(node) not in callees:
+            _check_node(node, names)
+    return Expression(text=source, tree=tree, names=frozenset(names))
+
+
+def _reject(node: ast.AST, what: str, hint: str = "") -> ExprError:
+    col = getattr(node, "col_offset", -1) + 1
+    return ExprError(f"{what} is not allowed in pv expressions", col=col, hint=hint)
+
+
+_ALLOWED_HINT = "allowed: numbers, names, + - * / ** %, comparisons, and/or/not, " + ", ".join(FUNCTIONS)
+
+
+def _check_node(node: ast.AST, names: set[str]) -> None:
+    if isinstance(node, (ast.Expression, ast.Load)):
+        return
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+            raise _reject(node, f"the literal {node.value!r}", "only numbers are literals; use true/false for booleans")
+        return
+    if isinstance(node, ast.Name):
+        if node.id.startswith("_"):
+            raise _reject(node, f"the name {node.id!r} (leading underscore)", "observation names start with a letter")
+        if node.id in FUNCTIONS:
+            raise _reject(node, f"the function {node.id!r} without a call")
+        if node.id in ("True", "False", "None"):
+            raise _reject(node, f"{node.id!r}", "write true/false")
+        if node.id not in CONSTANTS:
+            names.add(node.id)
+        return
+    if isinstance(node, ast.BinOp):
+        if type(node.op) not in _BINARY:
+            raise _reject(node, f"the operator {type(node.op).__name__}", _ALLOWED_HINT)
+        return
+    if isinstance(node, ast.UnaryOp):
+        if not isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
+            raise _reject(node, f"the operator {type(node.op).__name__}", _ALLOWED_HINT)
+        return
+    if isinstance(node, ast.BoolOp) or isinstance(node, (ast.And, ast.Or)):
+        return
+    if isinstance(node, ast.Compare):
+        for op in node.ops:
+            if type(op) not in _COMPARE:
+                raise _reject(node, f"the comparison {type(op).__name__}", "use < <= > >= == !=")
+        return
+    if isinstance(node, tuple(_COMPARE)) or isinstance(node, tuple(_BINARY)) or isinstance(
+        node, (ast.USub, ast.UAdd, ast.Not)
+    ):
+        return
+    if isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name):
+            raise _reject(node, "calling an attribute or expression", _ALLOWED_HINT)
+        name = node.func.id
+        if name not in FUNCTIONS:
+            raise _reject(node, f"the function {name!r}", _ALLOWED_HINT)
+        if node.keywords:
+            raise _reject(node, "keyword arguments")
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            raise _reject(node, "star arguments")
+        _, lo, hi = FUNCTIONS[name]
+        if len(node.args) < lo or (hi is not None and len(node.args) > hi):
+            want = f"{lo}" if lo == hi else f"at least {lo}"
+            raise ExprError(f"{name}() takes {want} argument(s), got {len(node.args)}", col=node.col_offset + 1)
+        return
+    if isinstance(node, ast.Attribute):
+        raise _reject(node, f"attribute access (.{node.attr})", "observations are plain names")
+    if isinstance(node, ast.Subscript):
+        raise _reject(node, "subscripting ([...])", "observations are plain names")
+    kind = type(node).__name__
+    raise _reject(node, f"a {kind} expression", _ALLOWED_HINT)
+
+
+class _Evaluator:
+    def __init__(self, env: dict[str, Any]):
+        self.env = env
+
+    def value(self, node: ast.AST) -> Any:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id in CONSTANTS:
+                return CONSTANTS[node.id]
+            if node.id not in self.env:
+                known = ", ".join(sorted(self.env)) or "none"
+                raise EvalError(f"no observation named {node.id!r} (observed: {known})")
+            return _number(node.id, self.env[node.id])
+        if isinstance(node, ast.BinOp):
+            left, right = self.value(node.left), self.value(node.right)
+            try:
+                return _BINARY[type(node.op)](left, right)
+            except (ZeroDivisionError, OverflowError, ValueError) as exc:
+                raise EvalError(f"arithmetic error: {exc}") from None
+        if isinstance(node, ast.UnaryOp):
+            operand = self.value(node.operand)
+            if isinstance(node.op, ast.Not):
+                return not operand
+            return -operand if isinstance(node.op, ast.USub) else +operand
+        if isinstance(node, ast.BoolOp):
+            values = [self.value(v) for v in node.values]
+            return all(values) if isinstance(node.op, ast.And) else any(values)
+        if isinstance(node, ast.Compare):
+            left = self.value(node.left)
+            for op, comparator in zip(node.ops, node.comparators):
+                right = self.value(comparator)
+                if not _COMPARE[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, ast.Call):
+            fn = FUNCTIONS[node.func.id][0]  # type: ignore[union-attr]
+            args = [self.value(a) for a in node.args]
+            try:
+                return fn(*args)
+            except (ValueError, OverflowError) as exc:
+                raise EvalError(f"{node.func.id}{tuple(args)}: {exc}") from None  # type: ignore[union-attr]
+        raise EvalError(f"cannot evaluate {type(node).__name__}")  # unreachable after parse()
+
+    def margin(self, node: ast.AST) -> float | None:
+        """Distance from the bound (positive = holds); None where no distance is defined."""
+        if isinstance(node, ast.Compare):
+            margins = []
+            left = self.value(node.left)
+            for op, comparator in zip(node.ops, node.comparators):
+                right = self.value(comparator)
+                m = _link_margin(type(op), left, right)
+                if m is None:
+                    return None
+                margins.append(m)
+                left = right
+            return min(margins)
+        if isinstance(node, ast.BoolOp):
+            parts = [self.margin(v) for v in node.values]
+            if any(p is None for p in parts):
+                return None
+            return min(parts) if isinstance(node.op, ast.And) else max(parts)  # type: ignore[type-var]
+        return None
+
+
+def _number(name: str, value: Any) -> Any:
+    if isinstance(value, bool) or isinstance(value, (int, float)):
+        return value
+    # numpy / torch scalars expose item(); anything else is not an observation we can judge.
+    item = getattr(value, "item", None)
+    if callable(item):
+        return _number(name, item())
+    raise EvalError(f"observation {name!r} is {type(value).__name__}, not a number or boolean")
+
+
+def _link_margin(op: type, left: Any, right: Any) -> float | None:
+    if isinstance(left, bool) or isinstance(right, bool):
+        return None
+    if op in (ast.Lt, ast.LtE):
+        return float(right - left)
+    if op in (ast.Gt, ast.GtE):
+        return float(left - right)
+    if op is ast.Eq:
+        return -abs(float(left - right))
+    return None
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The outcome of a prediction on a check's observations."""
+
+    holds: bool
+    margin: float | None
+    prediction: str
+    observed: dict[str, Any]  # the observations the prediction mentions
+
+    def describe(self) -> str:
+        shown = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(self.observed.items()))
+        margin = "n/a" if self.margin is None else _fmt(self.margin)
+        verdict = "holds" if self.holds else "FALSIFIED"
+        return f"{verdict}: {self.prediction}  [observed {shown}; margin {margin}]"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def judge(prediction: str | Expression, observations: dict[str, Any]) -> Judgement:
+    """Evaluate a prediction on observations. Raises ExprError / EvalError when it cannot."""
+    expr = prediction if isinstance(prediction, Expression) else parse(prediction)
+    evaluator = _Evaluator(observations)
+    holds = evaluator.value(expr.tree.body)
+    if not isinstance(holds, bool):
+        raise EvalError(f"prediction {expr.text!r} gives {holds!r}, not true/false")
+    margin = evaluator.margin(expr.tree.body)
+    observed = {n: observations[n] for n in expr.names if n in observations}
+    return Judgement(holds=holds, margin=margin, prediction=expr.text, observed=observed)
+
+
+def is_boolean(expr: Expression) -> bool:
+    """Whether the expression's top level yields true/false (a prediction must)."""
+    body = expr.tree.body
+    if isinstance(body, (ast.Compare, ast.BoolOp)):
+        return True
+    if isinstance(body, ast.UnaryOp) and isinstance(body.op, ast.Not):
+        return True
+    return isinstance(body, ast.Name)  # a boolean observation, e.g. `argmax_in_range`

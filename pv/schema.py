@@ -1,0 +1,255 @@
+"""The contract schema: the single source of truth.
+
+Pydantic v2 models with `extra="forbid"` everywhere: a misspelt key (`predicton:`) is an
+error, never silently dropped. The JSON Schema committed at pv/schema/contract.schema.json is
+exported from these models (`python -m pv.schema --write`), and a test checks that it matches.
+
+Key names follow the provable-contracts tradition (metadata, equations, proof_obligations,
+falsification_tests with id/rule/prediction/if_fails) and add what makes a contract
+executable: check, params, devices, mutants, tolerance, ship_blocking.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+SCHEMA_PATH = Path(__file__).parent / "schema" / "contract.schema.json"
+
+# --- identifiers -----------------------------------------------------------------------------
+
+CONTRACT_ID_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
+"""Contract ids are kebab-case slugs; the file is named `<id>-v<major>.yaml`."""
+
+FALSIFIER_ID_PATTERN = r"^FALSIFY-[A-Z0-9]+(-[A-Z0-9]+)*-[0-9]{3}$"
+"""FALSIFY-<WORDS>-NNN, e.g. FALSIFY-CUDA-FORWARD-PARITY-001."""
+
+OBLIGATION_ID_PATTERN = r"^[A-Z][A-Z0-9]*(-[A-Z0-9]+)*-[0-9]{3}$"
+"""<PREFIX>-<WORDS>-NNN, e.g. APCFP-BND-001; must not start with FALSIFY-."""
+
+SEMVER_PATTERN = (
+    r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+    r"(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
+)
+CHECK_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+MUTANT_PATTERN = r"^[a-z][a-z0-9_]*$"
+
+ContractId = Annotated[str, StringConstraints(pattern=CONTRACT_ID_PATTERN)]
+FalsifierId = Annotated[str, StringConstraints(pattern=FALSIFIER_ID_PATTERN)]
+ObligationId = Annotated[str, StringConstraints(pattern=OBLIGATION_ID_PATTERN)]
+SemVer = Annotated[str, StringConstraints(pattern=SEMVER_PATTERN)]
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+MutantName = Annotated[str, StringConstraints(pattern=MUTANT_PATTERN)]
+
+# Values a check may receive as params: plain JSON-like data, nothing executable.
+ParamScalar = str | int | float | bool | None
+ParamValue = ParamScalar | list[ParamScalar] | dict[str, ParamScalar]
+
+
+class Strict(BaseModel):
+    """Base: unknown keys are errors, values are not coerced between types."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# --- closed sets -----------------------------------------------------------------------------
+
+
+class LifecycleStatus(str, Enum):
+    """Where a contract stands. The first four are computed from evidence; the last two are
+    set by hand."""
+
+    DRAFT = "DRAFT"
+    DRAFT_RED = "DRAFT_RED"
+    DRAFT_PARTIAL_DISCHARGE = "DRAFT_PARTIAL_DISCHARGE"
+    ACTIVE_RUNTIME = "ACTIVE_RUNTIME"
+    RETIRED = "RETIRED"
+    SUPERSEDED = "SUPERSEDED"
+
+
+# Order of how much a status claims; `pv validate` flags a declared status above the evidence.
+STATUS_RANK = {
+    LifecycleStatus.DRAFT: 0,
+    LifecycleStatus.DRAFT_RED: 1,
+    LifecycleStatus.DRAFT_PARTIAL_DISCHARGE: 2,
+    LifecycleStatus.ACTIVE_RUNTIME: 3,
+}
+
+
+class ContractKind(str, Enum):
+    KERNEL = "kernel"  # one numerical kernel against a reference (rmsnorm, rope, ...)
+    PATTERN = "pattern"  # a behaviour of the runtime (eval methodology, bias application)
+    PARITY = "parity"  # two backends or devices agree
+    INVARIANT = "invariant"  # a property that holds at every step (finite loss, grad norm)
+
+
+class ObligationType(str, Enum):
+    INVARIANT = "invariant"
+    BOUND = "bound"
+    EQUIVALENCE = "equivalence"
+    MONOTONICITY = "monotonicity"
+    CONSERVATION = "conservation"
+    ORDERING = "ordering"
+    LINEARITY = "linearity"
+    IDEMPOTENCY = "idempotency"
+    SYMMETRY = "symmetry"
+    SOUNDNESS = "soundness"
+    COMPLETENESS = "completeness"
+    LIVENESS = "liveness"
+
+
+Device = Literal["cpu", "cuda"]
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
+
+
+# --- parts of a contract ---------------------------------------------------------------------
+
+
+class ChangelogEntry(Strict):
+    version: SemVer
+    # YAML reads an unquoted 2026-11-22 as a date; a quoted one arrives as text. Both are fine.
+    date: Annotated[datetime.date, Field(strict=False, description="ISO date, YYYY-MM-DD")]
+    change: NonEmpty
+
+
+class Metadata(Strict):
+    id: ContractId
+    version: SemVer
+    kind: Annotated[ContractKind, Field(strict=False)]
+    status: Annotated[LifecycleStatus, Field(strict=False)] = Field(
+        description="Declared status. pv checks it never claims more than the evidence."
+    )
+    description: NonEmpty
+    references: list[NonEmpty] = Field(default_factory=list)
+    depends_on: list[ContractId] = Field(default_factory=list)
+    changelog: list[ChangelogEntry] = Field(default_factory=list)
+
+
+class Equation(Strict):
+    formula: NonEmpty = Field(description="In pv's safe expression language.")
+    domain: str | None = None
+    codomain: str | None = None
+    invariants: list[NonEmpty] = Field(default_factory=list)
+
+
+class DtypeTolerance(Strict):
+    rtol: Annotated[float, Field(ge=0)]
+    atol: Annotated[float, Field(ge=0)]
+
+
+class Tolerance(Strict):
+    """Per-falsifier override of the per-dtype defaults (torch.testing's table).
+
+    `source` is mandatory: a tolerance nobody can justify is a tolerance tuned to pass.
+    """
+
+    source: NonEmpty = Field(description="How the numbers were chosen (measurement, paper, ...).")
+    float64: DtypeTolerance | None = None
+    float32: DtypeTolerance | None = None
+    bfloat16: DtypeTolerance | None = None
+    float16: DtypeTolerance | None = None
+
+
+class ProofObligation(Strict):
+    id: ObligationId
+    type: Annotated[ObligationType, Field(strict=False)]
+    property: NonEmpty
+    formal: str | None = None
+    tolerance: Annotated[float, Field(ge=0)] | None = None
+    falsifiers: list[FalsifierId] = Field(
+        default_factory=list, description="Falsifiers whose discharge discharges this obligation."
+    )
+
+    @field_validator("id")
+    @classmethod
+    def _not_a_falsifier_id(cls, value: str) -> str:
+        if value.startswith("FALSIFY-"):
+            raise ValueError("obligation ids must not start with FALSIFY- (that prefix is for falsifiers)")
+        return value
+
+
+class FalsificationTest(Strict):
+    id: FalsifierId
+    rule: NonEmpty = Field(description="The claim, in words.")
+    prediction: NonEmpty = Field(
+        description="Boolean expression over the check's observations; false means falsified."
+    )
+    check: Annotated[str, StringConstraints(pattern=CHECK_PATTERN)] | None = Field(
+        default=None, description="module:function inside an allowed package."
+    )
+    params: dict[str, ParamValue] = Field(default_factory=dict)
+    devices: list[Device] = Field(min_length=1, description="Every device the falsifier must pass on.")
+    if_fails: NonEmpty = Field(description="What a failure means and where to look.")
+    ship_blocking: bool = False
+    mutants: list[MutantName] = Field(
+        default_factory=list, description="Planted bugs this falsifier must kill."
+    )
+    tolerance: Tolerance | None = None
+    counter_example_classes: list[NonEmpty] = Field(default_factory=list)
+
+    @field_validator("devices", "mutants")
+    @classmethod
+    def _no_repeats(cls, value: list[str]) -> list[str]:
+        seen = [v for i, v in enumerate(value) if v in value[:i]]
+        if seen:
+            raise ValueError(f"listed twice: {', '.join(sorted(set(seen)))}")
+        return value
+
+    def definition_sha256(self) -> str:
+        """Hash of this falsifier's own definition: evidence for an older definition is STALE."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class Contract(Strict):
+    metadata: Metadata
+    equations: dict[Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_]*$")], Equation] = Field(
+        default_factory=dict
+    )
+    proof_obligations: list[ProofObligation] = Field(default_factory=list)
+    falsification_tests: list[FalsificationTest] = Field(min_length=1)
+
+    def falsifier(self, falsifier_id: str) -> FalsificationTest | None:
+        return next((f for f in self.falsification_tests if f.id == falsifier_id), None)
+
+
+# --- JSON Schema export ----------------------------------------------------------------------
+
+
+def json_schema() -> dict[str, Any]:
+    schema = Contract.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://pv.dev/schema/contract.schema.json"
+    schema["title"] = "pv contract"
+    return schema
+
+
+def json_schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def _main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m pv.schema", description=__doc__)
+    parser.add_argument("--write", action="store_true", help=f"write {SCHEMA_PATH.name}")
+    args = parser.parse_args(argv)
+    if args.write:
+        SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
+        from pv.atomic import write_text
+
+        write_text(SCHEMA_PATH, json_schema_text())
+        print(f"wrote {SCHEMA_PATH}")
+    else:
+        print(json_schema_text(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
