@@ -1,0 +1,69 @@
+"""The `pv` command line. Each verb lives in its own module and is imported only when used,
+so `pv validate` (a pre-commit hook) never pays for jinja2, pytest or torch."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from pv import __version__
+
+# verb -> (module, attribute, one-line help shown in `pv --help`)
+VERBS: dict[str, tuple[str, str, str]] = {
+    "validate": ("pv.validate", "command", "Check contracts: schema, ids, references, bindings, expressions."),
+    "generate": ("pv.generate", "command", "Compile contracts into pytest modules under generated_tests/."),
+    "run": ("pv.run", "command", "Run falsifiers on cpu/cuda and record the evidence in the ledger."),
+    "status": ("pv.status", "command", "Compute lifecycle status from evidence; write the dashboard."),
+    "strength": ("pv.strength", "command", "Run falsifiers against planted bugs (mutants); kill matrix."),
+    "bisect": ("pv.bisect", "command", "Localise a divergence between two backends, op by op."),
+    "ledger": ("pv.ledger_cli", "command", "Inspect, check and merge evidence ledgers."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(VERBS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in VERBS:
+            return None
+        module_name, attr, _ = VERBS[name]
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            return _not_built(name)
+        return getattr(module, attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Help text comes from the table so `pv --help` imports no verb module.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, text) for name, (_, _, text) in VERBS.items()])
+
+
+def _not_built(name: str) -> click.Command:
+    @click.command(name=name, help=f"`pv {name}` is not available in this build.")
+    def missing() -> None:
+        raise click.UsageError(f"`pv {name}` is not available in this build of pv {__version__}")
+
+    return missing
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="pv")
+def main() -> None:
+    """pv: contract-driven falsification for ML training runtimes.
+
+    \b
+    Typical loop:
+      pv validate contracts/*.yaml     strict schema and cross-checks
+      pv generate                      contracts -> generated_tests/
+      pv run --all --device cpu        run falsifiers, record evidence
+      pv status                        docs/STATUS.md from the evidence
+    """
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""The evidence ledger: append-only JSON Lines, one record per falsifier x device x run.
+
+Writers take an exclusive `flock` on the ledger file and append whole lines with a single
+`write`, so concurrent writers (pytest-xdist workers, parallel `pv run`s) never interleave.
+A crash can still leave a torn last line; the next writer starts on a fresh line so the torn
+fragment stays isolated, and every reader reports it (with its line number) instead of
+dropping it silently or letting it corrupt the records around it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Iterable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LEDGER_SCHEMA_VERSION = 1
+
+
+class Verdict(str, Enum):
+    PASS = "PASS"  # the prediction held
+    FAIL = "FAIL"  # the prediction was falsified (under a mutant: the mutant was killed)
+    ERROR = "ERROR"  # the check could not execute; counts as a failure, never a discharge
+    SKIP = "SKIP"  # the device was absent; never a discharge
+
+
+class LedgerRecord(BaseModel):
+    """One piece of evidence. Field names are the ledger's on-disk format."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = LEDGER_SCHEMA_VERSION
+    record_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    run_id: str | None = None  # groups the records of one `pv run` / pytest session
+    contract: str
+    contract_version: str
+    falsifier: str
+    falsifier_sha256: str
+    device: str  # cpu | cuda
+    device_name: str | None = None  # e.g. "NVIDIA H100 80GB HBM3", or the CPU model
+    mutant: str | None = None  # a planted bug active during the run (pv strength)
+    verdict: Verdict
+    observations: dict[str, Any] = Field(default_factory=dict)
+    prediction: str
+    margin: float | None = None
+    message: str = ""  # why it failed, errored or skipped
+    duration_s: float
+    seed: int | None = None
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    versions: dict[str, str | None] = Field(default_factory=dict)  # python, torch, cuda, pv
+    host: str | None = None
+    time_utc: str  # ISO 8601, e.g. 2026-11-22T03:01:02Z
+
+    def to_line(self) -> bytes:
+        return (json.dumps(self.model_dump(mode="json"), sort_keys=True, allow_nan=False) + "\n").encode()
+
+
+@dataclass(frozen=True)
+class LedgerProblem:
+    line: int
+    message: str
+
+
+@dataclass
+class LedgerContents:
+    records: list[LedgerRecord] = field(default_factory=list)
+    problems: list[LedgerProblem] = field(default_factory=list)
+
+
+def _sanitize(value: Any) -> Any:
+    """JSON has no NaN/Inf: keep them as strings so the evidence is not lost."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return repr(value)
+    if isinstance(value, dict):
+        return {str(k): _sanitize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_sanitize(v) for v in value]
+    return value
+
+
+def make_record(**fields: Any) -> LedgerRecord:
+    """Build a record, turning non-finite observations and margins into JSON-safe values."""
+    if "observations" in fields:
+        fields["observations"] = _sanitize(fields["observations"])
+    margin = fields.get("margin")
+    if isinstance(margin, float) and (margin != margin or abs(margin) == float("inf")):
+        fields["margin"] = None
+    return LedgerRecord(**fields)
+
+
+def append(path: Path | str, records: Iterable[LedgerRecord]) -> int:
+    """Append records atomically with respect to other writers. Returns how many."""
+    payload = b"".join(r.to_line() for r in records)
+    if not payload:
+        return 0
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            # A writer crashed mid-line. Start on a fresh line: the fragment stays a single
+            # reported problem instead of swallowing our first record.
+            payload = b"\n" + payload
+        written = 0
+        while written < len(payload):
+            written += os.write(fd, payload[written:])
+        os.fsync(fd)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    return payload.count(b"\n") - (1 if payload.startswith(b"\n") else 0)
+
+
+def read(path: Path | str) -> LedgerContents:
+    """Every well-formed record, and a problem for every torn or malformed line."""
+    path = Path(path)
+    contents = LedgerContents()
+    if not path.exists():
+        return contents
+    with open(path, "rb") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+        try:
+            data = handle.read()
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    lines = data.split(b"\n")
+    torn_tail = bool(data) and not data.endswith(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        is_last = number == len(lines)
+        try:
+            obj = json.loads(raw)
+            contents.records.append(LedgerRecord.model_validate(obj))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            what = "torn last line (a writer crashed mid-record)" if is_last and torn_tail else "corrupt line (not JSON)"
+            contents.problems.append(LedgerProblem(number, what))
+        except ValueError as exc:  # pydantic.ValidationError
+            first = exc.errors()[0] if hasattr(exc, "errors") else {"loc": (), "msg": str(exc)}
+            where = ".".join(str(p) for p in first["loc"])
+            contents.problems.append(LedgerProblem(number, f"malformed record: {where}: {first['msg']}"))
+    return contents
