@@ -1,0 +1,441 @@
+"""Lifecycle status computed from evidence: pure functions over contracts + ledger records.
+
+Nothing here reads files or the clock, so every rule can be tested with hand-made records.
+`pv status` (pv/status.py) and `pv validate` (declared vs computed, PV501) call in here.
+
+The rules (docs/internals.md, "Lifecycle"):
+
+* A record is *fresh* when its `falsifier_sha256` equals the falsifier's current
+  `definition_sha256()`; otherwise it is *stale*. Records match a falsifier by contract id
+  and falsifier id; the contract's version plays no part, so bumping it (promotion) keeps
+  the evidence fresh.
+* Per falsifier x required device, the latest fresh non-mutant record decides ("latest" is
+  by `time_utc`, ties broken by ledger order): PASS, FAIL, ERROR or SKIP; PENDING when there
+  is none; STALE when only records for an older definition exist on that device.
+  Records for devices the falsifier does not require are ignored.
+* Per falsifier: FALSIFIED if any device FAILs; ERROR if any device ERRORs (a failure too);
+  DISCHARGED if PASS on every required device; PARTIAL if on some; STALE if the falsifier
+  has only records of older definitions; PENDING otherwise. SKIP never discharges: a device
+  whose latest record is a SKIP shows SKIP and counts as not passed.
+* Mutant strength per falsifier x declared mutant, from fresh records run under that mutant,
+  latest per required device: KILLED if the latest record on some device is a FAIL (many
+  mutants act on one device only, e.g. `cuda_drops_qkv_bias`, so surviving on a device the
+  mutant does not touch does not count against the falsifier); else ERROR if one errored;
+  else SURVIVED if one passed; else NOT_RUN. A falsifier that declares no mutant is UNPROVEN.
+* Per contract: DRAFT (no fresh PASS/FAIL/ERROR on any falsifier) -> DRAFT_RED (a FALSIFIED
+  or ERROR falsifier) -> DRAFT_PARTIAL_DISCHARGE (no failure, not all discharged, or a
+  mutant not killed, or an UNPROVEN falsifier) -> ACTIVE_RUNTIME (every falsifier discharged
+  on every required device, fresh, every declared mutant killed, no UNPROVEN falsifier).
+  RETIRED and SUPERSEDED are set by hand and kept.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from pv.diagnostics import Diagnostic
+from pv.ledger import LedgerRecord, Verdict
+from pv.schema import STATUS_RANK, Contract, FalsificationTest, LifecycleStatus
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pv.loader import LoadedContract
+
+HAND_SET = frozenset({LifecycleStatus.RETIRED, LifecycleStatus.SUPERSEDED})
+
+
+class DeviceState(str, Enum):
+    """What the latest evidence says about one falsifier on one device."""
+
+    PENDING = "PENDING"  # no record at all
+    PASS = "PASS"
+    FAIL = "FAIL"
+    ERROR = "ERROR"
+    SKIP = "SKIP"  # the device was absent: never a discharge
+    STALE = "STALE"  # only records for an older definition of the falsifier
+
+
+class FalsifierState(str, Enum):
+    PENDING = "PENDING"
+    FALSIFIED = "FALSIFIED"
+    ERROR = "ERROR"
+    PARTIAL = "PARTIAL"
+    DISCHARGED = "DISCHARGED"
+    STALE = "STALE"
+
+
+class MutantState(str, Enum):
+    KILLED = "KILLED"  # the falsifier FAILed under the planted bug: it can detect it
+    SURVIVED = "SURVIVED"  # the falsifier PASSed under the planted bug: it is blind to it
+    ERROR = "ERROR"
+    NOT_RUN = "NOT_RUN"
+
+
+FAILING = frozenset({FalsifierState.FALSIFIED, FalsifierState.ERROR})
+_VERDICT_STATE = {
+    Verdict.PASS: DeviceState.PASS,
+    Verdict.FAIL: DeviceState.FAIL,
+    Verdict.ERROR: DeviceState.ERROR,
+    Verdict.SKIP: DeviceState.SKIP,
+}
+_EPOCH = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeviceEvidence:
+    device: str
+    state: DeviceState
+    record: LedgerRecord | None = None  # the deciding record (the latest stale one when STALE)
+
+
+@dataclass(frozen=True)
+class MutantEvidence:
+    mutant: str
+    state: MutantState
+    devices: tuple[DeviceEvidence, ...] = ()  # latest fresh record under this mutant, per device
+
+    @property
+    def record(self) -> LedgerRecord | None:
+        """The record that decided the state (for the dashboard's date/commit)."""
+        wanted = {
+            MutantState.KILLED: DeviceState.FAIL,
+            MutantState.ERROR: DeviceState.ERROR,
+            MutantState.SURVIVED: DeviceState.PASS,
+        }.get(self.state)
+        return next((d.record for d in self.devices if d.state is wanted), None)
+
+
+@dataclass(frozen=True)
+class FalsifierStatus:
+    contract: str
+    falsifier: FalsificationTest
+    sha256: str
+    state: FalsifierState
+    devices: tuple[DeviceEvidence, ...]  # in the order of `falsifier.devices`
+    mutants: tuple[MutantEvidence, ...]  # in the order of `falsifier.mutants`
+
+    @property
+    def id(self) -> str:
+        return self.falsifier.id
+
+    @property
+    def unproven(self) -> bool:
+        """No planted bug was declared, so nothing shows this falsifier can fail."""
+        return not self.falsifier.mutants
+
+    @property
+    def killed(self) -> int:
+        return sum(m.state is MutantState.KILLED for m in self.mutants)
+
+    @property
+    def strength(self) -> str:
+        """`UNPROVEN`, or `killed/declared`."""
+        return "UNPROVEN" if self.unproven else f"{self.killed}/{len(self.mutants)}"
+
+    @property
+    def has_fresh_evidence(self) -> bool:
+        return any(d.state in (DeviceState.PASS, DeviceState.FAIL, DeviceState.ERROR) for d in self.devices)
+
+    def device(self, name: str) -> DeviceEvidence | None:
+        return next((d for d in self.devices if d.device == name), None)
+
+    def devices_in(self, *states: DeviceState) -> list[str]:
+        return [d.device for d in self.devices if d.state in states]
+
+    def explain(self) -> str:
+        """One line: why this falsifier is where it is."""
+        state = self.state
+        if state is FalsifierState.DISCHARGED:
+            return f"passed on {', '.join(self.devices_in(DeviceState.PASS))}"
+        if state is FalsifierState.FALSIFIED:
+            return f"FAIL on {', '.join(self.devices_in(DeviceState.FAIL))}"
+        if state is FalsifierState.ERROR:
+            return f"ERROR on {', '.join(self.devices_in(DeviceState.ERROR))}"
+        if state is FalsifierState.STALE:
+            return "evidence only for an older definition; run it again"
+        missing = [f"{d.device} ({d.state.value})" for d in self.devices if d.state is not DeviceState.PASS]
+        if state is FalsifierState.PARTIAL:
+            return f"passed on {', '.join(self.devices_in(DeviceState.PASS))}; not on {', '.join(missing)}"
+        return f"no pass yet: {', '.join(missing)}"
+
+
+@dataclass(frozen=True)
+class ContractStatus:
+    contract: Contract
+    declared: LifecycleStatus
+    evidence: LifecycleStatus  # what the evidence alone supports (one of the first four)
+    falsifiers: tuple[FalsifierStatus, ...]
+    blockers: tuple[str, ...] = field(default=())  # why it is not ACTIVE_RUNTIME
+
+    @property
+    def id(self) -> str:
+        return self.contract.metadata.id
+
+    @property
+    def hand_set(self) -> bool:
+        return self.declared in HAND_SET
+
+    @property
+    def computed(self) -> LifecycleStatus:
+        """The status pv reports: RETIRED/SUPERSEDED are kept, the rest come from evidence."""
+        return self.declared if self.hand_set else self.evidence
+
+    @property
+    def discharged(self) -> int:
+        return sum(f.state is FalsifierState.DISCHARGED for f in self.falsifiers)
+
+    @property
+    def mutants_declared(self) -> int:
+        return sum(len(f.mutants) for f in self.falsifiers)
+
+    @property
+    def mutants_killed(self) -> int:
+        return sum(f.killed for f in self.falsifiers)
+
+    @property
+    def devices(self) -> list[str]:
+        """Every device some falsifier requires, in a fixed order (cpu, cuda)."""
+        return _device_order({d for f in self.falsifiers for d in f.falsifier.devices})
+
+    def evidence_summary(self) -> str:
+        """E.g. `4/4 falsifiers discharged on cpu,cuda; 6/6 mutants killed`."""
+        text = (f"{self.discharged}/{len(self.falsifiers)} falsifiers discharged on "
+                f"{','.join(self.devices)}; {self.mutants_killed}/{self.mutants_declared} mutants killed")
+        failing = [f"{f.id} {f.explain()}" for f in self.falsifiers if f.state in FAILING]
+        unproven = [f.id for f in self.falsifiers if f.unproven]
+        if failing:
+            text += "; " + "; ".join(failing)
+        if unproven:
+            text += f"; UNPROVEN (no mutant declared): {', '.join(unproven)}"
+        return text
+
+
+# --- computation -------------------------------------------------------------------------------
+
+Indexed = tuple[int, LedgerRecord]  # ledger position, record
+
+
+def _time_key(item: Indexed) -> tuple[datetime.datetime, int]:
+    index, record = item
+    try:
+        when = datetime.datetime.fromisoformat(record.time_utc.replace("Z", "+00:00"))
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.timezone.utc)
+    except (ValueError, AttributeError):
+        when = _EPOCH
+    return when, index
+
+
+def _latest(items: Iterable[Indexed]) -> LedgerRecord | None:
+    best = max(items, key=_time_key, default=None)
+    return None if best is None else best[1]
+
+
+def _device_order(devices: Iterable[str]) -> list[str]:
+    from pv.schema import DEVICES
+
+    rank = {d: i for i, d in enumerate(DEVICES)}
+    return sorted(set(devices), key=lambda d: (rank.get(d, len(rank)), d))
+
+
+def group_records(records: Iterable[LedgerRecord]) -> dict[tuple[str, str], list[Indexed]]:
+    """Records by (contract id, falsifier id), keeping their ledger position for ties."""
+    groups: dict[tuple[str, str], list[Indexed]] = {}
+    for index, record in enumerate(records):
+        groups.setdefault((record.contract, record.falsifier), []).append((index, record))
+    return groups
+
+
+def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Sequence[Indexed]) -> FalsifierStatus:
+    """Status of one falsifier from the records of (contract id, falsifier id)."""
+    sha = falsifier.definition_sha256()
+    required = set(falsifier.devices)
+    relevant = [(i, r) for i, r in records if r.device in required]
+    runtime = [(i, r) for i, r in relevant if r.mutant is None]
+
+    devices = []
+    for device in falsifier.devices:
+        here = [(i, r) for i, r in runtime if r.device == device]
+        fresh = _latest((i, r) for i, r in here if r.falsifier_sha256 == sha)
+        if fresh is not None:
+            devices.append(DeviceEvidence(device, _VERDICT_STATE[fresh.verdict], fresh))
+        elif here:
+            devices.append(DeviceEvidence(device, DeviceState.STALE, _latest(here)))
+        else:
+            devices.append(DeviceEvidence(device, DeviceState.PENDING))
+
+    states = {d.state for d in devices}
+    has_fresh = any(r.falsifier_sha256 == sha for _, r in runtime)
+    if DeviceState.FAIL in states:
+        state = FalsifierState.FALSIFIED
+    elif DeviceState.ERROR in states:
+        state = FalsifierState.ERROR
+    elif states == {DeviceState.PASS}:
+        state = FalsifierState.DISCHARGED
+    elif DeviceState.PASS in states:
+        state = FalsifierState.PARTIAL
+    elif runtime and not has_fresh:
+        state = FalsifierState.STALE
+    else:
+        state = FalsifierState.PENDING
+
+    mutants = []
+    for mutant in falsifier.mutants:
+        under = [(i, r) for i, r in relevant if r.mutant == mutant and r.falsifier_sha256 == sha]
+        per_device = []
+        for device in falsifier.devices:
+            latest = _latest((i, r) for i, r in under if r.device == device)
+            if latest is not None:
+                per_device.append(DeviceEvidence(device, _VERDICT_STATE[latest.verdict], latest))
+        seen = {d.state for d in per_device}
+        if DeviceState.FAIL in seen:
+            mstate = MutantState.KILLED
+        elif DeviceState.ERROR in seen:
+            mstate = MutantState.ERROR
+        elif DeviceState.PASS in seen:
+            mstate = MutantState.SURVIVED
+        else:
+            mstate = MutantState.NOT_RUN
+        mutants.append(MutantEvidence(mutant, mstate, tuple(per_device)))
+
+    return FalsifierStatus(contract_id, falsifier, sha, state, tuple(devices), tuple(mutants))
+
+
+def contract_status(
+    contract: Contract,
+    records: Iterable[LedgerRecord] | dict[tuple[str, str], list[Indexed]],
+) -> ContractStatus:
+    """Status of one contract. `records` is the ledger's records, or `group_records(...)` of them."""
+    groups = records if isinstance(records, dict) else group_records(records)
+    cid = contract.metadata.id
+    falsifiers = tuple(falsifier_status(cid, f, groups.get((cid, f.id), [])) for f in contract.falsification_tests)
+
+    blockers: list[str] = []
+    for f in falsifiers:
+        if f.state is not FalsifierState.DISCHARGED:
+            blockers.append(f"{f.id} {f.state.value}: {f.explain()}")
+        if f.unproven:
+            blockers.append(f"{f.id} UNPROVEN: declares no mutant, so nothing shows it can fail")
+        for m in f.mutants:
+            if m.state is not MutantState.KILLED:
+                blockers.append(f"{f.id} mutant {m.mutant} {m.state.value}")
+
+    if not any(f.has_fresh_evidence for f in falsifiers):
+        evidence = LifecycleStatus.DRAFT
+    elif any(f.state in FAILING for f in falsifiers):
+        evidence = LifecycleStatus.DRAFT_RED
+    elif blockers:
+        evidence = LifecycleStatus.DRAFT_PARTIAL_DISCHARGE
+    else:
+        evidence = LifecycleStatus.ACTIVE_RUNTIME
+    return ContractStatus(contract, contract.metadata.status, evidence, falsifiers, tuple(blockers))
+
+
+def compute(contracts: Iterable[Contract], records: Iterable[LedgerRecord]) -> list[ContractStatus]:
+    """Statuses of many contracts, sorted by contract id."""
+    groups = group_records(records)
+    statuses = [contract_status(c, groups) for c in contracts]
+    return sorted(statuses, key=lambda s: s.id)
+
+
+# --- declared vs computed ----------------------------------------------------------------------
+
+
+def overclaim(status: ContractStatus) -> str | None:
+    """Why the declared status claims more than the evidence supports, or None.
+
+    Claiming more means: declaring anything but DRAFT_RED while the evidence is red (a
+    falsified or errored falsifier must not hide behind DRAFT or a green status), or declaring
+    DRAFT_PARTIAL_DISCHARGE / ACTIVE_RUNTIME above what the evidence supports. Declaring
+    less than the evidence (e.g. DRAFT with everything discharged) is allowed: it lags, and
+    `pv status --promote` catches it up. RETIRED/SUPERSEDED are set by hand and never flagged.
+    """
+    declared, evidence = status.declared, status.evidence
+    if declared in HAND_SET:
+        return None
+    if evidence is LifecycleStatus.DRAFT_RED and declared is not LifecycleStatus.DRAFT_RED:
+        red = [f"{f.id} {f.explain()}" for f in status.falsifiers if f.state in FAILING]
+        return f"the evidence is red ({'; '.join(red)})"
+    if declared in (LifecycleStatus.DRAFT_PARTIAL_DISCHARGE, LifecycleStatus.ACTIVE_RUNTIME):
+        if STATUS_RANK[declared] > STATUS_RANK[evidence]:
+            if evidence is LifecycleStatus.DRAFT:
+                return "there is no fresh evidence (every falsifier PENDING or STALE)"
+            return "; ".join(status.blockers) or "the evidence does not support it"
+    return None
+
+
+def declared_status_diagnostics(
+    loaded_contracts: Iterable[LoadedContract], records: Iterable[LedgerRecord]
+) -> list[Diagnostic]:
+    """PV501 for every contract whose declared `metadata.status` claims more than its evidence.
+
+    `loaded_contracts` are pv.loader results (those whose schema failed are skipped);
+    `records` are the ledger's records (`pv.ledger.read(ws.ledger).records`).
+    """
+    groups = group_records(records)
+    out = []
+    for loaded in loaded_contracts:
+        if loaded is None or loaded.contract is None:
+            continue
+        status = contract_status(loaded.contract, groups)
+        reason = overclaim(status)
+        if reason is None:
+            continue
+        line, col = loaded.position(("metadata", "status"))
+        demote = " --allow-demote" if STATUS_RANK.get(status.declared, 0) > STATUS_RANK[status.evidence] else ""
+        out.append(Diagnostic(
+            path=loaded.display_path, line=line, col=col, code="PV501",
+            message=(f"declared status {status.declared.value} claims more than the evidence, "
+                     f"which supports {status.evidence.value}: {reason}"),
+            hint=(f"run the falsifiers (pv run), or set the status from the evidence: "
+                  f"pv status --promote{demote} {status.id}"),
+        ))
+    return out
+
+
+def to_json(status: ContractStatus, display_path: str | None = None) -> dict[str, Any]:
+    """A plain, deterministic dict of a contract's computed status (for `--format json`)."""
+
+    def record_json(record: LedgerRecord | None) -> dict[str, Any] | None:
+        if record is None:
+            return None
+        return {
+            "record_id": record.record_id, "verdict": record.verdict.value, "time_utc": record.time_utc,
+            "git_commit": record.git_commit, "git_dirty": record.git_dirty, "observations": record.observations,
+            "margin": record.margin, "message": record.message, "device_name": record.device_name,
+        }
+
+    return {
+        "id": status.id,
+        "path": display_path,
+        "version": status.contract.metadata.version,
+        "declared": status.declared.value,
+        "evidence": status.evidence.value,
+        "computed": status.computed.value,
+        "overclaim": overclaim(status),
+        "blockers": list(status.blockers),
+        "falsifiers": [
+            {
+                "id": f.id,
+                "state": f.state.value,
+                "ship_blocking": f.falsifier.ship_blocking,
+                "sha256": f.sha256,
+                "prediction": f.falsifier.prediction,
+                "strength": f.strength,
+                "devices": {d.device: {"state": d.state.value, "record": record_json(d.record)} for d in f.devices},
+                "mutants": {
+                    m.mutant: {
+                        "state": m.state.value,
+                        "devices": {d.device: d.state.value for d in m.devices},
+                    }
+                    for m in f.mutants
+                },
+            }
+            for f in status.falsifiers
+        ],
+    }

@@ -1,0 +1,255 @@
+"""Lifecycle status computed from evidence (pv.lifecycle): pure, so built from hand-made records."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from pv.ledger import make_record
+from pv.lifecycle import (
+    DeviceState,
+    FalsifierState,
+    MutantState,
+    compute,
+    contract_status,
+    declared_status_diagnostics,
+    overclaim,
+)
+from pv.loader import load_contract
+from pv.schema import Contract, LifecycleStatus
+
+_clock = itertools.count(1)
+
+
+def contract(status: str = "DRAFT", falsifiers: list[dict] | None = None, cid: str = "demo") -> Contract:
+    if falsifiers is None:
+        falsifiers = [falsifier()]
+    return Contract.model_validate({
+        "metadata": {"id": cid, "version": "1.0.0", "kind": "pattern", "status": status,
+                     "description": "demo"},
+        "falsification_tests": falsifiers,
+    })
+
+
+def falsifier(fid: str = "FALSIFY-DEMO-001", devices=("cpu",), mutants=("m_one",), prediction="x < 1") -> dict:
+    return {"id": fid, "rule": "r", "prediction": prediction, "devices": list(devices),
+            "if_fails": "look", "mutants": list(mutants)}
+
+
+def rec(c: Contract, verdict: str, device: str = "cpu", fid: str | None = None, mutant: str | None = None,
+        sha: str | None = None, time: str | None = None, cid: str | None = None):
+    f = c.falsifier(fid) if fid else c.falsification_tests[0]
+    if time is None:  # strictly increasing: later calls are later evidence
+        n = next(_clock)
+        time = f"2026-01-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z"
+    return make_record(
+        contract=cid or c.metadata.id, contract_version=c.metadata.version, falsifier=f.id,
+        falsifier_sha256=sha or f.definition_sha256(), device=device, mutant=mutant, verdict=verdict,
+        observations={"x": 0.5}, prediction=f.prediction, margin=0.5, duration_s=0.1, time_utc=time,
+    )
+
+
+def test_no_records_is_pending_and_draft():
+    c = contract()
+    s = contract_status(c, [])
+    assert s.evidence is LifecycleStatus.DRAFT
+    assert s.falsifiers[0].state is FalsifierState.PENDING
+    assert s.falsifiers[0].devices[0].state is DeviceState.PENDING
+    assert s.falsifiers[0].mutants[0].state is MutantState.NOT_RUN
+
+
+def test_discharged_with_killed_mutant_is_active():
+    c = contract()
+    s = contract_status(c, [rec(c, "PASS"), rec(c, "FAIL", mutant="m_one")])
+    assert s.falsifiers[0].state is FalsifierState.DISCHARGED
+    assert s.falsifiers[0].mutants[0].state is MutantState.KILLED
+    assert s.evidence is LifecycleStatus.ACTIVE_RUNTIME
+    assert s.blockers == ()
+    assert s.evidence_summary() == "1/1 falsifiers discharged on cpu; 1/1 mutants killed"
+
+
+def test_stale_after_editing_the_falsifier():
+    old = contract()
+    records = [rec(old, "PASS"), rec(old, "FAIL", mutant="m_one")]
+    assert contract_status(old, records).evidence is LifecycleStatus.ACTIVE_RUNTIME
+    edited = contract(falsifiers=[falsifier(prediction="x < 0.9")])
+    s = contract_status(edited, records)
+    assert s.falsifiers[0].state is FalsifierState.STALE
+    assert s.falsifiers[0].devices[0].state is DeviceState.STALE
+    assert s.falsifiers[0].mutants[0].state is MutantState.NOT_RUN  # stale mutant runs do not count
+    assert s.evidence is LifecycleStatus.DRAFT
+
+
+def test_skip_never_discharges():
+    c = contract(falsifiers=[falsifier(devices=("cpu", "cuda"))])
+    s = contract_status(c, [rec(c, "PASS", "cpu"), rec(c, "SKIP", "cuda"), rec(c, "FAIL", "cuda", mutant="m_one")])
+    f = s.falsifiers[0]
+    assert f.device("cuda").state is DeviceState.SKIP
+    assert f.state is FalsifierState.PARTIAL
+    assert s.evidence is LifecycleStatus.DRAFT_PARTIAL_DISCHARGE
+    # SKIP everywhere: no discharge, and no evidence at all
+    only_skips = contract_status(c, [rec(c, "SKIP", "cpu"), rec(c, "SKIP", "cuda")])
+    assert only_skips.falsifiers[0].state is FalsifierState.PENDING
+    assert only_skips.evidence is LifecycleStatus.DRAFT
+
+
+def test_skip_after_pass_hides_the_pass():
+    c = contract()
+    s = contract_status(c, [rec(c, "PASS"), rec(c, "SKIP")])
+    assert s.falsifiers[0].devices[0].state is DeviceState.SKIP
+    assert s.falsifiers[0].state is not FalsifierState.DISCHARGED
+
+
+def test_error_counts_as_red():
+    c = contract()
+    s = contract_status(c, [rec(c, "ERROR"), rec(c, "FAIL", mutant="m_one")])
+    assert s.falsifiers[0].state is FalsifierState.ERROR
+    assert s.evidence is LifecycleStatus.DRAFT_RED
+
+
+def test_latest_wins_fail_after_pass_is_falsified():
+    c = contract()
+    s = contract_status(c, [rec(c, "PASS", time="2026-01-01T00:00:00Z"), rec(c, "FAIL", time="2026-01-02T00:00:00Z")])
+    assert s.falsifiers[0].state is FalsifierState.FALSIFIED
+    assert s.evidence is LifecycleStatus.DRAFT_RED
+    # ... and a later PASS clears it; order in the ledger does not matter, time does
+    s = contract_status(c, [rec(c, "PASS", time="2026-01-03T00:00:00Z"), rec(c, "FAIL", time="2026-01-02T00:00:00Z")])
+    assert s.falsifiers[0].state is FalsifierState.DISCHARGED
+
+
+def test_equal_times_tie_break_on_ledger_order():
+    c = contract()
+    t = "2026-01-01T00:00:00Z"
+    assert contract_status(c, [rec(c, "PASS", time=t), rec(c, "FAIL", time=t)]).falsifiers[0].state is FalsifierState.FALSIFIED
+    assert contract_status(c, [rec(c, "FAIL", time=t), rec(c, "PASS", time=t)]).falsifiers[0].state is FalsifierState.DISCHARGED
+
+
+def test_fail_on_one_device_falsifies_despite_pass_elsewhere():
+    c = contract(falsifiers=[falsifier(devices=("cpu", "cuda"))])
+    s = contract_status(c, [rec(c, "PASS", "cpu"), rec(c, "FAIL", "cuda")])
+    assert s.falsifiers[0].state is FalsifierState.FALSIFIED
+    assert "FAIL on cuda" in s.falsifiers[0].explain()
+
+
+def test_mutant_records_are_not_runtime_evidence():
+    c = contract()
+    s = contract_status(c, [rec(c, "FAIL", mutant="m_one")])
+    assert s.falsifiers[0].state is FalsifierState.PENDING
+    assert s.evidence is LifecycleStatus.DRAFT
+
+
+def test_records_for_unrequired_devices_and_other_contracts_are_ignored():
+    c = contract()
+    s = contract_status(c, [rec(c, "FAIL", "cuda"), rec(c, "FAIL", cid="other")])
+    assert s.falsifiers[0].state is FalsifierState.PENDING
+
+
+def test_survived_mutant_blocks_active():
+    c = contract()
+    s = contract_status(c, [rec(c, "PASS"), rec(c, "PASS", mutant="m_one")])
+    assert s.falsifiers[0].mutants[0].state is MutantState.SURVIVED
+    assert s.evidence is LifecycleStatus.DRAFT_PARTIAL_DISCHARGE
+    assert any("m_one SURVIVED" in b for b in s.blockers)
+
+
+def test_mutant_latest_and_killed_on_its_device():
+    c = contract(falsifiers=[falsifier(devices=("cpu", "cuda"), mutants=("cuda_bug", "m_err"))])
+    s = contract_status(c, [
+        rec(c, "PASS", "cpu"), rec(c, "PASS", "cuda"),
+        rec(c, "PASS", "cpu", mutant="cuda_bug"),  # the mutant does not touch the cpu path
+        rec(c, "FAIL", "cuda", mutant="cuda_bug"),
+        rec(c, "FAIL", "cpu", mutant="m_err"), rec(c, "ERROR", "cpu", mutant="m_err"),  # latest wins
+    ])
+    states = {m.mutant: m.state for m in s.falsifiers[0].mutants}
+    assert states == {"cuda_bug": MutantState.KILLED, "m_err": MutantState.ERROR}
+    assert s.evidence is LifecycleStatus.DRAFT_PARTIAL_DISCHARGE
+
+
+def test_unproven_falsifier_blocks_active():
+    c = contract(falsifiers=[falsifier(mutants=())])
+    s = contract_status(c, [rec(c, "PASS")])
+    assert s.falsifiers[0].unproven and s.falsifiers[0].strength == "UNPROVEN"
+    assert s.falsifiers[0].state is FalsifierState.DISCHARGED
+    assert s.evidence is LifecycleStatus.DRAFT_PARTIAL_DISCHARGE
+    assert any("UNPROVEN" in b for b in s.blockers)
+
+
+def test_hand_set_statuses_are_kept():
+    c = contract(status="RETIRED")
+    s = contract_status(c, [rec(c, "FAIL")])
+    assert s.evidence is LifecycleStatus.DRAFT_RED
+    assert s.computed is LifecycleStatus.RETIRED
+    assert overclaim(s) is None
+
+
+def test_contract_version_plays_no_part_in_freshness():
+    c = contract()
+    records = [rec(c, "PASS"), rec(c, "FAIL", mutant="m_one")]
+    bumped = Contract.model_validate({**c.model_dump(mode="json"),
+                                      "metadata": {**c.metadata.model_dump(mode="json"), "version": "1.1.0"}})
+    assert contract_status(bumped, records).evidence is LifecycleStatus.ACTIVE_RUNTIME
+
+
+def test_compute_sorts_by_id():
+    a, b = contract(cid="zeta"), contract(cid="alpha")
+    assert [s.id for s in compute([a, b], [])] == ["alpha", "zeta"]
+
+
+@pytest.mark.parametrize(
+    ("declared", "verdicts", "flagged"),
+    [
+        ("DRAFT", [], False),
+        ("ACTIVE_RUNTIME", [], True),  # no evidence at all
+        ("DRAFT_PARTIAL_DISCHARGE", [], True),
+        ("DRAFT_RED", [], False),  # claims less than nothing? it claims failure: not more
+        ("DRAFT", ["FAIL"], True),  # red evidence must be declared red
+        ("DRAFT_PARTIAL_DISCHARGE", ["ERROR"], True),
+        ("DRAFT_RED", ["FAIL"], False),
+        ("DRAFT", ["PASS"], False),  # lagging is allowed
+        ("DRAFT_PARTIAL_DISCHARGE", ["PASS"], False),
+        ("ACTIVE_RUNTIME", ["PASS"], True),  # mutant not run
+        ("ACTIVE_RUNTIME", ["PASS", "KILL"], False),
+        ("SUPERSEDED", ["FAIL"], False),
+    ],
+)
+def test_overclaim(declared, verdicts, flagged):
+    c = contract(status=declared)
+    records = [rec(c, "FAIL", mutant="m_one") if v == "KILL" else rec(c, v) for v in verdicts]
+    assert (overclaim(contract_status(c, records)) is not None) is flagged
+
+
+CONTRACT_YAML = """\
+# a comment
+metadata:
+  id: demo
+  version: 1.0.0
+  kind: pattern
+  status: ACTIVE_RUNTIME   # claims too much
+  description: demo
+falsification_tests:
+  - id: FALSIFY-DEMO-001
+    rule: r
+    prediction: x < 1
+    devices: [cpu]
+    if_fails: look
+    mutants: [m_one]
+"""
+
+
+def test_declared_status_diagnostics_points_at_metadata_status(tmp_path: Path):
+    path = tmp_path / "demo-v1.yaml"
+    path.write_text(CONTRACT_YAML)
+    loaded, problems = load_contract(path, "contracts/demo-v1.yaml")
+    assert not problems
+    c = loaded.contract
+    diags = declared_status_diagnostics([loaded], [rec(c, "PASS")])
+    assert len(diags) == 1
+    d = diags[0]
+    assert (d.code, d.path, d.line, d.col) == ("PV501", "contracts/demo-v1.yaml", 6, 11)
+    assert "ACTIVE_RUNTIME" in d.message and "DRAFT_PARTIAL_DISCHARGE" in d.message
+    assert "m_one NOT_RUN" in d.message
+    assert "pv status --promote --allow-demote demo" in d.hint
+    # with the mutant killed the claim is supported
+    assert declared_status_diagnostics([loaded], [rec(c, "PASS"), rec(c, "FAIL", mutant="m_one")]) == []
