@@ -24,6 +24,7 @@ class Workspace:
     status_file: Path
     check_packages: tuple[str, ...]
     mutants_module: str | None
+    bisect_adapter: str | None = None
     pyproject: Path | None = field(default=None)
 
     def contract_files(self) -> list[Path]:
@@ -47,6 +48,8 @@ _DEFAULTS = {
     "status_file": "docs/STATUS.md",
     "check_packages": ["falsifiers"],
     "mutants_module": None,
+    # Module that tells `pv bisect` how to load a backend and which ops to compare.
+    "bisect_adapter": None,
 }
 _KNOWN_KEYS = set(_DEFAULTS)
 
@@ -101,5 +104,6 @@ def load_workspace(start: Path | None = None) -> Workspace:
         status_file=root / settings["status_file"],
         check_packages=tuple(packages),
         mutants_module=settings["mutants_module"],
+        bisect_adapter=settings["bisect_adapter"],
         pyproject=pyproject,
     )
