@@ -1,0 +1,270 @@
+"""`pv status`: the dashboard, --check, --stdout, --format json (temporary workspaces only)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pv.cli import main
+from pv.ledger import append, make_record
+from pv.loader import load_contract
+from pv.status import build_report, md_code, md_text, render_markdown
+
+PYPROJECT = """\
+[tool.pv]
+contracts_dir = "contracts"
+ledger = "evidence/ledger.jsonl"
+status_file = "docs/STATUS.md"
+"""
+
+ALPHA = """\
+metadata:
+  id: alpha
+  version: 1.0.0
+  kind: pattern
+  status: DRAFT
+  description: The alpha path works.
+falsification_tests:
+  - id: FALSIFY-ALPHA-001
+    rule: loss is finite
+    prediction: loss < 10
+    devices: [cpu, cuda]
+    if_fails: The alpha path diverges; run pv bisect.
+    ship_blocking: true
+    mutants: [alpha_bug]
+  - id: FALSIFY-ALPHA-002
+    rule: accuracy is high
+    prediction: acc > 0.5
+    devices: [cpu]
+    if_fails: Accuracy collapsed.
+"""
+
+BETA = """\
+metadata:
+  id: beta
+  version: 2.0.0
+  kind: kernel
+  status: DRAFT
+  description: The beta kernel matches.
+falsification_tests:
+  - id: FALSIFY-BETA-001
+    rule: matches reference
+    prediction: err <= 0.001
+    devices: [cpu]
+    if_fails: Beta kernel is wrong.
+    ship_blocking: true
+    mutants: [beta_bug]
+"""
+
+_clock = itertools.count(1)
+
+
+def _time() -> str:
+    n = next(_clock)
+    return f"2026-03-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z"
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    (tmp_path / "contracts").mkdir()
+    (tmp_path / "contracts" / "alpha-v1.yaml").write_text(ALPHA)
+    (tmp_path / "contracts" / "beta-v2.yaml").write_text(BETA)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def record(root: Path, cid: str, fid: str, verdict: str, device: str = "cpu", mutant: str | None = None,
+           observations: dict | None = None, time: str | None = None, message: str = ""):
+    path = next((root / "contracts").glob(f"{cid}-v*.yaml"))
+    loaded, _ = load_contract(path)
+    f = loaded.contract.falsifier(fid)
+    return make_record(
+        contract=cid, contract_version=loaded.contract.metadata.version, falsifier=f.id,
+        falsifier_sha256=f.definition_sha256(), device=device, mutant=mutant, verdict=verdict,
+        observations={} if observations is None else observations, prediction=f.prediction,
+        margin=0.25 if verdict in ("PASS", "FAIL") else None, message=message, duration_s=0.5,
+        time_utc=time or _time(), git_commit="0123456789abcdef", git_dirty=False,
+    )
+
+
+def add(root: Path, *records) -> None:
+    append(root / "evidence" / "ledger.jsonl", records)
+
+
+def pv(*args: str):
+    return CliRunner().invoke(main, ["status", *args], catch_exceptions=False)
+
+
+def cells(line: str) -> list[str]:
+    """Split a markdown table row on unescaped pipes."""
+    return re.split(r"(?<!\\)\|", line.strip())[1:-1]
+
+
+def evidence_all_green(root: Path) -> None:
+    add(root,
+        record(root, "alpha", "FALSIFY-ALPHA-001", "PASS", "cpu", observations={"loss": 2.5}),
+        record(root, "alpha", "FALSIFY-ALPHA-001", "PASS", "cuda", observations={"loss": 2.75}),
+        record(root, "alpha", "FALSIFY-ALPHA-001", "FAIL", "cuda", mutant="alpha_bug", observations={"loss": 18.5}),
+        record(root, "alpha", "FALSIFY-ALPHA-002", "PASS", "cpu", observations={"acc": 0.9, "unrelated": 3}),
+        record(root, "beta", "FALSIFY-BETA-001", "FAIL", "cpu", observations={"err": 0.5}),
+        )
+
+
+# --- writing ---------------------------------------------------------------------------------------
+
+
+def test_writes_dashboard_and_prints_summary(ws: Path):
+    evidence_all_green(ws)
+    result = pv()
+    assert result.exit_code == 0, result.output
+    text = (ws / "docs" / "STATUS.md").read_text()
+    for heading in ("# Contract status", "## Summary", "## Open ship-blocking falsifiers", "## Contracts",
+                    "### alpha", "### beta", "## Kill matrix"):
+        assert heading + "\n" in text
+    assert "| cpu | 2/3 |" in text and "| cuda | 1/1 |" in text
+    assert "| DRAFT_PARTIAL_DISCHARGE | 1 |" in text and "| DRAFT_RED | 1 |" in text
+    # observed values are those the prediction names; margin, date and short commit of the evidence
+    assert "| cuda | PASS | loss=2.75 | " in text and "2026-03-01 `0123456` |" in text
+    assert "acc=0.9 |" in text and "unrelated" not in text
+    # ship-blocking and open: beta is falsified, with its if_fails text
+    open_section = text.split("## Open ship-blocking falsifiers")[1].split("## Contracts")[0]
+    assert "`FALSIFY-BETA-001`" in open_section and "Beta kernel is wrong." in open_section
+    assert "FALSIFY-ALPHA-001" not in open_section  # discharged
+    # kill matrix
+    assert "| `FALSIFY-ALPHA-001` | 1/1 | KILLED |   |" in text
+    assert "| `FALSIFY-BETA-001` | 0/1 |   | — |" in text
+    assert "| `FALSIFY-ALPHA-002` | UNPROVEN |   |   |" in text
+    assert "alpha: DRAFT_PARTIAL_DISCHARGE (declared DRAFT)" in result.output
+    assert "! beta: DRAFT_RED" in result.output
+    assert "wrote docs/STATUS.md" in result.output
+    # nothing machine-specific leaks in
+    assert str(ws) not in text
+
+
+def test_check_detects_drift(ws: Path):
+    missing = pv("--check")
+    assert missing.exit_code == 1 and "does not exist" in missing.output and "run `pv status`" in missing.output
+    assert pv().exit_code == 0
+    assert pv("--check").exit_code == 0
+    add(ws, record(ws, "beta", "FALSIFY-BETA-001", "PASS"))
+    drift = pv("--check")
+    assert drift.exit_code == 1
+    assert "out of date" in drift.output and "run `pv status` and commit docs/STATUS.md" in drift.output
+    assert pv().exit_code == 0 and pv("--check").exit_code == 0
+    # editing a falsifier makes its evidence stale: also drift
+    path = ws / "contracts" / "beta-v2.yaml"
+    path.write_text(path.read_text().replace("err <= 0.001", "err <= 0.0001"))
+    assert pv("--check").exit_code == 1
+    assert "STALE" in pv("--stdout").output
+
+
+def test_two_renders_are_byte_identical_whatever_the_ledger_order(ws: Path):
+    evidence_all_green(ws)
+    first = pv("--stdout").output
+    assert pv("--stdout").output == first
+    lines = (ws / "evidence" / "ledger.jsonl").read_text().splitlines(keepends=True)
+    random.Random(7).shuffle(lines)
+    (ws / "evidence" / "ledger.jsonl").write_text("".join(lines))
+    assert pv("--stdout").output == first
+    assert not (ws / "docs" / "STATUS.md").exists()  # --stdout writes nothing
+
+
+def test_markdown_escaping_of_hostile_text(ws: Path):
+    hostile = ALPHA.replace(
+        "description: The alpha path works.",
+        'description: "pipe | here\\n## Injected heading\\n<script>alert(1)</script> [x](http://e) `tick`"',
+    ).replace(
+        "if_fails: The alpha path diverges; run pv bisect.",
+        'if_fails: "a | b | c\\n| fake | row |"',
+    ).replace("prediction: loss < 10", "prediction: loss < 10 or loss == 99")
+    (ws / "contracts" / "alpha-v1.yaml").write_text(hostile)
+    add(ws, record(ws, "alpha", "FALSIFY-ALPHA-001", "FAIL", "cpu",
+                   observations={"loss": "nan | x\n| y", "junk": 1}),
+        record(ws, "alpha", "FALSIFY-ALPHA-001", "ERROR", "cuda", message="boom | bang\n<b>x</b>"))
+    text = pv("--stdout").output
+    assert "<script>" not in text and "<b>" not in text
+    assert "\n## Injected" not in text and "\n| fake" not in text
+    for line in text.splitlines():
+        if line.startswith("|"):
+            assert line.endswith("|"), line
+    # every row of every table has as many cells as its header
+    tables = re.findall(r"((?:^\|.*\|\n)+)", text, flags=re.M)
+    assert tables
+    for table in tables:
+        rows = table.splitlines()
+        widths = {len(cells(r)) for r in rows}
+        assert len(widths) == 1, table
+    assert r"a \| b \| c<br>\| fake \| row \|" in text
+    assert r"nan \| x<br>\| y" in text
+
+
+def test_md_helpers():
+    assert md_text("a|b\nc<d>") == r"a\|b<br>c\<d\>"
+    assert md_code("a | b") == r"`a \| b`"
+    assert md_code("x `y` z") == "``x `y` z``"
+    assert md_code("`edge") == "`` `edge ``"
+    assert md_code("") == ""
+
+
+def test_skip_shown_but_not_discharged(ws: Path):
+    add(ws, record(ws, "alpha", "FALSIFY-ALPHA-001", "PASS", "cpu", observations={"loss": 1.0}),
+        record(ws, "alpha", "FALSIFY-ALPHA-001", "SKIP", "cuda", message="CUDA not available"))
+    text = pv("--stdout").output
+    assert "| cuda | SKIP | CUDA not available |" in text
+    assert "| cuda | 0/1 |" in text
+    assert "PARTIAL" in text
+
+
+def test_ledger_problems_warn_on_top_and_on_stderr(ws: Path):
+    evidence_all_green(ws)
+    with open(ws / "evidence" / "ledger.jsonl", "ab") as handle:
+        handle.write(b'{"schema_version": 1, "contr')
+    result = CliRunner().invoke(main, ["status"])
+    assert result.exit_code == 0
+    text = (ws / "docs" / "STATUS.md").read_text()
+    head = text.split("## Summary")[0]
+    assert "**Warning:**" in head and "line 6: torn last line" in head
+    assert "evidence/ledger.jsonl:6: torn last line" in result.stderr
+
+
+def test_unloadable_contract_is_reported(ws: Path):
+    (ws / "contracts" / "broken-v1.yaml").write_text("metadata: [unclosed\n")
+    result = pv("--stdout")
+    assert result.exit_code == 0
+    assert "`contracts/broken-v1.yaml`" in result.output and "pv validate" in result.output
+
+
+def test_format_json(ws: Path):
+    evidence_all_green(ws)
+    result = CliRunner().invoke(main, ["status", "--format", "json", "beta"])
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert [c["id"] for c in data["contracts"]] == ["beta"]
+    beta = data["contracts"][0]
+    assert beta["evidence"] == "DRAFT_RED" and beta["declared"] == "DRAFT"
+    assert beta["falsifiers"][0]["devices"]["cpu"]["state"] == "FAIL"
+    assert beta["falsifiers"][0]["mutants"] == {"beta_bug": {"state": "NOT_RUN", "devices": {}}}
+    assert data["summary"]["open_ship_blocking"] == ["FALSIFY-BETA-001"]
+    assert data["summary"]["overclaims"] == ["beta"]  # DRAFT while red
+    assert not (ws / "docs" / "STATUS.md").exists()
+
+
+def test_usage_errors(ws: Path):
+    assert pv("nope").exit_code == 2
+    assert pv("--check", "--stdout").exit_code == 2
+    assert pv("--allow-demote").exit_code == 2
+
+
+def test_render_is_pure(ws: Path):
+    loaded = [load_contract(p, f"contracts/{p.name}")[0] for p in sorted((ws / "contracts").glob("*.yaml"))]
+    report = build_report(loaded, [], [], "evidence/ledger.jsonl", [])
+    assert render_markdown(report) == render_markdown(build_report(list(reversed(loaded)), [], [],
+                                                                   "evidence/ledger.jsonl", []))
+    assert "| DRAFT | 2 |" in render_markdown(report)
