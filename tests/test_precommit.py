@@ -1,0 +1,140 @@
+"""The real `pre-commit` tool, in a temporary git repository, runs `pv validate` as a hook:
+a bad contract is blocked with its path:line:col error, a good one is committed.
+
+Offline: the hooks are `repo: local` + `language: system` with this venv's `pv` as entry, and
+PRE_COMMIT_HOME / HOME point into tmp_path so neither ~/.cache nor ~/.gitconfig is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PV = Path(sys.executable).with_name("pv")
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("git") is None or not PV.exists(), reason="needs git and the pv console script in this venv"
+)
+
+PYPROJECT = """\
+[tool.pv]
+contracts_dir = "contracts"
+check_packages = ["checks"]
+"""
+
+CHECKS = '''\
+def loss(*, device: str) -> dict[str, float]:
+    """Measures nothing real; observations: loss."""
+    return {"loss": 0.5}
+'''
+
+GOOD = """\
+# yaml-language-server: $schema=https://example.invalid/contract.schema.json
+metadata:
+  id: demo
+  version: 1.0.0
+  kind: pattern
+  status: DRAFT
+  description: A demo contract.
+falsification_tests:
+  - id: FALSIFY-DEMO-001
+    rule: loss is small
+    prediction: loss < 1
+    check: checks.basic:loss
+    devices: [cpu]
+    if_fails: look at the loss
+"""
+
+BAD = GOOD.replace("    prediction: loss < 1\n", "    predicton: loss < 1\n")  # misspelt key, line 11
+
+
+def config(entry: str) -> str:
+    return yaml.safe_dump({"repos": [{"repo": "local", "hooks": [{
+        "id": "pv-validate", "name": "pv validate", "entry": entry, "language": "system",
+        "files": r"^contracts/.*\.ya?ml$", "pass_filenames": False,
+    }]}]}, sort_keys=False)
+
+
+@pytest.fixture
+def repo(tmp_path: Path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path / "home"),
+        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "pv test", "GIT_AUTHOR_EMAIL": "pv@example.invalid",
+        "GIT_COMMITTER_NAME": "pv test", "GIT_COMMITTER_EMAIL": "pv@example.invalid",
+    }
+    env.pop("GIT_DIR", None)
+    env.pop("GIT_INDEX_FILE", None)
+    (tmp_path / "home").mkdir()
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        return done
+
+    run("git", "init", "-q", "-b", "main")
+    run("git", "config", "commit.gpgsign", "false")
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    (root / "checks").mkdir()
+    (root / "checks" / "__init__.py").write_text("")
+    (root / "checks" / "basic.py").write_text(CHECKS)
+    (root / "contracts").mkdir()
+    (root / ".pre-commit-config.yaml").write_text(config(f"{PV} validate"))
+    run(sys.executable, "-m", "pre_commit", "install")
+    run("git", "add", "pyproject.toml", "checks", ".pre-commit-config.yaml")
+    run("git", "commit", "-q", "-m", "workspace")
+    return root, run
+
+
+def test_bad_contract_blocked_good_one_committed(repo):
+    root, run = repo
+    contract = root / "contracts" / "demo-v1.yaml"
+
+    contract.write_text(BAD)
+    run("git", "add", "contracts/demo-v1.yaml")
+    blocked = run("git", "commit", "-m", "add demo contract", check=False)
+    output = blocked.stdout + blocked.stderr
+    assert blocked.returncode != 0, output
+    assert "pv validate" in output and "Failed" in output
+    assert re.search(r"contracts/demo-v1\.yaml:11:5: PV201 unknown key falsification_tests\[0\]\.predicton", output), output
+    assert "did you mean 'prediction'?" in output
+    assert run("git", "log", "--format=%s").stdout.splitlines() == ["workspace"]
+
+    contract.write_text(GOOD)
+    run("git", "add", "contracts/demo-v1.yaml")
+    done = run("git", "commit", "-m", "add demo contract")
+    assert "pv validate" in done.stdout + done.stderr and "Passed" in done.stdout + done.stderr
+    assert run("git", "log", "--format=%s").stdout.splitlines() == ["add demo contract", "workspace"]
+    assert run("git", "show", "--name-only", "--format=", "HEAD").stdout.split() == ["contracts/demo-v1.yaml"]
+
+
+def test_hook_manifest_and_own_config_are_valid():
+    """.pre-commit-hooks.yaml offers the three hooks; this repo's config uses them locally."""
+    for args in (["validate-manifest", ".pre-commit-hooks.yaml"], ["validate-config", ".pre-commit-config.yaml"]):
+        done = subprocess.run([sys.executable, "-m", "pre_commit", *args], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+    manifest = yaml.safe_load((REPO_ROOT / ".pre-commit-hooks.yaml").read_text())
+    offered = {h["id"]: h for h in manifest}
+    assert set(offered) == {"pv-validate", "pv-generate-check", "pv-status-check"}
+    assert all(h["language"] == "python" for h in manifest)
+    assert offered["pv-validate"]["entry"] == "pv validate"
+    assert offered["pv-status-check"]["entry"] == "pv status --check"
+    local = yaml.safe_load((REPO_ROOT / ".pre-commit-config.yaml").read_text())
+    hooks = {h["id"]: h for r in local["repos"] if r["repo"] == "local" for h in r["hooks"]}
+    assert set(hooks) == set(offered)
+    for hook_id, hook in hooks.items():
+        assert hook["entry"] == offered[hook_id]["entry"] and hook["files"] == offered[hook_id]["files"]
