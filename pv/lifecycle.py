@@ -161,6 +161,8 @@ class FalsifierStatus:
         missing = [f"{d.device} ({d.state.value})" for d in self.devices if d.state is not DeviceState.PASS]
         if state is FalsifierState.PARTIAL:
             return f"passed on {', '.join(self.devices_in(DeviceState.PASS))}; not on {', '.join(missing)}"
+        if all(d.state is DeviceState.PENDING for d in self.devices):
+            return "no evidence yet"
         return f"no pass yet: {', '.join(missing)}"
 
 
@@ -315,15 +317,18 @@ def contract_status(
     cid = contract.metadata.id
     falsifiers = tuple(falsifier_status(cid, f, groups.get((cid, f.id), [])) for f in contract.falsification_tests)
 
-    blockers: list[str] = []
+    blockers: list[str] = []  # one line per falsifier that holds the contract back
     for f in falsifiers:
+        parts = []
         if f.state is not FalsifierState.DISCHARGED:
-            blockers.append(f"{f.id} {f.state.value}: {f.explain()}")
+            parts.append(f"{f.state.value} ({f.explain()})")
         if f.unproven:
-            blockers.append(f"{f.id} UNPROVEN: declares no mutant, so nothing shows it can fail")
-        for m in f.mutants:
-            if m.state is not MutantState.KILLED:
-                blockers.append(f"{f.id} mutant {m.mutant} {m.state.value}")
+            parts.append("UNPROVEN (declares no mutant, so nothing shows it can fail)")
+        not_killed = [f"{m.mutant} {m.state.value}" for m in f.mutants if m.state is not MutantState.KILLED]
+        if not_killed:
+            parts.append(f"mutants not killed: {', '.join(not_killed)}")
+        if parts:
+            blockers.append(f"{f.id}: {'; '.join(parts)}")
 
     if not any(f.has_fresh_evidence for f in falsifiers):
         evidence = LifecycleStatus.DRAFT
@@ -365,7 +370,7 @@ def overclaim(status: ContractStatus) -> str | None:
         if STATUS_RANK[declared] > STATUS_RANK[evidence]:
             if evidence is LifecycleStatus.DRAFT:
                 return "there is no fresh evidence (every falsifier PENDING or STALE)"
-            return "; ".join(status.blockers) or "the evidence does not support it"
+            return " / ".join(status.blockers) or "the evidence does not support it"
     return None
 
 

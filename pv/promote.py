@@ -262,7 +262,7 @@ def plan(
         return out
     if STATUS_RANK[new] < STATUS_RANK[declared] and not allow_demote:
         out.reasons.append(
-            f"would demote {declared.value} → {new.value} ({'; '.join(status.blockers) or 'evidence'}); "
+            f"would demote {declared.value} → {new.value} ({' / '.join(status.blockers) or 'evidence'}); "
             "pass --allow-demote to record it"
         )
         return out
