@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -269,10 +270,11 @@ def plan(
 
     out.new_version = bump_minor(status.contract.metadata.version)
     out.change = change_text(status, declared, new)
-    text = loaded.path.read_bytes().decode("utf-8")
-    if text != loaded.text:
+    raw = loaded.path.read_bytes()
+    if hashlib.sha256(raw).hexdigest() != loaded.sha256:
         out.reasons.append("the file changed since it was loaded; run again")
         return out
+    text = raw.decode("utf-8")
     try:
         new_text = rewrite(text, status=new.value, version=out.new_version, date=today, change=out.change)
         _verify(text, new_text, status=new.value, version=out.new_version, date=today, change=out.change)
