@@ -1,5 +1,6 @@
-"""The real `pre-commit` tool, in a temporary git repository, runs `pv validate` as a hook:
-a bad contract is blocked with its path:line:col error, a good one is committed.
+"""The real `pre-commit` tool, in a temporary git repository, runs `pv validate` and
+`pv status --check` as hooks: a bad contract is blocked with its path:line:col error, a good one
+is blocked until docs/STATUS.md is written, then committed.
 
 Offline: the hooks are `repo: local` + `language: system` with this venv's `pv` as entry, and
 PRE_COMMIT_HOME / HOME point into tmp_path so neither ~/.cache nor ~/.gitconfig is touched.
@@ -56,11 +57,15 @@ falsification_tests:
 BAD = GOOD.replace("    prediction: loss < 1\n", "    predicton: loss < 1\n")  # misspelt key, line 11
 
 
-def config(entry: str) -> str:
-    return yaml.safe_dump({"repos": [{"repo": "local", "hooks": [{
-        "id": "pv-validate", "name": "pv validate", "entry": entry, "language": "system",
-        "files": r"^contracts/.*\.ya?ml$", "pass_filenames": False,
-    }]}]}, sort_keys=False)
+def config() -> str:
+    hooks = [
+        {"id": "pv-validate", "name": "pv validate", "entry": f"{PV} validate", "language": "system",
+         "files": r"^contracts/.*\.ya?ml$", "pass_filenames": False},
+        {"id": "pv-status-check", "name": "pv status --check", "entry": f"{PV} status --check",
+         "language": "system", "files": r"^(contracts/.*\.ya?ml|evidence/.*\.jsonl|docs/STATUS\.md)$",
+         "pass_filenames": False},
+    ]
+    return yaml.safe_dump({"repos": [{"repo": "local", "hooks": hooks}]}, sort_keys=False)
 
 
 @pytest.fixture
@@ -92,7 +97,7 @@ def repo(tmp_path: Path):
     (root / "checks" / "__init__.py").write_text("")
     (root / "checks" / "basic.py").write_text(CHECKS)
     (root / "contracts").mkdir()
-    (root / ".pre-commit-config.yaml").write_text(config(f"{PV} validate"))
+    (root / ".pre-commit-config.yaml").write_text(config())
     run(sys.executable, "-m", "pre_commit", "install")
     run("git", "add", "pyproject.toml", "checks", ".pre-commit-config.yaml")
     run("git", "commit", "-q", "-m", "workspace")
@@ -113,12 +118,20 @@ def test_bad_contract_blocked_good_one_committed(repo):
     assert "did you mean 'prediction'?" in output
     assert run("git", "log", "--format=%s").stdout.splitlines() == ["workspace"]
 
+    # valid now, but the dashboard is missing: the status hook blocks and says how to fix it
     contract.write_text(GOOD)
     run("git", "add", "contracts/demo-v1.yaml")
+    stale = run("git", "commit", "-m", "add demo contract", check=False)
+    output = stale.stdout + stale.stderr
+    assert stale.returncode != 0 and "docs/STATUS.md does not exist; run `pv status`" in output, output
+    run(str(PV), "status")
+    run("git", "add", "docs/STATUS.md")
     done = run("git", "commit", "-m", "add demo contract")
     assert "pv validate" in done.stdout + done.stderr and "Passed" in done.stdout + done.stderr
     assert run("git", "log", "--format=%s").stdout.splitlines() == ["add demo contract", "workspace"]
-    assert run("git", "show", "--name-only", "--format=", "HEAD").stdout.split() == ["contracts/demo-v1.yaml"]
+    assert run("git", "show", "--name-only", "--format=", "HEAD").stdout.split() == [
+        "contracts/demo-v1.yaml", "docs/STATUS.md"]
+    assert "Failed" not in done.stdout + done.stderr
 
 
 def test_hook_manifest_and_own_config_are_valid():
