@@ -1,0 +1,278 @@
+"""What a generated test calls: run the bound check, judge the prediction, explain a failure.
+
+    falsify(check, params={...}, prediction="val_loss < 0.7 * ln(vocab_size)", device="cpu")
+
+- the device is absent (cuda without `torch.cuda.is_available()`, or the check raised
+  `DeviceUnavailable`)                                       -> pytest skip      -> SKIP
+- the check raised, returned no observations, or the prediction
+  could not be evaluated on them                             -> FalsifierError   -> ERROR
+- the prediction is false                                    -> Falsified        -> FAIL
+- the prediction holds                                       -> returns          -> PASS
+
+A falsifier without `check:` calls `unbound(...)`, which always raises (ERROR), so an unbound
+falsifier can never pass or skip. The outcome of the last call is kept for pv's pytest plugin
+(`take_outcome()`), which writes it to the ledger.
+
+This module never imports torch; a check that needs it imports it itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from pv import expr, provenance, tolerance as tolerances
+
+
+class DeviceUnavailable(Exception):
+    """Raised by a check (or the harness) when the requested device is absent: SKIP."""
+
+
+class FalsifierError(Exception):
+    """The falsifier could not execute: ERROR (counts as a failure, never a discharge)."""
+
+
+class Unbound(FalsifierError):
+    """The falsifier has no `check:`; nothing can falsify it."""
+
+
+class Falsified(AssertionError):
+    """The prediction was false on the observations: FAIL."""
+
+
+@dataclass
+class Outcome:
+    """What one falsify() call saw. Read by pv.plugin to build the ledger record."""
+
+    falsifier: str | None
+    device: str
+    prediction: str
+    verdict: str  # PASS | FAIL | ERROR | SKIP
+    observations: dict[str, Any] = field(default_factory=dict)
+    margin: float | None = None
+    message: str = ""
+    duration_s: float = 0.0
+    device_name: str | None = None
+    seed: int | None = None
+    mutant: str | None = None
+
+
+_last: Outcome | None = None
+# Set by pv.plugin for `--pv-mutant NAME`: (name, factory returning a context manager).
+_mutant: tuple[str, Callable[[], Any]] | None = None
+
+
+def take_outcome() -> Outcome | None:
+    """The outcome of the latest falsify()/unbound() call, once (then cleared)."""
+    global _last
+    outcome, _last = _last, None
+    return outcome
+
+
+def reset() -> None:
+    global _last
+    _last = None
+
+
+def set_mutant(name: str | None, factory: Callable[[], Any] | None = None) -> None:
+    """Wrap every following check call in a mutant's context (None to clear)."""
+    global _mutant
+    _mutant = None if name is None else (name, factory)  # type: ignore[assignment]
+
+
+def active_mutant() -> str | None:
+    return None if _mutant is None else _mutant[0]
+
+
+def _record(outcome: Outcome) -> Outcome:
+    global _last
+    _last = outcome
+    return outcome
+
+
+# --- helpers the generated tests and the plugin use ------------------------------------------
+
+
+def load_check(binding: str) -> Callable[..., Any]:
+    """Resolve `package.module:function` (for bindings that are not plain identifiers)."""
+    module_name, _, attr = binding.partition(":")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise FalsifierError(f"check {binding!r}: module {module_name!r} has no function {attr!r}") from None
+
+
+def seed_of(params: Mapping[str, Any]) -> int | None:
+    seed = params.get("seed")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
+def plain(value: Any) -> Any:
+    """An observation as JSON-friendly data (tensors/numpy scalars via .item())."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            return plain(item())
+        except Exception:  # noqa: BLE001 - a multi-element tensor: keep its text
+            pass
+    return repr(value)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def explain_bound(prediction: str, observations: Mapping[str, Any]) -> list[str]:
+    """Each comparison of the prediction with both sides evaluated, e.g.
+    `val_loss < 0.7 * ln(vocab_size)  ->  18.55 < 4.852`."""
+    try:
+        parsed = expr.parse(prediction)
+    except expr.ExprError:
+        return []
+    lines = []
+    for node in ast.walk(parsed.tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        values = []
+        for operand in operands:
+            sub = expr.Expression(text=ast.unparse(operand), tree=ast.Expression(body=operand))
+            try:
+                values.append(_fmt(sub.evaluate(dict(observations))))
+            except (expr.EvalError, TypeError, ValueError, ArithmeticError):
+                values.append("?")
+        symbols = [expr._SYMBOL[type(op)] for op in node.ops]  # noqa: SLF001 - same package
+        evaluated = values[0] + "".join(f" {s} {v}" for s, v in zip(symbols, values[1:]))
+        lines.append(f"{ast.unparse(node)}  ->  {evaluated}")
+    return lines
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" (at {last.filename}:{last.lineno} in {last.name})"
+
+
+# --- the two entry points of a generated test ------------------------------------------------
+
+
+def falsify(
+    check: Callable[..., Any],
+    params: Mapping[str, Any],
+    prediction: str,
+    device: str,
+    tolerance: Mapping[str, Any] | None = None,
+    *,
+    falsifier: str | None = None,
+    if_fails: str = "",
+) -> Outcome:
+    """Call `check(device=..., **params)`, judge `prediction` on what it observed.
+
+    Returns the PASS outcome; raises pytest's skip (SKIP), Falsified (FAIL) or FalsifierError
+    (ERROR) otherwise. Every path leaves its Outcome for take_outcome().
+    """
+    import pytest
+
+    reset()
+    params = dict(params)
+    mutant = active_mutant()
+    outcome = _record(Outcome(falsifier=falsifier, device=device, prediction=prediction, verdict="ERROR",
+                              seed=seed_of(params), mutant=mutant))
+    label = f"{falsifier or 'falsifier'} on {device}"
+
+    if device == "cuda":
+        available, reason = provenance.cuda_available()
+        if not available:
+            outcome.verdict, outcome.message = "SKIP", f"device absent: {reason}"
+            pytest.skip(f"{label}: {outcome.message} — not evidence")
+    elif device != "cpu":
+        outcome.message = f"unknown device {device!r}"
+        raise FalsifierError(f"{label}: {outcome.message}")
+
+    outcome.device_name = provenance.device_name(device)
+    kwargs: dict[str, Any] = dict(params)
+    if "device" in kwargs:
+        outcome.message = "params must not set 'device' (the harness passes it)"
+        raise FalsifierError(f"{label}: {outcome.message}")
+    kwargs["device"] = device
+    if tolerances.wants_tolerance(check):
+        try:
+            kwargs["tolerance"] = tolerances.merged(tolerance)
+        except tolerances.ToleranceError as exc:
+            outcome.message = f"bad tolerance: {exc}"
+            raise FalsifierError(f"{label}: {outcome.message}") from None
+
+    start = time.perf_counter()
+    try:
+        if _mutant is not None:
+            with _mutant[1]():
+                observations = check(**kwargs)
+        else:
+            observations = check(**kwargs)
+    except DeviceUnavailable as exc:
+        outcome.duration_s = time.perf_counter() - start
+        outcome.verdict, outcome.message = "SKIP", f"device absent: {exc}"
+        pytest.skip(f"{label}: {outcome.message} — not evidence")
+    except Exception as exc:  # noqa: BLE001 - any failure to measure is an ERROR
+        outcome.duration_s = time.perf_counter() - start
+        outcome.message = f"check raised {type(exc).__name__}: {exc}{_where(exc)}"
+        raise FalsifierError(f"{label}: {outcome.message}") from exc
+    outcome.duration_s = time.perf_counter() - start
+
+    if not isinstance(observations, Mapping) or not all(isinstance(k, str) for k in observations):
+        outcome.message = (f"check returned {type(observations).__name__}, not a mapping of named "
+                           "observations")
+        raise FalsifierError(f"{label}: {outcome.message}")
+    outcome.observations = {k: plain(v) for k, v in observations.items()}
+
+    try:
+        judgement = expr.judge(prediction, dict(observations))
+    except (expr.ExprError, expr.EvalError, TypeError, ArithmeticError) as exc:
+        outcome.message = f"cannot evaluate prediction {prediction!r}: {exc}"
+        raise FalsifierError(f"{label}: {outcome.message}") from None
+    margin = judgement.margin
+    outcome.margin = margin if margin is None or math.isfinite(margin) else None
+
+    if judgement.holds:
+        outcome.verdict = "PASS"
+        return outcome
+
+    observed = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(outcome.observations.items()))
+    lines = [f"FALSIFIED {label}: prediction `{prediction}` is false"]
+    lines.append(f"  observed: {observed or '(nothing)'}")
+    for bound in explain_bound(prediction, observations):
+        lines.append(f"  bound:    {bound}")
+    lines.append(f"  margin:   {'n/a' if margin is None else _fmt(margin)} (negative = how far past the bound)")
+    if mutant:
+        lines.append(f"  mutant:   {mutant} (killed)")
+    if if_fails:
+        lines.append(f"  if it fails: {if_fails}")
+    outcome.verdict = "FAIL"
+    outcome.message = "\n".join(lines)
+    raise Falsified(outcome.message)
+
+
+def unbound(falsifier: str, device: str = "cpu", prediction: str = "") -> None:
+    """The test of a falsifier without `check:` — always an ERROR, never a pass or a skip."""
+    reset()
+    message = (f"unbound falsifier {falsifier}: the contract gives no `check:`, so nothing can "
+               "falsify it yet; bind it to a function in an allowed check package")
+    _record(Outcome(falsifier=falsifier, device=device, prediction=prediction, verdict="ERROR",
+                    message=message, mutant=active_mutant()))
+    raise Unbound(message)

@@ -1,0 +1,206 @@
+"""Planted bugs (mutants): named context managers that break the runtime for one run.
+
+    from pv.mutation import mutant
+
+    @mutant("cuda_drops_qkv_bias")
+    def cuda_drops_qkv_bias():
+        '''The fast path forgets the Q/K/V biases (the bug the hunt found).'''
+        original = runtime.attention.apply_bias
+        runtime.attention.apply_bias = lambda x, b: x
+        try:
+            yield
+        finally:
+            runtime.attention.apply_bias = original
+
+The decorator wraps the generator with `contextlib.contextmanager` and registers it, with its
+docstring, under its name. `load_registry(workspace)` imports `[tool.pv] mutants_module` and
+returns the registry; `scan_mutant_names(path)` finds the names statically (for `pv validate`,
+which must not import the runtime).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import difflib
+import importlib
+import inspect
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from pv.schema import MUTANT_PATTERN
+
+
+class MutationError(Exception):
+    """A problem with a mutant or the registry (a usage error for the CLI)."""
+
+
+class UnknownMutant(MutationError, KeyError):
+    def __init__(self, name: str, known: list[str]):
+        self.name = name
+        self.known = sorted(known)
+        self.suggestions = difflib.get_close_matches(name, self.known, n=3, cutoff=0.6)
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        text = f"unknown mutant {self.name!r}"
+        if self.suggestions:
+            text += f"; did you mean {' or '.join(repr(s) for s in self.suggestions)}?"
+        elif self.known:
+            text += f"; known mutants: {', '.join(self.known)}"
+        else:
+            text += "; no mutants are registered"
+        return text
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return self.describe()
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    factory: Callable[[], contextlib.AbstractContextManager[Any]]
+    doc: str
+    module: str
+    qualname: str
+
+    def __call__(self) -> contextlib.AbstractContextManager[Any]:
+        return self.factory()
+
+
+REGISTRY: dict[str, Mutant] = {}
+
+
+def mutant(name: str) -> Callable[[Callable[..., Any]], Callable[[], contextlib.AbstractContextManager[Any]]]:
+    """Register a generator (contextlib.contextmanager style) as the planted bug `name`."""
+    if not isinstance(name, str) or not re.match(MUTANT_PATTERN, name):
+        raise MutationError(f"mutant name {name!r} must be snake_case ({MUTANT_PATTERN})")
+
+    def register(fn: Callable[..., Any]) -> Callable[[], contextlib.AbstractContextManager[Any]]:
+        if inspect.isgeneratorfunction(fn):
+            factory = contextlib.contextmanager(fn)
+        elif callable(fn):
+            factory = fn  # already returns a context manager (e.g. decorated with @contextmanager)
+        else:
+            raise MutationError(f"@mutant({name!r}) must decorate a generator function")
+        entry = Mutant(
+            name=name, factory=factory, doc=inspect.getdoc(fn) or "",
+            module=getattr(fn, "__module__", "?"), qualname=getattr(fn, "__qualname__", "?"),
+        )
+        previous = REGISTRY.get(name)
+        if previous is not None and (previous.module, previous.qualname) != (entry.module, entry.qualname):
+            raise MutationError(
+                f"mutant {name!r} is declared twice: {previous.module}.{previous.qualname} "
+                f"and {entry.module}.{entry.qualname}"
+            )
+        REGISTRY[name] = entry  # a re-import of the same module replaces its own entry
+        factory.pv_mutant_name = name  # type: ignore[attr-defined]
+        return factory
+
+    return register
+
+
+def load_registry(workspace: Any) -> dict[str, Mutant]:
+    """Import the workspace's mutants module and return the registry (name -> Mutant)."""
+    module_name = getattr(workspace, "mutants_module", None)
+    if not module_name:
+        raise MutationError("no mutants module: set `mutants_module` in [tool.pv] of pyproject.toml")
+    root = str(getattr(workspace, "root", "") or "")
+    if root and root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is reported, with its cause
+        raise MutationError(
+            f"cannot import mutants module {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+    return dict(REGISTRY)
+
+
+def get(registry: dict[str, Mutant], name: str) -> Mutant:
+    try:
+        return registry[name]
+    except KeyError:
+        raise UnknownMutant(name, list(registry)) from None
+
+
+@contextlib.contextmanager
+def active(registry: dict[str, Mutant], name: str | None) -> Iterator[None]:
+    """`with active(registry, name):` — the named mutant, or nothing when name is None."""
+    if name is None:
+        yield
+        return
+    with get(registry, name)():
+        yield
+
+
+# --- static scan (no import) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MutantDecl:
+    name: str
+    path: Path
+    line: int
+    col: int
+    function: str
+    doc: str
+
+
+def _decorator_name(node: ast.expr) -> str | None:
+    """'x' for @mutant("x"), @mutation.mutant("x"), @pv.mutation.mutant(name="x")."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    if called != "mutant":
+        return None
+    arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "name"), None)
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    return None
+
+
+def _scan_file(path: Path) -> list[MutantDecl]:
+    try:
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise MutationError(f"{path}:{exc.lineno or 0}:{exc.offset or 0}: cannot parse: {exc.msg}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MutationError(f"{path}: cannot read: {exc}") from None
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for deco in node.decorator_list:
+                name = _decorator_name(deco)
+                if name is not None:
+                    found.append(MutantDecl(name, path, deco.lineno, deco.col_offset + 1, node.name,
+                                            ast.get_docstring(node) or ""))
+    return found
+
+
+def scan_mutant_names(path: Path | str) -> list[MutantDecl]:
+    """Every `@mutant("name")` in a file, or in the .py files under a directory (sorted)."""
+    path = Path(path)
+    files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    out: list[MutantDecl] = []
+    for file in files:
+        out.extend(_scan_file(file))
+    return out
+
+
+def module_path(workspace: Any) -> Path | None:
+    """The file (or package directory) of the workspace's mutants module, found without importing."""
+    module_name = getattr(workspace, "mutants_module", None)
+    if not module_name:
+        return None
+    base = Path(workspace.root).joinpath(*module_name.split("."))
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base
+    return None

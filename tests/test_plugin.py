@@ -1,0 +1,187 @@
+"""pv's pytest plugin: every falsifier outcome becomes one complete ledger record.
+
+The generated tests run in a pytest subprocess inside a throw-away workspace, as `pv run` does.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pv.loader import load_contract
+from pv_workspace import falsifier, make_workspace
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    ws = make_workspace(tmp_path_factory.mktemp("plugin"))
+    ws.add_contract("demo", [
+        falsifier("FALSIFY-DEMO-001", devices=("cpu", "cuda"), params={"seed": 7}, mutants=["drops_bias"]),
+        falsifier("FALSIFY-DEMO-002", prediction="val_loss < 1"),
+        falsifier("FALSIFY-DEMO-003", prediction="x > 1", check="basic:boom"),
+        falsifier("FALSIFY-DEMO-004", prediction="x > 1", check=None),
+        falsifier("FALSIFY-DEMO-005", prediction="x > 1", check="basic:not_a_dict"),
+        falsifier("FALSIFY-DEMO-006", prediction="no_such_name > 1"),
+        falsifier("FALSIFY-DEMO-007", prediction="x > 1", check="basic:needs_gpu"),
+        falsifier("FALSIFY-DEMO-008", prediction="rtol == 0.5 and bf16_rtol == 0.016", check="basic:tol",
+                  tolerance={"source": "chosen for the test", "float32": {"rtol": 0.5, "atol": 0.0}}),
+        falsifier("FALSIFY-DEMO-009", prediction="not got_tolerance", check="basic:no_tol"),
+    ])
+    ws.generate()
+    return ws
+
+
+EXPECTED = {
+    ("FALSIFY-DEMO-001", "cpu"): "PASS",
+    ("FALSIFY-DEMO-001", "cuda"): "SKIP",
+    ("FALSIFY-DEMO-002", "cpu"): "FAIL",
+    ("FALSIFY-DEMO-003", "cpu"): "ERROR",
+    ("FALSIFY-DEMO-004", "cpu"): "ERROR",
+    ("FALSIFY-DEMO-005", "cpu"): "ERROR",
+    ("FALSIFY-DEMO-006", "cpu"): "ERROR",
+    ("FALSIFY-DEMO-007", "cpu"): "SKIP",
+    ("FALSIFY-DEMO-008", "cpu"): "PASS",
+    ("FALSIFY-DEMO-009", "cpu"): "PASS",
+}
+
+
+@pytest.fixture(scope="module")
+def full_run(ws):
+    ledger = ws.root / "full.jsonl"
+    report = ws.root / "full-report.jsonl"
+    proc = ws.pytest("generated_tests", "-rA", "--pv-ledger", str(ledger), "--pv-report", str(report),
+                     "--pv-run-id", "run-full")
+    from pv import ledger as ledger_mod
+
+    contents = ledger_mod.read(ledger)
+    assert not contents.problems
+    events = [json.loads(line) for line in report.read_text().splitlines()]
+    return proc, contents.records, events
+
+
+def test_every_outcome_maps_to_the_right_verdict(full_run):
+    proc, records, _ = full_run
+    assert proc.returncode == 1, proc.stdout
+    got = {(r.falsifier, r.device): r.verdict.value for r in records}
+    assert got == EXPECTED
+    by = {(r.falsifier, r.device): r for r in records}
+    assert "ZeroDivisionError" in by["FALSIFY-DEMO-003", "cpu"].message
+    assert "unbound falsifier FALSIFY-DEMO-004" in by["FALSIFY-DEMO-004", "cpu"].message
+    assert "not a mapping of named observations" in by["FALSIFY-DEMO-005", "cpu"].message
+    assert "no observation named 'no_such_name'" in by["FALSIFY-DEMO-006", "cpu"].message
+    assert "no accelerator" in by["FALSIFY-DEMO-007", "cpu"].message
+    assert "device absent" in by["FALSIFY-DEMO-001", "cuda"].message
+
+
+def test_pytest_itself_shows_errors_and_skips_never_passes(full_run):
+    proc, _, _ = full_run
+    out = proc.stdout
+    assert "ERROR generated_tests/test_demo.py::test_falsify_demo_004__cpu" in out  # unbound: ERROR
+    assert "ERROR generated_tests/test_demo.py::test_falsify_demo_003__cpu" in out  # check raised: ERROR
+    assert "FALSIFIED generated_tests/test_demo.py::test_falsify_demo_002__cpu" in out
+    assert "PASSED generated_tests/test_demo.py::test_falsify_demo_001__cuda" not in out
+    assert "SKIPPED" in out and "not evidence" in out
+    assert "3 passed, 1 falsified, 4 errored" in out
+    assert "2 skipped — not evidence" in out
+
+
+def test_records_carry_every_field(ws, full_run):
+    _, records, _ = full_run
+    loaded, _ = load_contract(ws.contracts / "demo-v1.yaml")
+    definition = loaded.contract.falsifier("FALSIFY-DEMO-001")
+    r = next(r for r in records if (r.falsifier, r.device) == ("FALSIFY-DEMO-001", "cpu"))
+    assert r.contract == "demo" and r.contract_version == "1.0.0"
+    assert r.falsifier_sha256 == definition.definition_sha256()
+    assert r.observations == {"val_loss": 2.0, "vocab_size": 1024}
+    assert r.prediction == "val_loss < 0.7 * ln(vocab_size)"
+    assert r.margin == pytest.approx(0.7 * 6.931471805599453 - 2.0)
+    assert r.seed == 7 and r.mutant is None and r.run_id == "run-full"
+    assert r.device_name and r.host and r.duration_s >= 0
+    assert r.versions["python"] and r.versions["pv"] and "torch" in r.versions and "cuda" in r.versions
+    assert r.time_utc.endswith("Z")
+    assert r.git_commit is None and r.git_dirty is None  # the workspace is not a git repo
+    fail = next(r for r in records if r.falsifier == "FALSIFY-DEMO-002")
+    assert fail.margin == pytest.approx(-1.0)
+    assert "observed: val_loss=2, vocab_size=1024" in fail.message
+    assert "bound:    val_loss < 1  ->  2 < 1" in fail.message and "margin:   -1" in fail.message
+    assert "if it fails: look at FALSIFY-DEMO-002" in fail.message
+    assert len({r.record_id for r in records}) == len(records)
+
+
+def test_report_streams_one_line_per_test(full_run):
+    _, records, events = full_run
+    assert events[0]["event"] == "start" and events[-1]["event"] == "finish"
+    outcomes = [e for e in events if e["event"] == "outcome"]
+    assert {e["record_id"] for e in outcomes} == {r.record_id for r in records}
+    assert events[-1]["counts"] == {"PASS": 3, "FAIL": 1, "ERROR": 4, "SKIP": 2}
+
+
+def test_device_filter_and_no_ledger(ws):
+    proc = ws.pytest("generated_tests", "--pv-device", "cuda", "--pv-no-ledger", "--pv-report", "r.jsonl")
+    assert proc.returncode == 0, proc.stdout
+    assert "1 skipped, 9 deselected" in proc.stdout
+    assert not ws.ledger.exists()
+    outcome = [json.loads(x) for x in (ws.root / "r.jsonl").read_text().splitlines()][1]
+    assert outcome["verdict"] == "SKIP" and outcome["record_id"] is None
+
+
+def test_mutant_is_killed_and_recorded(ws):
+    ledger = ws.root / "mutant.jsonl"
+    proc = ws.pytest("generated_tests", "-k", "demo_001 or demo_008", "--pv-device", "cpu",
+                     "--pv-mutant", "drops_bias", "--pv-ledger", str(ledger))
+    assert proc.returncode == 1
+    from pv import ledger as ledger_mod
+
+    records = {r.falsifier: r for r in ledger_mod.read(ledger).records}
+    assert records["FALSIFY-DEMO-001"].verdict.value == "FAIL"  # killed
+    assert records["FALSIFY-DEMO-001"].observations["val_loss"] == 18.55
+    assert "mutant:   drops_bias (killed)" in records["FALSIFY-DEMO-001"].message
+    assert records["FALSIFY-DEMO-008"].verdict.value == "PASS"  # survived
+    assert {r.mutant for r in records.values()} == {"drops_bias"}
+
+
+def test_unknown_mutant_is_a_usage_error_with_suggestion(ws):
+    proc = ws.pytest("generated_tests", "--pv-mutant", "drop_bias", "--pv-no-ledger")
+    assert proc.returncode == 4
+    assert "unknown mutant 'drop_bias'; did you mean 'drops_bias'?" in proc.stderr
+
+
+def test_xdist_workers_each_append_their_records(ws):
+    ledger = ws.root / "xdist.jsonl"
+    proc = ws.pytest("generated_tests", "-n", "2", "--pv-ledger", str(ledger), "--pv-report", "x.jsonl")
+    assert proc.returncode == 1, proc.stdout
+    from pv import ledger as ledger_mod
+
+    contents = ledger_mod.read(ledger)
+    assert not contents.problems
+    assert {(r.falsifier, r.device): r.verdict.value for r in contents.records} == EXPECTED
+    assert len({r.run_id for r in contents.records}) == 1  # the controller's run id reached the workers
+    events = [json.loads(x) for x in (ws.root / "x.jsonl").read_text().splitlines()]
+    assert sum(e["event"] == "outcome" for e in events) == len(EXPECTED)
+
+
+def test_torn_ledger_is_warned_about_and_not_corrupted(ws):
+    ledger = ws.root / "torn.jsonl"
+    proc = ws.pytest("generated_tests", "-k", "demo_001 and cpu", "--pv-ledger", str(ledger))
+    assert proc.returncode == 0
+    good = ledger.read_bytes()
+    ledger.write_bytes(good + b'{"schema_version": 1, "record_id": "abc", "contr')  # a crash mid-write
+    proc = ws.pytest("generated_tests", "-k", "demo_001 and cpu", "--pv-ledger", str(ledger))
+    assert proc.returncode == 0
+    assert "bad line(s): line 2: torn last line" in proc.stdout
+    data = ledger.read_bytes()
+    assert data.startswith(good)  # earlier records untouched
+    from pv import ledger as ledger_mod
+
+    contents = ledger_mod.read(ledger)
+    assert [p.line for p in contents.problems] == [2]  # the fragment stays one reported line
+    assert len(contents.records) == 2
+
+
+def test_other_tests_are_left_alone(tmp_path):
+    ws = make_workspace(tmp_path)
+    (ws.root / "test_plain.py").write_text("def test_ok():\n    assert True\n")
+    proc = ws.pytest("test_plain.py")
+    assert proc.returncode == 0 and "1 passed" in proc.stdout
+    assert not ws.ledger.exists() and "pv falsifiers" not in proc.stdout
