@@ -1,0 +1,129 @@
+"""`pv run`: selection, regeneration, streamed progress, the verdict table and exit codes."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from pv import ledger
+from pv.cli import main
+from pv_workspace import falsifier, make_workspace
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    ws = make_workspace(tmp_path)
+    ws.add_contract("demo", [
+        falsifier("FALSIFY-DEMO-001", devices=("cpu", "cuda"), mutants=["drops_bias"]),
+        falsifier("FALSIFY-DEMO-002", prediction="val_loss < 1"),
+    ])
+    ws.add_contract("more", [
+        falsifier("FALSIFY-MORE-001", prediction="x > 1", check="basic:boom"),
+        falsifier("FALSIFY-MORE-002", devices=("cuda",)),
+    ])
+    monkeypatch.chdir(ws.root)
+    monkeypatch.setenv("PV_FORCE_NO_CUDA", "1")
+    return ws
+
+
+def pv(*args):
+    return CliRunner().invoke(main, ["run", *args], catch_exceptions=False)
+
+
+def test_unknown_id_is_a_usage_error_with_near_matches(ws):
+    result = pv("FALSIFY-DEMO-01")
+    assert result.exit_code == 2
+    assert "unknown falsifier 'FALSIFY-DEMO-01'; did you mean FALSIFY-DEMO-001" in result.output
+    result = pv("--contract", "dem")
+    assert result.exit_code == 2 and "unknown contract 'dem'; did you mean demo?" in result.output
+    assert pv().exit_code == 2  # nothing named
+    result = pv("FALSIFY-MORE-002", "--device", "cpu")
+    assert result.exit_code == 2 and "not declared for --device cpu: FALSIFY-MORE-002 (declares cuda)" in result.output
+    assert not ws.ledger.exists()
+
+
+def test_a_passing_run_records_and_exits_zero(ws):
+    result = pv("FALSIFY-DEMO-001", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert "generated tests are out of date; regenerating:" in result.output
+    assert "created  generated_tests/test_demo.py" in result.output
+    assert "[1/1] FALSIFY-DEMO-001  cpu   PASS" in result.output
+    assert "1 passed, 0 falsified, 0 errored" in result.output
+    assert "1 record(s) appended to evidence/ledger.jsonl" in result.output
+    records = ws.records()
+    assert [(r.falsifier, r.device, r.verdict.value) for r in records] == [("FALSIFY-DEMO-001", "cpu", "PASS")]
+    again = pv("FALSIFY-DEMO-001", "--device", "cpu", "--no-ledger")
+    assert "out of date" not in again.output and "dry run: no ledger records written" in again.output
+    assert len(ws.records()) == 1
+
+
+def test_falsified_or_errored_exits_one_with_a_table(ws):
+    result = pv("--all")
+    assert result.exit_code == 1
+    out = result.output
+    progress = [line for line in out.splitlines() if line.startswith("[")]
+    assert len(progress) == 5 and progress[-1].startswith("[5/5]")
+    table = out[out.index("FALSIFIER"):]
+    rows = {tuple(line.split()[:3]) for line in table.splitlines()[1:6]}
+    assert rows == {("FALSIFY-DEMO-001", "cpu", "PASS"), ("FALSIFY-DEMO-001", "cuda", "SKIP"),
+                    ("FALSIFY-DEMO-002", "cpu", "FAIL"), ("FALSIFY-MORE-001", "cpu", "ERROR"),
+                    ("FALSIFY-MORE-002", "cuda", "SKIP")}
+    assert "val_loss=2, vocab_size=1024" in table
+    assert "bound:    val_loss < 1  ->  2 < 1" in out  # the failure is explained
+    assert "check raised ZeroDivisionError" in out
+    assert "1 passed, 1 falsified, 1 errored" in out
+    assert "2 skipped — not evidence" in out
+    assert len(ws.records()) == 5
+
+
+def test_skip_alone_exits_zero_but_says_it_is_not_evidence(ws):
+    result = pv("--contract", "more", "--device", "cuda")
+    assert result.exit_code == 0, result.output
+    assert "[1/1] FALSIFY-MORE-002  cuda  SKIP" in result.output
+    assert "0 passed, 0 falsified, 0 errored" in result.output
+    assert "1 skipped — not evidence" in result.output
+    assert [r.verdict.value for r in ws.records()] == ["SKIP"]
+
+
+def test_repeat_mutant_keyword_and_passthrough(ws):
+    result = pv("FALSIFY-DEMO-001", "FALSIFY-DEMO-002", "--device", "cpu", "--repeat", "2", "--mutant", "drops_bias",
+                "--ledger", "gpu.jsonl", "-k", "demo_001", "--", "-p", "no:randomly")
+    assert result.exit_code == 1, result.output
+    assert "[2/4]" in result.output and "FAIL (killed)" in result.output
+    assert "under mutant drops_bias: 2 killed (FAIL), 0 survived (PASS)" in result.output
+    records = ledger.read(ws.root / "gpu.jsonl").records
+    assert [(r.falsifier, r.mutant, r.verdict.value) for r in records] == [("FALSIFY-DEMO-001", "drops_bias", "FAIL")] * 2
+    assert len({r.run_id for r in records}) == 1
+    assert not ws.ledger.exists()
+
+
+def test_unknown_mutant_is_a_usage_error(ws):
+    result = pv("FALSIFY-DEMO-001", "--mutant", "drop_bias")
+    assert result.exit_code == 2 and "did you mean 'drops_bias'?" in result.output
+
+
+def test_invalid_contracts_stop_the_run(ws):
+    (ws.contracts / "broken-v1.yaml").write_text("metadata: [\n")
+    result = pv("--all")
+    assert result.exit_code == 1
+    assert "contracts/broken-v1.yaml:" in result.output and "nothing was run" in result.output
+    assert not ws.ledger.exists()
+
+
+def test_broken_pytest_is_reported_not_hidden(ws):
+    ws.generate()
+    path = ws.generated / "test_demo.py"
+    path.write_text(path.read_text().replace("import pytest", "import pytest\nraise SystemExit('collection boom')"))
+    # the hand edit is detected as drift and regenerated: the run still works
+    result = pv("FALSIFY-DEMO-002")
+    assert "updated  generated_tests/test_demo.py" in result.output
+    assert result.exit_code == 1 and "1 falsified" in result.output
+
+
+def test_pytest_that_cannot_start_is_shown_and_exits_one(ws):
+    (ws.root / "conftest.py").write_text("raise RuntimeError('conftest boom')\n")
+    result = pv("FALSIFY-DEMO-001", "--device", "cpu")
+    assert result.exit_code == 1
+    assert "conftest boom" in result.output
+    assert "1 selected test(s) reported no verdict" in result.output
+    assert not ws.ledger.exists()
