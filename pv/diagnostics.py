@@ -47,11 +47,13 @@ def sort_key(d: Diagnostic) -> tuple:
     return (d.path, d.line, d.col, d.code)
 
 
-def render_json(diagnostics: list[Diagnostic], files_checked: int) -> str:
+def render_json(diagnostics: list[Diagnostic], files_checked: int, **extra: object) -> str:
+    """The JSON report: counts, any `extra` fields (e.g. contracts, falsifiers), diagnostics."""
     errors = sum(d.severity is Severity.ERROR for d in diagnostics)
     return json.dumps(
         {
             "files": files_checked,
+            **extra,
             "errors": errors,
             "warnings": len(diagnostics) - errors,
             "diagnostics": [d.to_json() for d in sorted(diagnostics, key=sort_key)],

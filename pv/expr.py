@@ -14,8 +14,10 @@ margin is `b - a`; for `a > b` it is `a - b`; for a chain it is the smallest lin
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -83,6 +85,11 @@ def parse(text: str) -> Expression:
     """Parse and validate an expression; raises ExprError with a column and a hint."""
     if not isinstance(text, str):
         raise ExprError(f"expected text, got {type(text).__name__}")
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=2048)  # a formula is often repeated as its falsifier's prediction
+def _parse(text: str) -> Expression:
     source = " ".join(text.split("\n")).strip()
     if not source:
         raise ExprError("empty expression")
@@ -91,17 +98,54 @@ def parse(text: str) -> Expression:
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as exc:
-        hint = "use == for equality" if "=" in source and "==" not in source else ""
-        raise ExprError(f"syntax error: {exc.msg}", col=exc.offset or 0, hint=hint) from None
-    nodes = list(ast.walk(tree))
-    if len(nodes) > MAX_NODES:
-        raise ExprError(f"expression has more than {MAX_NODES} parts")
+        raise ExprError(f"syntax error: {exc.msg}", col=exc.offset or 0, hint=_syntax_hint(source)) from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes; absurd nesting
+        raise ExprError(f"cannot parse: {type(exc).__name__}") from None
     names: set[str] = set()
-    callees = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
-    for node in nodes:
-        if id(node) not in callees:
-            _check_node(node, names)
+    stack: list[ast.AST] = [tree.body]
+    count = 0
+    while stack:  # depth-first, iterative: `- - - ... x` cannot exhaust the Python stack
+        node = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise ExprError(f"expression has more than {MAX_NODES} parts")
+        _check_node(node, names)
+        stack.extend(_children(node))
     return Expression(text=source, tree=tree, names=frozenset(names))
+
+
+def _children(node: ast.AST) -> list[ast.AST] | tuple[ast.AST, ...]:
+    """Sub-expressions of an accepted node (operators and the callee's name are checked by
+    _check_node itself). Listed right to left so the stack visits them left to right."""
+    kind = type(node)
+    if kind is ast.BinOp:
+        return (node.right, node.left)  # type: ignore[attr-defined]
+    if kind is ast.UnaryOp:
+        return (node.operand,)  # type: ignore[attr-defined]
+    if kind is ast.BoolOp:
+        return node.values[::-1]  # type: ignore[attr-defined]
+    if kind is ast.Compare:
+        return [node.left, *node.comparators][::-1]  # type: ignore[attr-defined]
+    if kind is ast.Call:
+        return node.args[::-1]  # type: ignore[attr-defined]
+    return ()
+
+
+_UNICODE_OPERATORS = {"≤": "<=", "≥": ">=", "≠": "!=", "≈": "a tolerance, e.g. abs(a - b) <= tol",
+                      "×": "*", "·": "*", "√": "sqrt(...)", "∧": "and", "∨": "or", "¬": "not", "−": "-"}
+
+
+def _syntax_hint(source: str) -> str:
+    for symbol, replacement in _UNICODE_OPERATORS.items():
+        if symbol in source:
+            return f"pv expressions are ASCII: write {replacement} instead of {symbol}"
+    if any(ord(ch) > 127 for ch in source):
+        return "pv expressions are ASCII: names, numbers and + - * / ** % < <= > >= == != and/or/not"
+    if re.search(r"(?<![<>!=])=(?!=)", source):
+        return "use == for equality"
+    if "&&" in source or "||" in source:
+        return "write and / or"
+    return ""
 
 
 def _reject(node: ast.AST, what: str, hint: str = "") -> ExprError:
@@ -113,21 +157,23 @@ _ALLOWED_HINT = "allowed: numbers, names, + - * / ** %, comparisons, and/or/not,
 
 
 def _check_node(node: ast.AST, names: set[str]) -> None:
+    kind = type(node)
+    if kind is ast.Name:
+        if node.id.startswith("_"):  # type: ignore[attr-defined]
+            raise _reject(node, f"the name {node.id!r} (leading underscore)",  # type: ignore[attr-defined]
+                          "observation names start with a letter")
+        if node.id in FUNCTIONS:  # type: ignore[attr-defined]
+            raise _reject(node, f"the function {node.id!r} without a call")  # type: ignore[attr-defined]
+        if node.id in ("True", "False", "None"):  # type: ignore[attr-defined]
+            raise _reject(node, f"{node.id!r}", "write true/false")  # type: ignore[attr-defined]
+        if node.id not in CONSTANTS:  # type: ignore[attr-defined]
+            names.add(node.id)  # type: ignore[attr-defined]
+        return
     if isinstance(node, (ast.Expression, ast.Load)):
         return
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
             raise _reject(node, f"the literal {node.value!r}", "only numbers are literals; use true/false for booleans")
-        return
-    if isinstance(node, ast.Name):
-        if node.id.startswith("_"):
-            raise _reject(node, f"the name {node.id!r} (leading underscore)", "observation names start with a letter")
-        if node.id in FUNCTIONS:
-            raise _reject(node, f"the function {node.id!r} without a call")
-        if node.id in ("True", "False", "None"):
-            raise _reject(node, f"{node.id!r}", "write true/false")
-        if node.id not in CONSTANTS:
-            names.add(node.id)
         return
     if isinstance(node, ast.BinOp):
         if type(node.op) not in _BINARY:
@@ -155,9 +201,9 @@ def _check_node(node: ast.AST, names: set[str]) -> None:
         if name not in FUNCTIONS:
             raise _reject(node, f"the function {name!r}", _ALLOWED_HINT)
         if node.keywords:
-            raise _reject(node, "keyword arguments")
+            raise _reject(node, "a keyword argument")
         if any(isinstance(a, ast.Starred) for a in node.args):
-            raise _reject(node, "star arguments")
+            raise _reject(node, "a star argument")
         _, lo, hi = FUNCTIONS[name]
         if len(node.args) < lo or (hi is not None and len(node.args) > hi):
             want = f"{lo}" if lo == hi else f"at least {lo}"
@@ -167,8 +213,17 @@ def _check_node(node: ast.AST, names: set[str]) -> None:
         raise _reject(node, f"attribute access (.{node.attr})", "observations are plain names")
     if isinstance(node, ast.Subscript):
         raise _reject(node, "subscripting ([...])", "observations are plain names")
-    kind = type(node).__name__
-    raise _reject(node, f"a {kind} expression", _ALLOWED_HINT)
+    kind = _NODE_WORDS.get(type(node).__name__, f"a {type(node).__name__} expression")
+    raise _reject(node, kind, _ALLOWED_HINT)
+
+
+_NODE_WORDS = {
+    "IfExp": "a conditional (x if c else y)", "Lambda": "a lambda", "NamedExpr": "an assignment (:=)",
+    "List": "a list", "Tuple": "a tuple", "Dict": "a mapping", "Set": "a set", "ListComp": "a comprehension",
+    "SetComp": "a comprehension", "DictComp": "a comprehension", "GeneratorExp": "a comprehension",
+    "JoinedStr": "an f-string", "Starred": "a star expression", "Await": "await", "Yield": "yield",
+    "YieldFrom": "yield", "Slice": "a slice",
+}
 
 
 class _Evaluator:
@@ -187,10 +242,15 @@ class _Evaluator:
             return _number(node.id, self.env[node.id])
         if isinstance(node, ast.BinOp):
             left, right = self.value(node.left), self.value(node.right)
+            if isinstance(node.op, ast.Pow) and not (abs(right) <= 64 and abs(left) <= 2**64):
+                left, right = float(left), float(right)  # no unbounded integer powers: 9**9**9
             try:
-                return _BINARY[type(node.op)](left, right)
-            except (ZeroDivisionError, OverflowError, ValueError) as exc:
+                result = _BINARY[type(node.op)](left, right)
+            except (ZeroDivisionError, OverflowError, ValueError, TypeError) as exc:
                 raise EvalError(f"arithmetic error: {exc}") from None
+            if isinstance(result, complex):
+                raise EvalError(f"arithmetic error: {left!r} ** {right!r} is not a real number")
+            return result
         if isinstance(node, ast.UnaryOp):
             operand = self.value(node.operand)
             if isinstance(node.op, ast.Not):
@@ -203,8 +263,11 @@ class _Evaluator:
             left = self.value(node.left)
             for op, comparator in zip(node.ops, node.comparators):
                 right = self.value(comparator)
-                if not _COMPARE[type(op)](left, right):
-                    return False
+                try:
+                    if not _COMPARE[type(op)](left, right):
+                        return False
+                except TypeError as exc:
+                    raise EvalError(f"cannot compare: {exc}") from None
                 left = right
             return True
         if isinstance(node, ast.Call):

@@ -39,6 +39,7 @@ SEMVER_PATTERN = (
 )
 CHECK_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 MUTANT_PATTERN = r"^[a-z][a-z0-9_]*$"
+EQUATION_NAME_PATTERN = r"^[a-z_][a-z0-9_]*$"
 
 ContractId = Annotated[str, StringConstraints(pattern=CONTRACT_ID_PATTERN)]
 FalsifierId = Annotated[str, StringConstraints(pattern=FALSIFIER_ID_PATTERN)]
@@ -157,7 +158,8 @@ class Tolerance(Strict):
 
 
 class ProofObligation(Strict):
-    id: ObligationId
+    # The JSON Schema states the FALSIFY- exclusion too, so an editor agrees with pv.
+    id: ObligationId = Field(json_schema_extra={"not": {"pattern": "^FALSIFY-"}})
     type: Annotated[ObligationType, Field(strict=False)]
     property: NonEmpty
     formal: str | None = None
@@ -209,7 +211,7 @@ class FalsificationTest(Strict):
 
 class Contract(Strict):
     metadata: Metadata
-    equations: dict[Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_]*$")], Equation] = Field(
+    equations: dict[Annotated[str, StringConstraints(pattern=EQUATION_NAME_PATTERN)], Equation] = Field(
         default_factory=dict
     )
     proof_obligations: list[ProofObligation] = Field(default_factory=list)
