@@ -236,7 +236,12 @@ class _Builder:
             constructor = self.constructors.get(tag)
             if constructor is None:
                 raise _tag_error(node)
-            return constructor(self.constructor, node)
+            try:
+                return constructor(self.constructor, node)
+            except (ValueError, TypeError, OverflowError) as exc:  # e.g. date: 2026-13-45
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"cannot read {node.value!r} as {tag.rsplit(':', 1)[-1]}: {exc}", node.start_mark
+                ) from None
         if depth > MAX_DEPTH:
             raise _Budget(f"YAML nests more than {MAX_DEPTH} levels deep",
                           "contracts are a few levels deep; this file is not one", node.start_mark, "PV108")
@@ -321,7 +326,7 @@ def expanded_size(root: yaml.Node, limit: int = MAX_NODES) -> int:
                     break
         active.discard(key)
         if total > limit:
-            raise _Budget(f"YAML aliases expand to more than {limit:,} nodes", _BOMB_HINT, root.start_mark)
+            raise _Budget(f"YAML aliases expand to more than {limit:,} nodes", _BOMB_HINT, node.start_mark)
         sizes[key] = total
         return total
 
@@ -408,7 +413,7 @@ def read_yaml(path: Path, display: str) -> tuple[LoadedContract | None, list[Dia
         line, col = (exc.mark.line + 1, exc.mark.column + 1) if exc.mark is not None else (1, 1)
         return None, [_diag(display, line, col, exc.code, exc.message, exc.hint)]
     except yaml.constructor.ConstructorError as exc:
-        code = "PV102" if exc.problem and "tag" in exc.problem else "PV101"
+        code = "PV102" if exc.problem and "constructor for the tag" in exc.problem else "PV101"
         hint = "pv loads YAML safely: python/* and other custom tags are never constructed" if code == "PV102" else ""
         return None, [_yaml_diag(display, exc, code, hint)]
     except yaml.YAMLError as exc:
@@ -434,7 +439,7 @@ def _yaml_diag(display: str, exc: yaml.YAMLError, code: str, hint: str = "") -> 
     line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
     parts = (getattr(exc, "context", None), getattr(exc, "problem", None))
     message = " ".join(p for p in parts if p) or str(exc)
-    if not hint and ("\\t" in message or "\t" in message):
+    if not hint and ("\\t" in message or "\t" in message or "tab character" in message):
         hint = "YAML indents with spaces, never tabs"
     return _diag(display, line, col, code, f"YAML: {message}", hint)
 
@@ -493,7 +498,14 @@ def schema_diagnostics(loaded: LoadedContract, error: ValidationError) -> list[D
     out: list[Diagnostic] = []
     patterns = _pattern_texts()
     seen_union: set[Loc] = set()
-    for err in error.errors():
+    errors = error.errors()
+    # A union (params values) reports every member's complaint; keep only the deepest place.
+    union_locs = set()
+    for err in errors:
+        loc, in_union = _data_loc(loaded.data, tuple(err["loc"]))
+        if in_union:
+            union_locs.add(loc)
+    for err in errors:
         raw_loc = tuple(err["loc"])
         kind = err["type"]
         if kind == "extra_forbidden":
@@ -522,12 +534,18 @@ def schema_diagnostics(loaded: LoadedContract, error: ValidationError) -> list[D
         code = "PV203" if kind.endswith("_type") or kind in ("model_type", "dict_type", "list_type") else "PV204"
         hint = ""
         if in_union:
-            if loc in seen_union:
+            if loc in seen_union or any(len(u) > len(loc) and u[: len(loc)] == loc for u in union_locs):
                 continue
             seen_union.add(loc)
             code = "PV203"
-            message = (f"{what}: {_describe(value)} is not allowed here; params take text, numbers, "
-                       "booleans, null, or a flat list/mapping of those")
+            allowed = ("params values are text, numbers, booleans, null, or a flat list/mapping of those"
+                       if "params" in loc else "it matches none of the allowed forms")
+            message = f"{what}: {_describe(value)} is not allowed here; {allowed}"
+        elif kind == "enum":
+            expected = (err.get("ctx") or {}).get("expected", "").replace("'", "")
+            message = f"{what}: {value!r} is not one of {expected}"
+        elif kind == "value_error":
+            message = f"{what}: {err['msg'].removeprefix('Value error, ')}"
         elif kind == "string_pattern_mismatch":
             pattern = (err.get("ctx") or {}).get("pattern", "")
             explained = patterns.get(pattern)
@@ -602,6 +620,10 @@ def load_contract(path: Path, display: str | None = None) -> tuple[LoadedContrac
     loaded, problems = read_yaml(path, display)
     if loaded is None:
         return None, problems
+    if loaded.data is None:
+        problems.append(_diag(display, 0, 0, "PV106", "empty file: the YAML document is empty",
+                              "start from an existing contract in contracts/"))
+        return loaded, problems
     if not isinstance(loaded.data, dict):
         kind = _PYTHON_TYPE_WORDS.get(type(loaded.data).__name__, type(loaded.data).__name__)
         problems.append(_diag(display, 1, 1, "PV107", f"top level is {kind}, not a mapping",

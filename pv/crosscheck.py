@@ -1,0 +1,381 @@
+"""Checks beyond the schema: what one file cannot say about itself.
+
+Per file (`check_file`): the schema comment on the first line, the file name, obligation ->
+falsifier references, the expression language (prediction, formula), `check:` bindings
+(verified statically, see pv.staticcheck), unbound falsifiers, and mutant names.
+Across the contracts dir (`check_all`): ids unique (contract, falsifier and obligation ids),
+`depends_on` targets exist and form no cycle.
+
+The checks read the plain YAML data (not the pydantic model), guarding every type, so a
+contract that the schema rejects still gets its other problems reported in the same run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from pv import expr
+from pv.config import Workspace
+from pv.diagnostics import Diagnostic, Severity
+from pv.loader import SCHEMA_LINE_PREFIX, LoadedContract
+from pv.schema import CHECK_PATTERN, SCHEMA_PATH, LifecycleStatus
+from pv.staticcheck import ModuleIndex, Unresolved, in_allowed_package
+
+UNBOUND_IS_ERROR_EVERYWHERE = False
+"""The single switch for PV308. False: a falsifier without `check:` is a warning while the
+contract's metadata.status is DRAFT and an error above DRAFT. True: an error at every status
+(`pv validate --strict-bindings` turns it on for one run)."""
+
+_CHECK_RE = re.compile(CHECK_PATTERN)
+
+
+@dataclass
+class Context:
+    workspace: Workspace
+    index: ModuleIndex = field(init=False)
+    strict_bindings: bool = UNBOUND_IS_ERROR_EVERYWHERE
+
+    def __post_init__(self) -> None:
+        self.index = ModuleIndex(self.workspace.root)
+
+
+def _d(loaded: LoadedContract, pos: tuple[int, int], code: str, message: str, hint: str = "",
+       warning: bool = False) -> Diagnostic:
+    return Diagnostic(path=loaded.display_path, line=pos[0], col=pos[1], code=code, message=message,
+                      hint=hint, severity=Severity.WARNING if warning else Severity.ERROR)
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _falsifiers(data: Any) -> list[tuple[int, dict]]:
+    return [(i, f) for i, f in enumerate(_list(_dict(data).get("falsification_tests"))) if isinstance(f, dict)]
+
+
+def _obligations(data: Any) -> list[tuple[int, dict]]:
+    return [(i, o) for i, o in enumerate(_list(_dict(data).get("proof_obligations"))) if isinstance(o, dict)]
+
+
+# --- per file --------------------------------------------------------------------------------
+
+
+def check_file(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
+    if not isinstance(loaded.data, dict):
+        return []
+    out: list[Diagnostic] = []
+    out += schema_comment(loaded)
+    out += file_name(loaded)
+    out += obligation_references(loaded)
+    out += expressions(loaded)
+    out += bindings(loaded, ctx)
+    out += mutants(loaded, ctx)
+    return out
+
+
+def _suggested_schema(directory: Path) -> str:
+    return os.path.relpath(SCHEMA_PATH, directory).replace(os.sep, "/")
+
+
+_schema_targets: dict[tuple[str, str], bool] = {}
+
+
+def _schema_exists(directory: str, target: str) -> bool:
+    key = (directory, target)
+    if key not in _schema_targets:
+        _schema_targets[key] = os.path.isfile(os.path.join(directory, target))
+    return _schema_targets[key]
+
+
+def schema_comment(loaded: LoadedContract) -> list[Diagnostic]:
+    first = loaded.text.split("\n", 1)[0].rstrip("\r")
+    directory = os.path.dirname(os.path.abspath(loaded.path))
+    if not first.startswith(SCHEMA_LINE_PREFIX):
+        return [_d(loaded, (1, 1), "PV207", "first line is not the schema comment; editors cannot check this file",
+                   f"make the first line: {SCHEMA_LINE_PREFIX}{_suggested_schema(Path(directory))}", warning=True)]
+    target = first[len(SCHEMA_LINE_PREFIX):].strip()
+    if "://" in target:
+        return []
+    if not target or not _schema_exists(directory, target):
+        suggested = _suggested_schema(Path(directory))
+        return [_d(loaded, (1, len(SCHEMA_LINE_PREFIX) + 1), "PV208",
+                   f"schema comment names {target or 'nothing'!s}, which does not exist from this file",
+                   f"use {SCHEMA_LINE_PREFIX}{suggested}", warning=True)]
+    return []
+
+
+def file_name(loaded: LoadedContract) -> list[Diagnostic]:
+    meta = _dict(loaded.data.get("metadata"))
+    cid, version = meta.get("id"), meta.get("version")
+    if not isinstance(cid, str) or not isinstance(version, str):
+        return []
+    major = version.split(".", 1)[0]
+    if not major.isdigit():
+        return []  # the schema reports the version
+    expected = f"{cid}-v{int(major)}.yaml"
+    if loaded.path.name == expected:
+        return []
+    return [_d(loaded, loaded.position(("metadata", "id")), "PV304",
+               f"file is named {loaded.path.name!r} but metadata.id {cid!r} version {version} wants {expected!r}",
+               f"rename the file to {expected} (or fix metadata.id / metadata.version)")]
+
+
+def obligation_references(loaded: LoadedContract) -> list[Diagnostic]:
+    known = {f.get("id") for _, f in _falsifiers(loaded.data) if isinstance(f.get("id"), str)}
+    out = []
+    for i, ob in _obligations(loaded.data):
+        for j, fid in enumerate(_list(ob.get("falsifiers"))):
+            if isinstance(fid, str) and fid not in known:
+                near = _near(fid, sorted(known))
+                out.append(_d(loaded, loaded.position(("proof_obligations", i, "falsifiers", j)), "PV305",
+                              f"obligation {ob.get('id')!s} names falsifier {fid!r}, which this contract does not define",
+                              f"did you mean {near!r}?" if near else
+                              "obligations may only name falsifiers of the same contract"))
+    return out
+
+
+def expr_diagnostic(loaded: LoadedContract, loc: tuple, code: str, exc: expr.ExprError, what: str) -> Diagnostic:
+    text = loaded.value_at(loc)
+    pos = loaded.position(loc)
+    if exc.col > 0 and isinstance(text, str):
+        joined = " ".join(text.split("\n"))
+        lead = len(joined) - len(joined.lstrip())
+        pos = loaded.value_position(loc, lead + exc.col - 1)
+    return _d(loaded, pos, code, f"{what}: {exc.message}", exc.hint)
+
+
+def expressions(loaded: LoadedContract) -> list[Diagnostic]:
+    out = []
+    for i, f in _falsifiers(loaded.data):
+        text = f.get("prediction")
+        if not isinstance(text, str) or not text.strip():
+            continue  # the schema reports missing or non-text predictions
+        loc = ("falsification_tests", i, "prediction")
+        try:
+            parsed = expr.parse(text)
+        except expr.ExprError as exc:
+            out.append(expr_diagnostic(loaded, loc, "PV401", exc, "prediction"))
+            continue
+        if not expr.is_boolean(parsed):
+            out.append(_d(loaded, loaded.position(loc), "PV402",
+                          f"prediction {parsed.text!r} is not true/false at the top level",
+                          "a prediction compares observations, e.g. `val_loss < 0.7 * ln(vocab_size)`"))
+        elif not parsed.names:
+            out.append(_d(loaded, loaded.position(loc), "PV404",
+                          f"prediction {parsed.text!r} mentions no observation, so it can never fail",
+                          "compare an observation the check returns with a bound"))
+    for name, eq in _dict(loaded.data.get("equations")).items():
+        if not isinstance(eq, dict):
+            continue
+        text = eq.get("formula")
+        if not isinstance(text, str) or not text.strip():
+            continue
+        loc = ("equations", name, "formula")
+        try:
+            expr.parse(text)
+        except expr.ExprError as exc:
+            out.append(expr_diagnostic(loaded, loc, "PV403", exc, f"formula of {name}"))
+    return out
+
+
+def _status(loaded: LoadedContract) -> LifecycleStatus | None:
+    raw = _dict(loaded.data.get("metadata")).get("status")
+    try:
+        return LifecycleStatus(raw)
+    except ValueError:
+        return None
+
+
+def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
+    out = []
+    status = _status(loaded)
+    unbound_is_error = ctx.strict_bindings or (status is not None and status is not LifecycleStatus.DRAFT)
+    packages = ctx.workspace.check_packages
+    for i, f in _falsifiers(loaded.data):
+        fid = f.get("id") if isinstance(f.get("id"), str) else f"falsification_tests[{i}]"
+        check = f.get("check")
+        if check is None:
+            where = "" if unbound_is_error else " (a warning while the contract is DRAFT)"
+            out.append(_d(loaded, loaded.position(("falsification_tests", i, "id")), "PV308",
+                          f"falsifier {fid} has no `check:`, so nothing can run it{where}",
+                          "bind it to a check: `check: <package>.<module>:<function>`",
+                          warning=not unbound_is_error))
+            continue
+        if not isinstance(check, str) or not _CHECK_RE.match(check):
+            continue  # the schema reports it
+        loc = ("falsification_tests", i, "check")
+        module, function = check.split(":")
+        if not in_allowed_package(module, packages):
+            out.append(_d(loaded, loaded.position(loc), "PV310",
+                          f"check {check!r} is outside the allowed packages ({', '.join(packages)})",
+                          "checks live in the packages named by [tool.pv] check_packages"))
+            continue
+        params = f.get("params")
+        params = params if isinstance(params, dict) else {}
+        reserved = [k for k in params if k in ("device", "tolerance")]
+        for key in reserved:
+            out.append(_d(loaded, loaded.position(loc[:-1] + ("params", key), key=True), "PV316",
+                          f"params must not set {key!r}: the harness passes it",
+                          "devices come from `devices:`, tolerances from `tolerance:`"))
+        try:
+            signature = ctx.index.find_function(module, function)
+        except Unresolved as exc:
+            out.append(_d(loaded, loaded.position(loc), exc.code, f"check {check!r}: {exc.message}", exc.hint))
+            continue
+        keys = [k for k in params if isinstance(k, str) and k not in reserved]
+        problems = signature.problems(keys)
+        where = f"{ctx.workspace.rel(signature.path)}:{signature.line}" if problems else ""
+        for code, message, key in problems:
+            pos = loaded.position(loc[:-1] + ("params", key), key=True) if key else loaded.position(loc)
+            out.append(_d(loaded, pos, code, f"check {check!r}: {message}", f"see {where}"))
+    return out
+
+
+def mutants(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
+    declared = [(i, j, m) for i, f in _falsifiers(loaded.data)
+                for j, m in enumerate(_list(f.get("mutants"))) if isinstance(m, str)]
+    if not declared:
+        return []
+    module = ctx.workspace.mutants_module
+    known = ctx.index.mutant_names(module) if module else None
+    if known is None:
+        hint = (f"mutants module {module!r} does not exist yet; declare it with @mutant({declared[0][2]!r})"
+                if module else "set [tool.pv] mutants_module to the module that declares mutants")
+    out = []
+    for i, j, name in declared:
+        if known is not None and name in known:
+            continue
+        if known is not None:
+            near = _near(name, sorted(known))
+            hint = f"did you mean {near!r}?" if near else f"declare it in {module} with @mutant({name!r})"
+        out.append(_d(loaded, loaded.position(("falsification_tests", i, "mutants", j)), "PV309",
+                      f"unknown mutant {name!r}", hint))
+    return out
+
+
+# --- across the contracts dir ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Site:
+    loaded: LoadedContract
+    loc: tuple  # the position is looked up only when a diagnostic needs it
+
+    @property
+    def pos(self) -> tuple[int, int]:
+        return self.loaded.position(self.loc)
+
+    def where(self) -> str:
+        line, col = self.pos
+        return f"{self.loaded.display_path}:{line}:{col}"
+
+
+def check_all(files: Iterable[LoadedContract]) -> list[Diagnostic]:
+    files = [f for f in files if isinstance(f.data, dict)]
+    return unique_ids(files) + dependencies(files)
+
+
+def unique_ids(files: list[LoadedContract]) -> list[Diagnostic]:
+    sites: dict[tuple[str, str], list[_Site]] = {}
+    for loaded in files:
+        cid = _dict(loaded.data.get("metadata")).get("id")
+        if isinstance(cid, str):
+            sites.setdefault(("PV301", cid), []).append(_Site(loaded, ("metadata", "id")))
+        for i, f in _falsifiers(loaded.data):
+            if isinstance(f.get("id"), str):
+                sites.setdefault(("PV302", f["id"]), []).append(_Site(loaded, ("falsification_tests", i, "id")))
+        for i, o in _obligations(loaded.data):
+            if isinstance(o.get("id"), str):
+                sites.setdefault(("PV303", o["id"]), []).append(_Site(loaded, ("proof_obligations", i, "id")))
+    words = {"PV301": "contract", "PV302": "falsifier", "PV303": "obligation"}
+    out = []
+    for (code, ident), where in sites.items():
+        if len(where) < 2:
+            continue
+        for site in where:
+            others = ", ".join(o.where() for o in where if o is not site)
+            out.append(_d(site.loaded, site.pos, code, f"duplicate {words[code]} id {ident!r}, also at {others}",
+                          f"{words[code]} ids are unique across the contracts dir; rename one"))
+    return out
+
+
+def dependencies(files: list[LoadedContract]) -> list[Diagnostic]:
+    owner: dict[str, LoadedContract] = {}
+    for loaded in files:
+        cid = _dict(loaded.data.get("metadata")).get("id")
+        if isinstance(cid, str):
+            owner.setdefault(cid, loaded)
+    edges: dict[str, list[tuple[str, tuple]]] = {}
+    out = []
+    for cid, loaded in owner.items():
+        for j, target in enumerate(_list(_dict(loaded.data.get("metadata")).get("depends_on"))):
+            if not isinstance(target, str):
+                continue
+            loc = ("metadata", "depends_on", j)
+            if target in owner:
+                edges.setdefault(cid, []).append((target, loc))
+                continue
+            pos = loaded.position(loc)
+            near = _near(target, sorted(owner))
+            stripped = re.sub(r"-v[0-9]+$", "", target)
+            hint = (f"did you mean {near!r}?" if near else
+                    f"depends_on names contract ids ({stripped!r}), not file names" if stripped in owner else
+                    "depends_on names metadata.id of a contract in the contracts dir")
+            out.append(_d(loaded, pos, "PV306", f"depends_on {target!r}: no contract has that id", hint))
+    for cycle in _cycles(edges):
+        text = " -> ".join(cycle)
+        for a, b in zip(cycle, cycle[1:]):
+            loc = next(p for t, p in edges[a] if t == b)
+            out.append(_d(owner[a], owner[a].position(loc), "PV307", f"depends_on cycle: {text}",
+                          "a contract cannot depend on itself, directly or through others"))
+    return out
+
+
+def _cycles(edges: dict[str, list[tuple[str, tuple]]]) -> list[list[str]]:
+    """Each elementary cycle found by depth-first search, once, as [a, b, ..., a] starting
+    at its smallest id."""
+    white, grey, black = 0, 1, 2
+    colour: dict[str, int] = {}
+    found: dict[tuple[str, ...], list[str]] = {}
+    for start in sorted(edges):
+        if colour.get(start, white) != white:
+            continue
+        stack: list[tuple[str, int]] = [(start, 0)]
+        path: list[str] = [start]
+        colour[start] = grey
+        while stack:
+            node, k = stack[-1]
+            targets = edges.get(node, [])
+            if k < len(targets):
+                stack[-1] = (node, k + 1)
+                target = targets[k][0]
+                state = colour.get(target, white)
+                if state == white:
+                    colour[target] = grey
+                    stack.append((target, 0))
+                    path.append(target)
+                elif state == grey:
+                    cycle = path[path.index(target):]
+                    low = cycle.index(min(cycle))
+                    canon = tuple(cycle[low:] + cycle[:low])
+                    found.setdefault(canon, list(canon) + [canon[0]])
+            else:
+                colour[node] = black
+                stack.pop()
+                path.pop()
+    return [found[k] for k in sorted(found)]
+
+
+def _near(word: str, candidates: list[str]) -> str | None:
+    import difflib
+
+    match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.75)
+    return match[0] if match else None

@@ -1,0 +1,325 @@
+"""Static verification of `check:` bindings and mutant names, by parsing modules with `ast`.
+
+`pv validate` runs as a pre-commit hook: it must never import the checks (that would import
+torch and run module-level code). Instead it resolves `module:function` to a file under the
+workspace root, parses it, finds the top-level `def` (following simple re-exports such as
+`from .loss import eval_loss` and `eval_loss = _impl`), and compares the signature with how
+the harness calls a check: `check(device=..., **params)`, plus `tolerance=` when the
+signature names it.
+
+Mutant names are found the same way: every call `mutant("name")` (the decorator of
+`pv.mutation`) in the mutants module, or in every module of the mutants package.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_REEXPORT_HOPS = 8
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    has_default: bool
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What matters about a function's parameters for a keyword-only call."""
+
+    name: str
+    path: Path
+    line: int
+    positional_only: tuple[Param, ...] = ()
+    keywordable: tuple[Param, ...] = ()  # ordinary and keyword-only parameters
+    var_keyword: bool = False
+    is_async: bool = False
+
+    def accepts(self, keyword: str) -> bool:
+        return self.var_keyword or any(p.name == keyword for p in self.keywordable)
+
+    def problems(self, params: list[str], optional: tuple[str, ...] = ("tolerance",)) -> list[tuple[str, str, str | None]]:
+        """(code, message, params key or None) for each way `f(device=..., **params)` would
+        fail to bind."""
+        out: list[tuple[str, str, str | None]] = []
+        if self.is_async:
+            out.append(("PV313", f"{self.name}() is `async def`; the harness calls checks synchronously", None))
+        positional = {p.name for p in self.positional_only}
+        if not self.accepts("device"):
+            how = " by keyword (it is positional-only)" if "device" in positional else ""
+            out.append(("PV313", f"{self.name}() does not accept `device`{how}; the harness passes device=...", None))
+        for key in params:
+            if not self.accepts(key):
+                how = " by keyword (it is positional-only)" if key in positional else ""
+                out.append(("PV313", f"{self.name}() does not accept {key!r}{how}, which params names", key))
+        for p in self.positional_only:
+            if not p.has_default and p.name != "device" and p.name not in params:
+                out.append(("PV314", f"{self.name}() parameter {p.name!r} is positional-only and required; "
+                                     "checks are called with keywords only", None))
+        supplied = set(params) | {"device", *optional}
+        for p in self.keywordable:
+            if not p.has_default and p.name not in supplied:
+                out.append(("PV314", f"{self.name}() requires {p.name!r}, which params does not supply", None))
+        return out
+
+
+class Unresolved(Exception):
+    """The binding cannot be verified: code + message (+ hint)."""
+
+    def __init__(self, code: str, message: str, hint: str = ""):
+        super().__init__(message)
+        self.code, self.message, self.hint = code, message, hint
+
+
+@dataclass
+class _Module:
+    dotted: str
+    path: Path
+    tree: ast.Module | None
+    error: SyntaxError | None = None
+    is_package: bool = False
+
+
+@dataclass
+class ModuleIndex:
+    """Resolves and parses modules under a workspace root; every file is parsed once."""
+
+    root: Path
+    _modules: dict[str, _Module | None] = field(default_factory=dict)
+    _mutants: dict[str, frozenset[str] | None] = field(default_factory=dict)
+    _functions: dict[tuple[str, str], "Signature | Unresolved"] = field(default_factory=dict)
+
+    # --- modules ---------------------------------------------------------------------------
+
+    def module_file(self, dotted: str) -> tuple[Path, bool] | None:
+        """(file, is_package) for a dotted module name under the root (or root/src)."""
+        parts = dotted.split(".")
+        for base in (self.root, self.root / "src"):
+            stem = base.joinpath(*parts)
+            package_init = stem / "__init__.py"
+            if package_init.is_file():
+                return package_init, True
+            single = stem.with_name(stem.name + ".py")
+            if single.is_file():
+                return single, False
+        return None
+
+    def module(self, dotted: str) -> _Module | None:
+        if dotted in self._modules:
+            return self._modules[dotted]
+        found = self.module_file(dotted)
+        mod: _Module | None = None
+        if found is not None:
+            path, is_package = found
+            try:
+                source = path.read_bytes()
+                tree = ast.parse(source, filename=str(path))
+                mod = _Module(dotted, path, tree, is_package=is_package)
+            except SyntaxError as exc:
+                mod = _Module(dotted, path, None, error=exc, is_package=is_package)
+            except (OSError, ValueError) as exc:  # unreadable, or NUL bytes
+                mod = _Module(dotted, path, None, error=SyntaxError(str(exc)), is_package=is_package)
+        self._modules[dotted] = mod
+        return mod
+
+    # --- functions -------------------------------------------------------------------------
+
+    def find_function(self, dotted: str, name: str) -> Signature:
+        """The signature of top-level function `name` of module `dotted`; raises Unresolved.
+        Answers (and failures) are remembered: a check is usually bound many times."""
+        key = (dotted, name)
+        answer = self._functions.get(key)
+        if answer is None:
+            try:
+                answer = self._find_function(dotted, name)
+            except Unresolved as exc:
+                answer = exc
+            self._functions[key] = answer
+        if isinstance(answer, Unresolved):
+            raise answer
+        return answer
+
+    def _find_function(self, dotted: str, name: str) -> Signature:
+        seen: set[tuple[str, str]] = set()
+        origin = f"{dotted}:{name}"
+        for _ in range(MAX_REEXPORT_HOPS):
+            if (dotted, name) in seen:
+                raise Unresolved("PV312", f"{origin}: re-exports of {name!r} go round in a circle")
+            seen.add((dotted, name))
+            mod = self.module(dotted)
+            if mod is None:
+                raise Unresolved("PV311", f"module {dotted!r} not found under the workspace root",
+                                 f"expected {dotted.replace('.', '/')}.py or "
+                                 f"{dotted.replace('.', '/')}/__init__.py under {self.root}")
+            if mod.tree is None:
+                err = mod.error
+                where = f" (line {err.lineno})" if err is not None and err.lineno else ""
+                raise Unresolved("PV315", f"module {dotted!r} cannot be parsed{where}: "
+                                          f"{err.msg if err is not None else 'unreadable'}",
+                                 f"fix {mod.path}")
+            binding = _top_level_binding(mod.tree, name)
+            if binding is None:
+                star = [self._absolute(mod, node) for node in _star_imports(mod.tree)]
+                for target in star:
+                    if target and self.module(target) is not None:
+                        tree = self.module(target).tree  # type: ignore[union-attr]
+                        if tree is not None and _top_level_binding(tree, name) is not None:
+                            binding = ("import", target, name)
+                            break
+            if binding is None:
+                defs = _top_level_defs(mod.tree)
+                near = _near(name, defs)
+                hint = f"did you mean {near!r}?" if near else (
+                    f"functions in {dotted}: {', '.join(defs[:8])}" if defs else f"{dotted} defines no functions")
+                raise Unresolved("PV312", f"{dotted!r} has no top-level function {name!r}", hint)
+            kind = binding[0]
+            if kind == "def":
+                return _signature(binding[1], mod.path)
+            if kind == "alias":
+                name = binding[1]
+                continue
+            if kind in ("import", "import-from-node"):
+                if kind == "import":
+                    target_module, target_name = binding[1], binding[2]
+                else:
+                    target_module, target_name = self._absolute(mod, binding[1]), binding[2].name
+                if target_module is None or self.module_file(target_module) is None:
+                    raise Unresolved("PV312", f"{dotted}:{name} is imported from "
+                                              f"{target_module or 'outside the workspace'!s}, which pv cannot find",
+                                     "a check must be defined in a module of an allowed package")
+                dotted, name = target_module, target_name
+                continue
+            raise Unresolved("PV312", f"{dotted}:{name} is bound by {kind}, not a `def`",
+                             "pv verifies check signatures statically, so a check must be a plain function")
+        raise Unresolved("PV312", f"{origin}: more than {MAX_REEXPORT_HOPS} re-exports to follow")
+
+    def _absolute(self, mod: _Module, node: ast.ImportFrom) -> str | None:
+        if not node.level:
+            return node.module
+        package = mod.dotted.split(".") if mod.is_package else mod.dotted.split(".")[:-1]
+        if node.level - 1 > len(package):
+            return None
+        base = package[: len(package) - (node.level - 1)]
+        if node.module:
+            base = base + node.module.split(".")
+        return ".".join(base) or None
+
+    # --- mutants ---------------------------------------------------------------------------
+
+    def mutant_names(self, dotted: str) -> frozenset[str] | None:
+        """Names declared with `mutant("name")` in the module (every module of the package);
+        None when the module does not exist."""
+        if dotted in self._mutants:
+            return self._mutants[dotted]
+        found = self.module_file(dotted)
+        names: frozenset[str] | None = None
+        if found is not None:
+            path, is_package = found
+            files = sorted(path.parent.rglob("*.py")) if is_package else [path]
+            collected: set[str] = set()
+            for file in files:
+                try:
+                    tree = ast.parse(file.read_bytes(), filename=str(file))
+                except (SyntaxError, OSError, ValueError):
+                    continue
+                collected.update(_mutant_calls(tree))
+            names = frozenset(collected)
+        self._mutants[dotted] = names
+        return names
+
+
+def _top_level_statements(tree: ast.Module):
+    """Module-level statements, including those under top-level if/try blocks."""
+    stack = list(reversed(tree.body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If):
+            stack.extend(reversed(node.body + node.orelse))
+            continue
+        if isinstance(node, ast.Try):
+            stack.extend(reversed(node.body + node.orelse + node.finalbody))
+            continue
+        yield node
+
+
+def _top_level_binding(tree: ast.Module, name: str):
+    """How `name` is bound at module level (the last binding wins, as at import time):
+    ("def", node) | ("alias", other_name) | ("import-from-node", node, alias) | (description,) | None."""
+    found = None
+    for node in _top_level_statements(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            found = ("def", node)
+        elif isinstance(node, ast.ClassDef) and node.name == name:
+            found = ("a class",)
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == name and alias.name != "*":
+                    found = ("import-from-node", node, alias)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if (alias.asname or alias.name.split(".")[0]) == name:
+                    found = ("an import of a module",)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                value = node.value
+                if isinstance(value, ast.Name) and value.id != name:
+                    found = ("alias", value.id)
+                else:
+                    found = ("an assignment",)
+    return found
+
+
+def _star_imports(tree: ast.Module) -> list[ast.ImportFrom]:
+    return [n for n in _top_level_statements(tree)
+            if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names)]
+
+
+def _top_level_defs(tree: ast.Module) -> list[str]:
+    return [n.name for n in _top_level_statements(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not n.name.startswith("_")]
+
+
+def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef, path: Path) -> Signature:
+    args = node.args
+    positional = args.posonlyargs + args.args
+    first_default = len(positional) - len(args.defaults)
+    params = [Param(a.arg, i >= first_default) for i, a in enumerate(positional)]
+    posonly = tuple(params[: len(args.posonlyargs)])
+    ordinary = params[len(args.posonlyargs):]
+    kwonly = [Param(a.arg, d is not None) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    return Signature(
+        name=node.name, path=path, line=node.lineno, positional_only=posonly,
+        keywordable=tuple(ordinary + kwonly), var_keyword=args.kwarg is not None,
+        is_async=isinstance(node, ast.AsyncFunctionDef),
+    )
+
+
+def _mutant_calls(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        callee = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if callee != "mutant":
+            continue
+        arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "name"), None)
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            names.add(arg.value)
+    return names
+
+
+def _near(word: str, candidates: list[str]) -> str | None:
+    import difflib
+
+    match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.7)
+    return match[0] if match else None
+
+
+def in_allowed_package(module: str, packages: tuple[str, ...] | list[str]) -> bool:
+    """Whether dotted `module` is one of `packages` or inside one of them."""
+    return any(module == p or module.startswith(p + ".") for p in packages)
