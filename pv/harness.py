@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import importlib
 import math
+import os
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -166,7 +167,14 @@ def _where(exc: BaseException) -> str:
     if not frames:
         return ""
     last = frames[-1]
-    return f" (at {last.filename}:{last.lineno} in {last.name})"
+    filename = last.filename
+    try:
+        relative = os.path.relpath(filename)
+        if not relative.startswith(".."):
+            filename = relative
+    except ValueError:
+        pass
+    return f" (at {filename}:{last.lineno} in {last.name})"
 
 
 # --- the two entry points of a generated test ------------------------------------------------

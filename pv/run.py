@@ -132,7 +132,7 @@ def pytest_command(selected: list[Selected], *, report: Path, run_id: str, devic
            "--tb=short", "-q", "-p", "no:cacheprovider"]
     if ledger is None:
         cmd.append("--pv-no-ledger")
-    elif ledger is not DEFAULT:
+    else:
         cmd += ["--pv-ledger", str(ledger)]
     if mutant:
         cmd += ["--pv-mutant", mutant]
@@ -172,6 +172,8 @@ def execute(workspace: Workspace, selected: list[Selected], *, device: str = "au
     `pv strength` uses). `on_outcome(event, repetition)` is called as each test finishes."""
     run_id = run_id or uuid.uuid4().hex
     result = RunResult(run_id=run_id, selected=list(selected))
+    if ledger is DEFAULT:
+        ledger = workspace.ledger
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(workspace.root), *filter(None, [env.get("PYTHONPATH")])])
     pytest_args = list(pytest_args)
@@ -251,6 +253,14 @@ def _observed(observations: dict[str, Any], limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _short(message: str, limit: int) -> str:
+    """One line of a message for a progress line or a table cell."""
+    first = str(message).strip().split("\n")[0]
+    if first.startswith("unbound falsifier"):
+        return "unbound: the contract gives no `check:`"
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
 def _verdict(verdict: str, mutant: str | None) -> str:
     text = verdict
     if mutant and verdict == "FAIL":
@@ -262,10 +272,9 @@ def _verdict(verdict: str, mutant: str | None) -> str:
 
 def progress_line(event: dict[str, Any], done: int, total: int, mutant: str | None) -> str:
     verdict = _verdict(event.get("verdict", "?"), mutant)
-    first = (event.get("message") or "").strip().split("\n")[0]
     extra = ""
-    if event.get("verdict") in ("SKIP", "ERROR") and first:
-        extra = f"  {first}"
+    if event.get("verdict") in ("SKIP", "ERROR") and event.get("message"):
+        extra = f"  {_short(event['message'], 100)}"
     return (f"[{done}/{total}] {event.get('falsifier')}  {event.get('device'):<4}  {verdict}  "
             f"margin {_margin(event.get('margin'))}  {float(event.get('duration_s') or 0):.2f}s{extra}")
 
@@ -277,7 +286,8 @@ def print_table(result: RunResult, mutant: str | None, repeat: int) -> None:
         if repeat > 1:
             row.append(str(event.get("repeat", "")))
         row += [event.get("verdict", "?"), _margin(event.get("margin")),
-                f"{float(event.get('duration_s') or 0):.2f}s", _observed(event.get("observations") or {})]
+                f"{float(event.get('duration_s') or 0):.2f}s",
+                _observed(event.get("observations") or {}) or _short(event.get("message") or "", 60)]
         rows.append(row)
     header = ["FALSIFIER", "DEVICE"] + (["#"] if repeat > 1 else []) + ["VERDICT", "MARGIN", "TIME", "OBSERVED"]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
@@ -293,7 +303,14 @@ def print_table(result: RunResult, mutant: str | None, repeat: int) -> None:
             cells.append(text)
         click.echo("  ".join(cells).rstrip())
     details = [e for e in result.outcomes if e.get("verdict") in ("FAIL", "ERROR", "SKIP") and e.get("message")]
-    for event in details:
+    unbound = [e for e in details if str(e["message"]).startswith("unbound falsifier")]
+    if unbound:
+        click.echo("")
+        click.echo(click.style(f"ERROR: {len(unbound)} unbound falsifier test(s) — no `check:` in the contract, so "
+                               "nothing can falsify them yet:", bold=True))
+        for event in unbound:
+            click.echo(f"  {event.get('falsifier')} on {event.get('device')}")
+    for event in (e for e in details if e not in unbound):
         click.echo("")
         click.echo(click.style(f"{event['verdict']} {event.get('falsifier')} on {event.get('device')}:", bold=True))
         for line in str(event["message"]).strip("\n").split("\n"):

@@ -213,3 +213,40 @@ def test_real_torch_probe_when_torch_is_already_loaded(monkeypatch):
     ok, reason = provenance.cuda_available()
     assert ok == torch.cuda.is_available()
     assert provenance.versions()["torch"] == torch.__version__
+
+
+def test_git_state_ignores_the_ledger_but_not_other_changes(tmp_path):
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    (repo / "evidence").mkdir(parents=True)
+    (repo / "code.py").write_text("x = 1\n")
+    ledger_path = repo / "evidence" / "ledger.jsonl"
+    ledger_path.write_text("")
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+                       check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "init")
+
+    def state():
+        provenance.git_state.cache_clear()
+        return provenance.git_state(repo, exclude=(str(ledger_path),))
+
+    commit, dirty = state()
+    assert len(commit) == 40 and dirty is False
+    ledger_path.write_text('{"a": 1}\n')  # every run appends to the ledger: not "dirty"
+    assert state() == (commit, False)
+    (repo / "new.py").write_text("")  # an untracked source file could change behaviour
+    assert state() == (commit, True)
+    (repo / "new.py").unlink()
+    (repo / "code.py").write_text("x = 2\n")
+    assert state() == (commit, True)
+    provenance.git_state.cache_clear()
+    assert provenance.git_state(tmp_path / "nowhere") == (None, None)
