@@ -230,10 +230,10 @@ def command(checkpoint: str, spec_a: str, spec_b: str, dtype: str | None, prompt
     if mutant:
         from pv import mutation
 
-        registry = mutation.load_registry(workspace)
-        if mutant not in registry:
-            raise click.UsageError(f"unknown mutant {mutant!r}; known: {', '.join(sorted(registry))}")
-        context = registry[mutant].activate()
+        try:
+            context = mutation.get(mutation.load_registry(workspace), mutant)()
+        except mutation.MutationError as exc:
+            raise click.UsageError(str(exc)) from None
     error_types = tuple(getattr(adapter, "INPUT_ERRORS", ()))
     try:
         report = bisect(adapter, checkpoint, a, b, prompt, mutant_context=context, mutant=mutant,
