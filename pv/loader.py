@@ -37,6 +37,7 @@ _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _STR = "tag:yaml.org,2002:str"
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
+_MERGE = "tag:yaml.org,2002:merge"
 
 
 class _FastSafeLoader(_Loader):  # type: ignore[misc, valid-type]
@@ -249,8 +250,12 @@ class _Builder:
         if cls is yaml.MappingNode:
             if node.tag != _MAP:
                 raise _tag_error(node)
+            explicit = None
             if self.merges:
+                # keys written in this mapping; merged-in keys (<<) may be overridden, not these
+                explicit = {id(k) for k, _ in node.value if k.tag != _MERGE}
                 self.constructor.flatten_mapping(node)  # merge keys (<<) per YAML 1.1
+            written: set[Any] = set()
             result: dict[Any, Any] = {}
             build = self.build
             scalar = yaml.ScalarNode
@@ -263,8 +268,10 @@ class _Builder:
                     key = build(key_node, depth)
                     if not isinstance(key, (str, int, float, bool)) or key is None:
                         key = str(key)
-                if key in result:
-                    self.duplicates.append((key, _pos(key_node)))
+                if explicit is None or id(key_node) in explicit:
+                    if key in written:
+                        self.duplicates.append((key, _pos(key_node)))
+                    written.add(key)
                 if value_node.__class__ is scalar and value_node.tag == _STR:
                     result[key] = value_node.value
                     self.nodes += 1

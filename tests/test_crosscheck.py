@@ -1,0 +1,142 @@
+"""pv.crosscheck and pv.staticcheck at unit level: bindings resolved by parsing, never importing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pv.crosscheck import _cycles
+from pv.staticcheck import ModuleIndex, Unresolved, in_allowed_package
+
+
+def tree(root: Path, files: dict[str, str]) -> ModuleIndex:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return ModuleIndex(root)
+
+
+def test_signature_of_a_plain_check(tmp_path):
+    index = tree(tmp_path, {"pkg/__init__.py": "", "pkg/m.py": (
+        "import torch\nraise SystemExit('never run')\n"
+        "def check(*, device, a, b=1, tolerance=None):\n    pass\n")})
+    sig = index.find_function("pkg.m", "check")
+    assert sig.line == 3 and sig.accepts("device") and not sig.accepts("c")
+    assert sig.problems(["a"]) == []
+    assert [c for c, _, _ in sig.problems([])] == ["PV314"]  # a is required
+    assert [(c, k) for c, _, k in sig.problems(["a", "c"])] == [("PV313", "c")]
+
+
+def test_required_tolerance_is_always_supplied(tmp_path):
+    index = tree(tmp_path, {"pkg/m.py": "def check(device, tolerance):\n    pass\n"})
+    assert index.find_function("pkg.m", "check").problems([]) == []
+
+
+def test_var_keyword_accepts_everything(tmp_path):
+    index = tree(tmp_path, {"pkg/m.py": "def check(**kw):\n    pass\n"})
+    assert index.find_function("pkg.m", "check").problems(["anything", "else"]) == []
+
+
+def test_async_and_positional_only(tmp_path):
+    index = tree(tmp_path, {"pkg/m.py": "async def a(*, device):\n    pass\ndef p(device, x, /, y):\n    pass\n"})
+    assert [c for c, _, _ in index.find_function("pkg.m", "a").problems([])] == ["PV313"]
+    problems = index.find_function("pkg.m", "p").problems(["y"])
+    assert [c for c, _, _ in problems] == ["PV313", "PV314"]  # device by keyword; x unfillable
+
+
+@pytest.mark.parametrize("init", [
+    "from .impl import check\n",
+    "from pkg.impl import check\n",
+    "from .impl import check as check\n",
+    "from .impl import *\n",
+    "from . import impl\ncheck = impl_check = None\nfrom .impl import check\n",
+    "try:\n    from .impl import check\nexcept ImportError:\n    pass\n",
+])
+def test_re_exports_are_followed(tmp_path, init):
+    index = tree(tmp_path, {"pkg/__init__.py": init, "pkg/impl.py": "def check(*, device):\n    pass\n"})
+    sig = index.find_function("pkg", "check")
+    assert sig.path == tmp_path / "pkg" / "impl.py"
+
+
+def test_renamed_re_export_and_alias(tmp_path):
+    index = tree(tmp_path, {"pkg/__init__.py": "from .impl import _real as check\n",
+                            "pkg/impl.py": "def _real(*, device):\n    pass\nalias = _real\n"})
+    assert index.find_function("pkg", "check").name == "_real"
+    assert index.find_function("pkg.impl", "alias").name == "_real"
+
+
+def test_parent_relative_import(tmp_path):
+    index = tree(tmp_path, {"pkg/__init__.py": "", "pkg/sub/__init__.py": "",
+                            "pkg/sub/m.py": "from ..impl import check\n",
+                            "pkg/impl.py": "def check(*, device):\n    pass\n"})
+    assert index.find_function("pkg.sub.m", "check").path.name == "impl.py"
+
+
+def test_src_layout(tmp_path):
+    index = tree(tmp_path, {"src/pkg/__init__.py": "def check(*, device):\n    pass\n"})
+    assert index.find_function("pkg", "check").line == 1
+
+
+@pytest.mark.parametrize("files, code", [
+    ({"pkg/m.py": "class check:\n    pass\n"}, "PV312"),
+    ({"pkg/m.py": "import functools\ncheck = functools.partial(print)\n"}, "PV312"),
+    ({"pkg/m.py": "from os.path import join as check\n"}, "PV312"),
+    ({"pkg/m.py": "from .n import check\n", "pkg/n.py": "from .m import check\n"}, "PV312"),
+    ({"pkg/m.py": "def other():\n    pass\n"}, "PV312"),
+    ({"pkg/other.py": ""}, "PV311"),
+    ({"pkg/m.py": "def check(:\n"}, "PV315"),
+    ({"pkg/m.py": "x = 1\0\n"}, "PV315"),
+])
+def test_unresolvable(tmp_path, files, code):
+    index = tree(tmp_path, files)
+    with pytest.raises(Unresolved) as info:
+        index.find_function("pkg.m", "check")
+    assert info.value.code == code
+
+
+def test_answers_are_cached(tmp_path):
+    index = tree(tmp_path, {"pkg/m.py": "def check(*, device):\n    pass\n"})
+    first = index.find_function("pkg.m", "check")
+    (tmp_path / "pkg" / "m.py").unlink()
+    assert index.find_function("pkg.m", "check") is first
+
+
+def test_mutant_names_in_a_module_and_a_package(tmp_path):
+    index = tree(tmp_path, {
+        "muts.py": "from pv.mutation import mutant\n@mutant('a_one')\ndef a():\n    yield\n"
+                   "import pv.mutation as m\n@m.mutant(name='b_two')\ndef b():\n    yield\n"
+                   "@mutant(NAME)\ndef c():\n    yield\n",
+        "mpkg/__init__.py": "from . import extra\n",
+        "mpkg/extra.py": "from pv.mutation import mutant\n@mutant('c_three')\ndef c():\n    yield\n",
+    })
+    assert index.mutant_names("muts") == {"a_one", "b_two"}
+    assert index.mutant_names("mpkg") == {"c_three"}
+    assert index.mutant_names("absent") is None
+
+
+@pytest.mark.parametrize("module, ok", [
+    ("falsifiers", True), ("falsifiers.loss", True), ("falsifiers_evil", False), ("os.path", False),
+    ("falsifier", False),
+])
+def test_allowed_packages(module, ok):
+    assert in_allowed_package(module, ("falsifiers", "other.checks")) is ok
+
+
+def test_cycles_found_once_each():
+    edges = {"a": [("b", ())], "b": [("c", ())], "c": [("a", ())], "d": [("d", ())], "e": [("a", ())]}
+    assert _cycles(edges) == [["a", "b", "c", "a"], ["d", "d"]]
+
+
+def test_no_cycle_in_a_diamond():
+    edges = {"a": [("b", ()), ("c", ())], "b": [("d", ())], "c": [("d", ())]}
+    assert _cycles(edges) == []
+
+
+def test_long_chain_has_no_recursion_limit():
+    n = 5000
+    edges = {f"n{i}": [(f"n{i + 1}", ())] for i in range(n)}
+    edges[f"n{n}"] = [("n0", ())]
+    [cycle] = _cycles(edges)
+    assert len(cycle) == n + 2

@@ -1,0 +1,154 @@
+"""pv.expr: the safe expression language of `prediction` and `formula`."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pv import expr
+from pv.expr import EvalError, ExprError, is_boolean, judge, parse
+
+
+@pytest.mark.parametrize("text, names", [
+    ("val_loss < 0.7 * ln(vocab_size)", {"val_loss", "vocab_size"}),
+    ("abs(a - b) <= 1e-3 * max(1, abs(a))", {"a", "b"}),
+    ("0 < x <= 1", {"x"}),
+    ("not finite or x > 2 ** 10 % 7", {"finite", "x"}),
+    ("argmax_in_range", {"argmax_in_range"}),
+    ("x == true and pi < e ** 2", {"x"}),
+    ("sqrt(log2(x) + log10(y) + exp(z) + log(w)) >= min(a, b, c)", {"x", "y", "z", "w", "a", "b", "c"}),
+    ("a < b\n  and c > d", {"a", "b", "c", "d"}),
+])
+def test_accepted(text, names):
+    assert set(parse(text).names) == names
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("__import__('os').system('id')", "attribute"),
+    ("__import__('os')", "__import__"),
+    ("x.__class__ < 1", "attribute access"),
+    ("x[0] < 1", "subscripting"),
+    ("eval('1') < 2", "'eval'"),
+    ("lambda: 1", "lambda"),
+    ("[c for c in x] < 1", "comprehension"),
+    ("'text' == x", "literal"),
+    ("f'{x}' == y", "f-string"),
+    ("(x := 1) > 0", ":="),
+    ("x if y else z", "conditional"),
+    ("x @ y > 1", "MatMult"),
+    ("x in y", "In"),
+    ("x is y", "Is"),
+    ("x << 2 > 1", "LShift"),
+    ("~x > 1", "Invert"),
+    ("abs(x, y) > 1", "argument"),
+    ("abs(x=1) > 1", "keyword"),
+    ("max(*xs) > 1", "star"),
+    ("abs > 1", "without a call"),
+    ("_private > 1", "underscore"),
+    ("True", "use true/false"),
+    ("None == x", "None"),
+    ("1j > x", "literal"),
+    ("", "empty"),
+    ("a = b", "syntax"),
+    ("a ≤ b", "syntax"),
+    ("x" * (expr.MAX_LENGTH + 1), "longer"),
+    (" + ".join(["x"] * 400) + " > 0", "parts"),
+    ("-" * 1900 + "x < 1", "parts"),
+])
+def test_rejected(text, fragment):
+    with pytest.raises(ExprError) as info:
+        parse(text)
+    if fragment:
+        assert fragment in info.value.message + info.value.hint
+
+
+def test_open_is_just_a_name():
+    """Names are observations, not Python builtins: `open` is looked up in the observations."""
+    assert parse("open < 1").names == frozenset({"open"})
+    with pytest.raises(EvalError):
+        judge("open < 1", {})
+
+
+def test_error_columns_point_into_the_text():
+    with pytest.raises(ExprError) as info:
+        parse("a < 1 and b.c > 2")
+    assert info.value.col == len("a < 1 and ") + 1
+    with pytest.raises(ExprError) as info:
+        parse("a < 1 and __import__('os')")
+    assert info.value.col == len("a < 1 and ") + 1
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("a ≤ b", "write <= instead of ≤"),
+    ("a ≈ b", "tolerance"),
+    ("a = b", "use == for equality"),
+    ("a && b", "write and / or"),
+])
+def test_hints(text, hint):
+    with pytest.raises(ExprError) as info:
+        parse(text)
+    assert hint in info.value.hint
+
+
+def test_non_text_is_rejected():
+    with pytest.raises(ExprError):
+        parse(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text, boolean", [
+    ("a < b", True), ("a and b", True), ("not a", True), ("flag", True),
+    ("a * 2", False), ("ln(a)", False), ("-a", False), ("1", False),
+])
+def test_is_boolean(text, boolean):
+    assert is_boolean(parse(text)) is boolean
+
+
+def test_judge_margins():
+    j = judge("val_loss < 0.7 * ln(vocab_size)", {"val_loss": 2.0, "vocab_size": 1024, "unused": 1})
+    assert j.holds and j.margin == pytest.approx(0.7 * math.log(1024) - 2.0)
+    assert j.observed == {"val_loss": 2.0, "vocab_size": 1024}
+    assert judge("a > 1", {"a": 0.5}).margin == pytest.approx(-0.5)
+    assert judge("0 < a < 1", {"a": 0.9}).margin == pytest.approx(0.1)
+    assert judge("a < 1 and b < 1", {"a": 0.2, "b": 0.9}).margin == pytest.approx(0.1)
+    assert judge("a < 1 or b < 1", {"a": 0.2, "b": 0.9}).margin == pytest.approx(0.8)
+    assert judge("a == 1", {"a": 1}).margin == 0
+    assert judge("flag", {"flag": True}).margin is None
+    assert not judge("not flag", {"flag": True}).holds
+
+
+def test_judge_accepts_scalar_objects_with_item():
+    class Scalar:
+        def item(self):
+            return 0.5
+
+    assert judge("x < 1", {"x": Scalar()}).holds
+
+
+@pytest.mark.parametrize("text, observations, fragment", [
+    ("x < 1", {}, "no observation named 'x'"),
+    ("x < 1", {"x": "text"}, "not a number"),
+    ("x / y < 1", {"x": 1, "y": 0}, "arithmetic"),
+    ("ln(x) < 1", {"x": -1}, "ln"),
+    ("9 ** 9 ** 9 > x", {"x": 1}, "arithmetic"),
+    ("x ** 0.5 > 1", {"x": -8}, "not a real number"),
+    ("x * 2", {"x": 1}, "not true/false"),
+])
+def test_judge_errors(text, observations, fragment):
+    with pytest.raises(EvalError) as info:
+        judge(text, observations)
+    assert fragment in str(info.value)
+
+
+def test_huge_power_is_bounded_in_time():
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(EvalError):
+        judge("2 ** 2 ** 2 ** 2 ** 2 ** 2 > x", {"x": 1})
+    assert time.perf_counter() - start < 0.5
+
+
+def test_parse_is_cached_but_results_are_equal():
+    assert parse("a < 1") is parse("a < 1")
+    assert parse("a < 1") == parse("a  <  1".replace("  ", " "))
