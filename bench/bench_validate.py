@@ -1,0 +1,175 @@
+"""How long `pv validate` takes, as a user runs it (a fresh process, wall clock).
+
+    python bench/bench_validate.py [--runs 5] [--count 1000]
+
+Prints the best and median wall time (and the best CPU time, user + sys) of `pv validate` on
+  1. the repository's own contracts (run from the repo root), and
+  2. `--count` generated contracts in a temporary workspace (a pyproject with [tool.pv],
+     contracts/, a small falsifiers package with the bound checks and a mutants module);
+     each contract has 3 falsifiers bound to checks, 2 obligations, 2 equations, and its own
+     numbers in every expression (so no cache can share work between contracts).
+Targets (issue 2): under 0.5 s for the repository, under 2 s for 1,000 contracts.
+Also reports the in-process time of pv.validate.validate() for the generated set, which
+excludes interpreter start-up and imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PV = [sys.executable, "-c", "from pv.cli import main; main()", "validate", "-q"]
+
+CONTRACT = """\
+# yaml-language-server: $schema={schema}
+metadata:
+  id: {cid}
+  version: 1.2.0
+  kind: parity
+  status: DRAFT
+  description: Generated contract {n} for the validate benchmark; the CUDA path agrees with the reference.
+  references: ["bench/bench_validate.py"]
+  depends_on: [{dep}]
+  changelog:
+    - {{version: 1.2.0, date: 2026-11-22, change: "Generated."}}
+equations:
+  loss_bound:
+    formula: "val_loss < 0.{n} * ln(vocab_size)"
+    domain: "trained checkpoint, held-out batch"
+  parity:
+    formula: "abs(cpu_loss - cuda_loss) <= {n}e-6 * max(1, abs(cpu_loss))"
+proof_obligations:
+  - id: GEN{n}-BND-001
+    type: bound
+    property: Eval of a trained model is far better than uniform
+    falsifiers: [FALSIFY-GEN{n}-LOSS-001, FALSIFY-GEN{n}-LOSS-002]
+  - id: GEN{n}-EQV-001
+    type: equivalence
+    property: CPU and CUDA agree
+    falsifiers: [FALSIFY-GEN{n}-PARITY-001]
+falsification_tests:
+  - id: FALSIFY-GEN{n}-LOSS-001
+    rule: Eval loss of a trained checkpoint is well below uniform
+    prediction: "val_loss < 0.{n}7 * ln(vocab_size)"
+    check: falsifiers.loss:eval_loss
+    params: {{checkpoint: tiny-trained, batches: 4, path: fast}}
+    devices: [cpu, cuda]
+    if_fails: The forward drops the Q/K/V biases or another structural defect.
+    ship_blocking: true
+    mutants: [cuda_drops_qkv_bias]
+  - id: FALSIFY-GEN{n}-LOSS-002
+    rule: Eval and train loss agree at the same model state
+    prediction: "abs(val_loss - train_loss) < 0.{n} and val_loss > 0.01"
+    check: falsifiers.loss:eval_train_gap
+    params: {{checkpoint: tiny-trained}}
+    devices: [cpu]
+    if_fails: Eval reads a stale buffer or its targets equal its inputs.
+    mutants: [eval_targets_equal_inputs]
+  - id: FALSIFY-GEN{n}-PARITY-001
+    rule: The fast path matches the reference path
+    prediction: "max_abs_diff <= {n}e-5 and argmax_agree"
+    check: falsifiers.parity:forward_parity
+    params: {{checkpoint: tiny-trained, seq_len: 32}}
+    devices: [cuda]
+    if_fails: A fused kernel diverges; run pv bisect.
+    tolerance:
+      source: measured on the tiny model, 3x the observed bf16 error
+      bfloat16: {{rtol: 0.016, atol: 0.01}}
+"""
+
+FALSIFIERS = {
+    "falsifiers/__init__.py": "",
+    "falsifiers/loss.py": (
+        "def eval_loss(*, device, checkpoint, batches=1, path='reference'):\n    return {}\n\n"
+        "def eval_train_gap(*, device, checkpoint):\n    return {}\n"
+    ),
+    "falsifiers/parity.py": "def forward_parity(*, device, checkpoint, seq_len, tolerance=None):\n    return {}\n",
+    "falsifiers/mutants.py": (
+        "from pv.mutation import mutant\n\n"
+        "@mutant('cuda_drops_qkv_bias')\ndef a():\n    yield\n\n"
+        "@mutant('eval_targets_equal_inputs')\ndef b():\n    yield\n"
+    ),
+}
+
+PYPROJECT = """\
+[tool.pv]
+contracts_dir = "contracts"
+check_packages = ["falsifiers"]
+mutants_module = "falsifiers.mutants"
+"""
+
+
+def make_workspace(root: Path, count: int) -> Path:
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    for rel, text in FALSIFIERS.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    schema = REPO / "pv" / "schema" / "contract.schema.json"
+    contracts = root / "contracts"
+    contracts.mkdir()
+    for n in range(count):
+        cid = f"gen-contract-{n:04d}"
+        dep = f"gen-contract-{n - 1:04d}" if n else ""
+        text = CONTRACT.format(cid=cid, n=n, dep=dep, schema=os.path.relpath(schema, contracts))
+        (contracts / f"{cid}-v1.yaml").write_text(text)
+    return root
+
+
+def wall(cmd: list[str], cwd: Path, runs: int) -> tuple[float, float, float, int]:
+    """Best and median wall time, best CPU time (user + sys of the child), last exit code.
+    On a shared machine the wall time includes waiting for a core; the CPU time does not."""
+    times, cpu = [], []
+    rc = 0
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+        times.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        rc = proc.returncode
+        if rc not in (0, 1):
+            sys.stderr.write(proc.stdout + proc.stderr)
+    return min(times), statistics.median(times), min(cpu), rc
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--count", type=int, default=1000)
+    args = parser.parse_args()
+    repo_files = len(list((REPO / "contracts").glob("*.yaml")))
+    best, median, cpu, rc = wall(PV, REPO, args.runs)
+    print(f"repo contracts ({repo_files} files): wall best {best:.3f} s, median {median:.3f} s; "
+          f"cpu {cpu:.3f} s; exit {rc}  [target < 0.5 s]")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = make_workspace(Path(tmp), args.count)
+        best, median, cpu, rc = wall(PV, root, args.runs)
+        print(f"{args.count} generated contracts: wall best {best:.3f} s, median {median:.3f} s; "
+              f"cpu {cpu:.3f} s; exit {rc}  [target < 2 s]")
+        cwd = os.getcwd()
+        os.chdir(root)
+        try:
+            from pv.config import load_workspace
+            from pv.validate import validate
+
+            start = time.perf_counter()
+            report = validate(load_workspace())
+            elapsed = time.perf_counter() - start
+        finally:
+            os.chdir(cwd)
+        print(f"  in-process validate() of the {args.count}: {elapsed:.3f} s "
+              f"({1000 * elapsed / max(args.count, 1):.2f} ms per contract); {report.summary()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
