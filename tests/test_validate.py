@@ -659,3 +659,22 @@ def test_dialect_on_the_shared_corpus(vworkspace):
     result = vworkspace.run("--dialect", "provable-contracts", "-q", str(CORPUS))
     assert result.exit_code == 0, result.output
     assert "YAML loads (mapping):            114 of 114" in result.output
+
+
+# --- the bad-contract fixtures (tests/fixtures/*.yaml, each listing what it must report) -----------
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("*.yaml")), ids=lambda p: p.name)
+def test_fixture(vworkspace, fixture):
+    text = fixture.read_text(encoding="utf-8")
+    expected = sorted(tuple(item.split("@")) for line in text.splitlines() if line.startswith("# expect:")
+                      for item in line.split(":", 1)[1].split())
+    text = text.replace("../pv/schema/contract.schema.json", vworkspace.schema, 1)
+    vworkspace.write(f"contracts/{fixture.name}", text)
+    result = vworkspace.run(f"contracts/{fixture.name}")
+    found = sorted((d.code, str(d.line)) for d in parse_output(result.output))
+    assert found == expected, result.output
+    errors = any(not d.warning for d in parse_output(result.output))
+    assert result.exit_code == (1 if errors else 0)
