@@ -58,7 +58,9 @@ class _State:
         if self._workspace is None:
             from pv.config import load_workspace
 
-            self._workspace = load_workspace(self.config.rootpath)
+            # The workspace you run from (pv run runs pytest in the workspace root); pytest's
+            # rootdir can be a parent repository's when workspaces nest.
+            self._workspace = load_workspace(Path(self.config.invocation_params.dir))
         return self._workspace
 
     def ledger_path(self) -> Path | None:
@@ -149,7 +151,7 @@ def _check_ledger(state: _State) -> None:
         from pv.config import ConfigError, find_pyproject
 
         try:
-            if find_pyproject(state.config.rootpath) is None:
+            if find_pyproject(Path(state.config.invocation_params.dir)) is None:
                 return  # not a pv workspace: nothing of ours to check
             path = state.workspace().ledger
         except ConfigError:

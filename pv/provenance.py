@@ -48,7 +48,12 @@ def git_state(root: Path, exclude: tuple[str, ...] = ()) -> tuple[str | None, bo
     root = Path(root)
     commit = _git(root, "rev-parse", "HEAD")
     if commit is None:
-        return None, None
+        # A copy of the working tree without .git (the GPU machine): the caller may say which
+        # commit it is, e.g. PV_GIT_COMMIT=$(git rev-parse HEAD) PV_GIT_DIRTY=0.
+        env_commit = os.environ.get("PV_GIT_COMMIT") or None
+        env_dirty = os.environ.get("PV_GIT_DIRTY")
+        dirty_flag = None if env_dirty is None else env_dirty.strip().lower() not in ("0", "false", "no", "")
+        return env_commit, (dirty_flag if env_commit else None)
     top = _git(root, "rev-parse", "--show-toplevel")
     pathspecs: list[str] = []
     if top:

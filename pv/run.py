@@ -124,12 +124,26 @@ def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: 
 # --- execution -------------------------------------------------------------------------------
 
 
-def pytest_command(selected: list[Selected], *, report: Path, run_id: str, device: str,
+def plugin_autoloads() -> bool:
+    """Whether pytest will load pv's plugin by itself (pv installed with its pytest11 entry point)."""
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    from importlib import metadata
+
+    try:
+        return any(ep.value == "pv.plugin" for ep in metadata.entry_points(group="pytest11"))
+    except Exception:  # noqa: BLE001 - broken metadata: load the plugin explicitly
+        return False
+
+
+def pytest_command(selected: list[Selected], *, rootdir: Path, report: Path, run_id: str, device: str,
                    ledger: Any, mutant: str | None, keyword: str | None,
                    pytest_args: Iterable[str] = ()) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", *[s.nodeid for s in selected],
            "--pv-report", str(report), "--pv-run-id", run_id, "--pv-device", device,
-           "--tb=short", "-q", "-p", "no:cacheprovider"]
+           "--tb=short", "-q", "-p", "no:cacheprovider", "--rootdir", str(rootdir)]
+    if not plugin_autoloads():  # e.g. pv used from a source tree on PYTHONPATH (the GPU machine)
+        cmd[3:3] = ["-p", "pv.plugin"]
     if ledger is None:
         cmd.append("--pv-no-ledger")
     else:
@@ -181,7 +195,7 @@ def execute(workspace: Workspace, selected: list[Selected], *, device: str = "au
     with tempfile.TemporaryDirectory(prefix="pv-run-") as tmp:
         for rep in range(1, repeat + 1):
             report = Path(tmp) / f"report-{rep}.jsonl"
-            cmd = pytest_command(selected, report=report, run_id=run_id, device=device, ledger=ledger,
+            cmd = pytest_command(selected, rootdir=workspace.root, report=report, run_id=run_id, device=device, ledger=ledger,
                                  mutant=mutant, keyword=keyword, pytest_args=pytest_args)
             lines: list[str] = []
             proc = subprocess.Popen(cmd, cwd=workspace.root, env=env, stdout=subprocess.PIPE,
@@ -196,7 +210,7 @@ def execute(workspace: Workspace, selected: list[Selected], *, device: str = "au
             reader = threading.Thread(target=pump, daemon=True)
             reader.start()
             position = 0
-            seen: set[str] = set()
+            seen: set[tuple[Any, Any]] = set()
 
             def drain() -> None:
                 nonlocal position
@@ -205,7 +219,7 @@ def execute(workspace: Workspace, selected: list[Selected], *, device: str = "au
                     if event.get("event") != "outcome":
                         continue
                     event["repeat"] = rep
-                    seen.add(event.get("nodeid", ""))
+                    seen.add((event.get("falsifier"), event.get("device")))
                     result.outcomes.append(event)
                     if on_outcome is not None:
                         on_outcome(event, rep)
@@ -222,9 +236,8 @@ def execute(workspace: Workspace, selected: list[Selected], *, device: str = "au
             drain()
             result.returncodes.append(proc.returncode)
             outputs.append("".join(lines))
-            expected = [s.nodeid for s in selected]
             if keyword is None and not pytest_args:  # -k / passthrough may deselect on purpose
-                result.missing += [n for n in expected if n not in seen]
+                result.missing += [s.nodeid for s in selected if (s.falsifier, s.device) not in seen]
     result.output = "\n".join(outputs)
     return result
 
@@ -310,7 +323,15 @@ def print_table(result: RunResult, mutant: str | None, repeat: int) -> None:
                                "nothing can falsify them yet:", bold=True))
         for event in unbound:
             click.echo(f"  {event.get('falsifier')} on {event.get('device')}")
-    for event in (e for e in details if e not in unbound):
+    skips: dict[str, list[str]] = {}
+    for event in details:
+        if event.get("verdict") == "SKIP":
+            skips.setdefault(str(event["message"]).strip(), []).append(f"{event.get('falsifier')} on {event.get('device')}")
+    for reason, tests in skips.items():
+        click.echo("")
+        click.echo(click.style(f"SKIP — not evidence ({len(tests)}): {reason}", bold=True, fg="yellow"))
+        click.echo("  " + ", ".join(tests))
+    for event in (e for e in details if e not in unbound and e.get("verdict") != "SKIP"):
         click.echo("")
         click.echo(click.style(f"{event['verdict']} {event.get('falsifier')} on {event.get('device')}:", bold=True))
         for line in str(event["message"]).strip("\n").split("\n"):

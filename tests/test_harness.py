@@ -250,3 +250,17 @@ def test_git_state_ignores_the_ledger_but_not_other_changes(tmp_path):
     assert state() == (commit, True)
     provenance.git_state.cache_clear()
     assert provenance.git_state(tmp_path / "nowhere") == (None, None)
+
+
+def test_git_state_outside_git_can_be_told_the_commit(tmp_path, monkeypatch):
+    provenance.git_state.cache_clear()
+    monkeypatch.setenv("PV_GIT_COMMIT", "a" * 40)
+    monkeypatch.setenv("PV_GIT_DIRTY", "0")
+    assert provenance.git_state(tmp_path) == ("a" * 40, False)
+    provenance.git_state.cache_clear()
+    monkeypatch.setenv("PV_GIT_DIRTY", "1")
+    assert provenance.git_state(tmp_path) == ("a" * 40, True)
+    provenance.git_state.cache_clear()
+    monkeypatch.delenv("PV_GIT_COMMIT")
+    assert provenance.git_state(tmp_path) == (None, None)
+    provenance.git_state.cache_clear()

@@ -127,3 +127,27 @@ def test_pytest_that_cannot_start_is_shown_and_exits_one(ws):
     assert "conftest boom" in result.output
     assert "1 selected test(s) reported no verdict" in result.output
     assert not ws.ledger.exists()
+
+
+def test_plugin_is_loaded_explicitly_when_pytest_would_not_autoload_it(ws, monkeypatch):
+    """As on the GPU machine, where pv runs from a source tree without its entry point."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    result = pv("FALSIFY-DEMO-001", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert "[1/1] FALSIFY-DEMO-001  cpu   PASS" in result.output
+
+
+def test_a_workspace_nested_in_another_project_uses_its_own_settings(tmp_path, monkeypatch):
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    (outer / "pyproject.toml").write_text(
+        '[tool.pv]\nmutants_module = "no_such_module"\nledger = "outer-ledger.jsonl"\n\n'
+        '[tool.pytest.ini_options]\naddopts = "-ra"\n')
+    ws = make_workspace(outer)
+    ws.add_contract("demo", [falsifier("FALSIFY-DEMO-001", mutants=["drops_bias"])])
+    monkeypatch.chdir(ws.root)
+    result = pv("FALSIFY-DEMO-001", "--mutant", "drops_bias")
+    assert result.exit_code == 1, result.output  # killed, and no "reported no verdict"
+    assert "1 killed (FAIL)" in result.output and "no verdict" not in result.output
+    assert [r.mutant for r in ws.records()] == ["drops_bias"]
+    assert not (outer / "outer-ledger.jsonl").exists()
