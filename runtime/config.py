@@ -295,7 +295,7 @@ def _single_token_id(value: Any) -> int | None:
 PRESETS: dict[str, ModelConfig] = {
     # Small enough to train to a useful loss on two CPU cores in about a minute.
     "tiny": ModelConfig(
-        model_type="qwen2", vocab_size=1024, hidden_size=64, intermediate_size=192,
+        model_type="qwen2", vocab_size=512, hidden_size=64, intermediate_size=192,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         max_position_embeddings=256, rope_theta=10000.0, rms_norm_eps=1e-6,
         tie_word_embeddings=True, qkv_bias=True, bos_token_id=0, eos_token_id=0),

@@ -52,6 +52,12 @@ class DeviceError(RuntimeInputError):
     """The requested device is not available (for example --device cuda on a machine without a GPU)."""
 
 
+class ParityGateError(RuntimeInputError):
+    """The model, as placed on the requested device and execution path, disagrees with the fp32
+    CPU reference on a probe input. The input that is refused is the (weights, device, path)
+    combination the caller asked for: running it would produce silently wrong results."""
+
+
 __all__ = [
     "RuntimeInputError",
     "CheckpointError",
@@ -63,4 +69,5 @@ __all__ = [
     "GenerationError",
     "PromptTooLongError",
     "DeviceError",
+    "ParityGateError",
 ]

@@ -1,0 +1,281 @@
+"""Training and evaluation steps, optimizer state, and resumable checkpoints.
+
+One `Trainer` owns a model, an AdamW optimizer with decoupled weight decay, gradient clipping
+and a learning-rate schedule. `train_batch` and `eval_batch` share no buffers: eval runs under
+no_grad in eval mode on its own batch and writes nothing the training step reads.
+
+`save(dir)` writes a Hugging Face checkpoint directory plus `optimizer.safetensors` and
+`trainer.json`; `Trainer.resume(dir)` continues bit for bit on the CPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save as save_tensors_to_bytes
+
+from . import checkpoint, kernels
+from .data import LMBatch
+from .devices import resolve_device
+from .errors import ArgumentError, CheckpointError
+from .model import CausalLM
+
+OPTIMIZER_STATE_NAME = "optimizer.safetensors"
+TRAINER_STATE_NAME = "trainer.json"
+TRAINER_STATE_VERSION = 1
+
+
+# ---- seams: each training-path choice is a module-level function a patch can reach ------------
+
+def decays(name: str, parameter: torch.nn.Parameter) -> bool:
+    """Weight decay applies to matrices (projections, embeddings); never to norms or biases,
+    whose decay only pulls them towards a meaningless zero."""
+    return parameter.dim() >= 2
+
+
+def build_optimizer(named_parameters: Sequence[tuple[str, torch.nn.Parameter]], *, lr: float, weight_decay: float,
+                    betas: tuple[float, float], path: str, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW with decoupled weight decay (p -= lr * wd * p, separate from the Adam update).
+
+    Fast path: the fused multi-tensor kernel where torch has one for this device, else foreach.
+    Reference path: torch's single-tensor for-loop implementation.
+    """
+    decayed = [p for n, p in named_parameters if decays(n, p)]
+    undecayed = [p for n, p in named_parameters if not decays(n, p)]
+    groups = [{"params": decayed, "weight_decay": weight_decay}, {"params": undecayed, "weight_decay": 0.0}]
+    if path == "fast":
+        implementation = {"fused": True} if _fused_adamw_available(device) else {"foreach": True}
+    else:
+        implementation = {"foreach": False}
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=1e-8, **implementation)
+
+
+def _fused_adamw_available(device: torch.device) -> bool:
+    probe = torch.nn.Parameter(torch.zeros(1, device=device))
+    try:
+        torch.optim.AdamW([probe], fused=True)
+        return True
+    except (RuntimeError, ValueError):
+        return False
+
+
+def global_grad_norm(gradients: Sequence[torch.Tensor]) -> torch.Tensor:
+    """L2 norm of all gradients taken together: sqrt(sum over every element of g^2)."""
+    if not gradients:
+        return torch.zeros(())
+    per_tensor = torch.stack([torch.linalg.vector_norm(g.float()) for g in gradients])
+    return torch.linalg.vector_norm(per_tensor)
+
+
+def clip_gradients(gradients: Sequence[torch.Tensor], max_norm: float, total_norm: torch.Tensor) -> None:
+    """Scale all gradients by one factor so their global norm is at most max_norm (0: no clipping)."""
+    if max_norm <= 0:
+        return
+    scale = torch.clamp(max_norm / (total_norm + 1e-6), max=1.0)
+    for gradient in gradients:
+        gradient.mul_(scale.to(gradient.device, gradient.dtype))
+
+
+def eval_targets(batch: LMBatch) -> torch.Tensor:
+    """What eval scores: the batch's next-token targets (never the inputs themselves)."""
+    return batch.targets
+
+
+def learning_rate(step: int, *, peak: float, warmup_steps: int, total_steps: int | None, min_lr: float) -> float:
+    """Linear warmup to `peak`, then cosine decay to `min_lr` at `total_steps` (constant without)."""
+    if warmup_steps and step < warmup_steps:
+        return peak * (step + 1) / warmup_steps
+    if not total_steps or step >= total_steps:
+        return peak if not total_steps else min_lr
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return min_lr + 0.5 * (peak - min_lr) * (1 + math.cos(math.pi * progress))
+
+
+# ---- the trainer -------------------------------------------------------------------------------
+
+class Trainer:
+    """Trains `model` in place.
+
+    lr is the peak learning rate (warmup_steps/total_steps/min_lr shape the schedule; by default
+    it is constant). grad_clip <= 0 disables clipping. path and device default to the model's
+    own; giving them moves / switches the model. compile=True wraps each decoder layer in
+    torch.compile (off by default: compilation costs more than it saves on short CPU runs).
+    """
+
+    def __init__(self, model: CausalLM, *, lr: float = 3e-3, weight_decay: float = 0.1,
+                 betas: tuple[float, float] = (0.9, 0.95), grad_clip: float = 1.0, seed: int = 0,
+                 path: str | None = None, device: str | torch.device | None = None,
+                 warmup_steps: int = 0, total_steps: int | None = None, min_lr: float | None = None,
+                 compile: bool = False):
+        if lr <= 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
+            raise ArgumentError(f"invalid optimizer settings: lr={lr}, weight_decay={weight_decay}, betas={betas}")
+        self.model = model
+        if device is not None:
+            model.to(resolve_device(device))
+        if path is not None:
+            model.set_path(path)
+        self.device = model.device
+        self.path = model.path
+        self.hyperparameters = {
+            "lr": float(lr), "weight_decay": float(weight_decay), "betas": [float(b) for b in betas],
+            "grad_clip": float(grad_clip), "seed": int(seed), "warmup_steps": int(warmup_steps),
+            "total_steps": None if total_steps is None else int(total_steps),
+            "min_lr": float(lr if min_lr is None else min_lr),
+        }
+        # Nothing in the model draws random numbers today (no dropout); seeding keeps it so if
+        # something ever does, and the seed is saved with the trainer state.
+        torch.manual_seed(seed)
+        self.named_parameters = list(model.named_parameters())
+        self.optimizer = build_optimizer(self.named_parameters, lr=lr, weight_decay=weight_decay,
+                                         betas=tuple(betas), path=self.path, device=self.device)
+        self.step = 0
+        self.last_loss: float | None = None
+        self.last_grad_norm: float | None = None
+        self.nonfinite_losses = 0
+        if compile:
+            for layer in model.model.layers:
+                layer.compile()
+
+    # ---- steps ------------------------------------------------------------------------------
+    def current_lr(self) -> float:
+        h = self.hyperparameters
+        return learning_rate(self.step, peak=h["lr"], warmup_steps=h["warmup_steps"],
+                             total_steps=h["total_steps"], min_lr=h["min_lr"])
+
+    def train_batch(self, batch: LMBatch) -> float:
+        """One optimizer step on `batch`; returns its loss (before the update).
+
+        Afterwards `last_grad_norm` is the global L2 norm of the gradients before clipping, and
+        each parameter's .grad holds the (clipped) gradient that was applied. A non-finite loss
+        skips the update and is counted in `nonfinite_losses`.
+        """
+        self.model.train()
+        batch = batch.to(self.device)
+        lr = self.current_lr()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.model.loss(batch.inputs, batch.targets)
+        loss_value = float(loss.detach())
+        self.last_loss = loss_value
+        if not math.isfinite(loss_value):
+            self.nonfinite_losses += 1
+            self.last_grad_norm = float("nan")
+            return loss_value
+        loss.backward()
+        gradients = [p.grad for _, p in self.named_parameters if p.grad is not None]
+        total_norm = global_grad_norm(gradients)
+        self.last_grad_norm = float(total_norm)
+        clip_gradients(gradients, self.hyperparameters["grad_clip"], total_norm)
+        self.optimizer.step()
+        self.step += 1
+        return loss_value
+
+    def eval_batch(self, batch: LMBatch) -> float:
+        """Mean next-token loss on `batch`: eval mode, no gradients, nothing written to training state."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                batch = batch.to(self.device)
+                return float(self.model.loss(batch.inputs, eval_targets(batch)))
+        finally:
+            self.model.train(was_training)
+
+    def evaluate(self, batches: Iterable[LMBatch]) -> float:
+        """Token-weighted mean loss over several batches."""
+        total, tokens = 0.0, 0
+        for batch in batches:
+            count = batch.num_target_tokens
+            total += self.eval_batch(batch) * count
+            tokens += count
+        if tokens == 0:
+            raise ArgumentError("evaluate() was given no target tokens")
+        return total / tokens
+
+    # ---- optimizer state --------------------------------------------------------------------
+    def _named_optimizer_state(self) -> dict[str, torch.Tensor]:
+        """Every optimizer state tensor as '<parameter name>::<state key>', sorted by name."""
+        named = {}
+        for name, parameter in self.named_parameters:
+            for key, value in self.optimizer.state.get(parameter, {}).items():
+                tensor = value if isinstance(value, torch.Tensor) else torch.tensor(value)
+                named[f"{name}::{key}"] = tensor.detach().to("cpu").contiguous()
+        return dict(sorted(named.items()))
+
+    def optimizer_digest(self) -> str:
+        """sha256 over the optimizer state tensors (name, key, dtype, shape and bytes), in sorted
+        name order, so two runs that should agree can be compared with one string."""
+        digest = hashlib.sha256()
+        for key, tensor in self._named_optimizer_state().items():
+            digest.update(f"{key}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+        return digest.hexdigest()
+
+    # ---- checkpoints ------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {"version": TRAINER_STATE_VERSION, "step": self.step, "path": self.path,
+                "hyperparameters": self.hyperparameters, "last_loss": self.last_loss,
+                "torch": torch.__version__}
+
+    def save(self, directory: Path | str, *, runtime_meta: dict[str, Any] | None = None) -> Path:
+        """Model checkpoint + optimizer state + trainer state, published atomically."""
+        meta = dict(getattr(self.model, "runtime_meta", None) or {})
+        meta.update(runtime_meta or {})
+        extra = {
+            OPTIMIZER_STATE_NAME: save_tensors_to_bytes(self._named_optimizer_state()),
+            TRAINER_STATE_NAME: (json.dumps(self.state(), indent=2) + "\n").encode(),
+        }
+        return checkpoint.save_checkpoint(self.model, directory, runtime_meta=meta, extra_files=extra)
+
+    @classmethod
+    def resume(cls, directory: Path | str, *, device: str | torch.device | None = "cpu",
+               path: str | None = None) -> "Trainer":
+        """Continue a run saved by `save`: same weights, optimizer moments, step and schedule."""
+        directory = Path(directory)
+        state_file = directory / TRAINER_STATE_NAME
+        if not state_file.is_file():
+            raise CheckpointError(f"{state_file}: missing; {directory} is a model checkpoint without trainer "
+                                  "state (use runtime.load() and a new Trainer to fine-tune it)")
+        try:
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+            hyper = state["hyperparameters"]
+            saved_path, step = state["path"], int(state["step"])
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+            raise CheckpointError(f"{state_file}: unreadable trainer state ({error})") from None
+        model = checkpoint.load(directory, device=device, path=path or saved_path)
+        trainer = cls(model, lr=hyper["lr"], weight_decay=hyper["weight_decay"], betas=tuple(hyper["betas"]),
+                      grad_clip=hyper["grad_clip"], seed=hyper["seed"], warmup_steps=hyper["warmup_steps"],
+                      total_steps=hyper["total_steps"], min_lr=hyper["min_lr"])
+        trainer._load_optimizer_state(directory / OPTIMIZER_STATE_NAME)
+        trainer.step = step
+        trainer.last_loss = state.get("last_loss")
+        return trainer
+
+    def _load_optimizer_state(self, file: Path) -> None:
+        try:
+            saved = load_file(str(file))
+        except FileNotFoundError:
+            raise CheckpointError(f"{file}: missing optimizer state") from None
+        except SafetensorError as error:
+            raise CheckpointError(f"{file}: corrupt optimizer state ({error})") from None
+        index_of = {id(p): i for i, p in enumerate(p for g in self.optimizer.param_groups for p in g["params"])}
+        per_parameter: dict[int, dict[str, torch.Tensor]] = {}
+        known = {name for name, _ in self.named_parameters}
+        for key, tensor in saved.items():
+            name, _, state_key = key.partition("::")
+            if name not in known:
+                raise CheckpointError(f"{file}: optimizer state for unknown parameter {name!r}")
+            parameter = dict(self.named_parameters)[name]
+            per_parameter.setdefault(index_of[id(parameter)], {})[state_key] = tensor
+        missing = [name for name, p in self.named_parameters if index_of[id(p)] not in per_parameter]
+        if missing and per_parameter:
+            raise CheckpointError(f"{file}: no optimizer state for parameter {missing[0]!r}")
+        groups = self.optimizer.state_dict()["param_groups"]
+        self.optimizer.load_state_dict({"state": per_parameter, "param_groups": groups})
