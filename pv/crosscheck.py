@@ -232,6 +232,11 @@ def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
             continue
         keys = [k for k in params if isinstance(k, str) and k not in reserved]
         problems = signature.problems(keys)
+        if isinstance(f.get("tolerance"), dict) and not signature.names("tolerance"):
+            out.append(_d(loaded, loaded.position(loc[:-1] + ("tolerance",), key=True), "PV317",
+                          f"falsifier {fid} sets `tolerance:` but check {check!r} has no `tolerance` parameter, "
+                          "so the harness never passes it", "add `tolerance=None` to the check, or drop the override",
+                          warning=True))
         where = f"{ctx.workspace.rel(signature.path)}:{signature.line}" if problems else ""
         for code, message, key in problems:
             pos = loaded.position(loc[:-1] + ("params", key), key=True) if key else loaded.position(loc)

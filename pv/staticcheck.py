@@ -38,6 +38,11 @@ class Signature:
     var_keyword: bool = False
     is_async: bool = False
 
+    def names(self, keyword: str) -> bool:
+        """Whether a parameter of that name can be passed by keyword (**kwargs does not count:
+        the harness passes `tolerance` only to a check that names it)."""
+        return any(p.name == keyword for p in self.keywordable)
+
     def accepts(self, keyword: str) -> bool:
         return self.var_keyword or any(p.name == keyword for p in self.keywordable)
 

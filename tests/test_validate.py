@@ -405,6 +405,17 @@ def test_params_must_not_set_device(vworkspace):
     assert (result.exit_code, d.line) == (1, line_of(text, "device: cuda"))
 
 
+def test_tolerance_override_needs_a_tolerance_parameter(vworkspace):
+    override = "    tolerance: {source: measured, float32: {rtol: 0.001, atol: 0.001}}\n"
+    path, text = vworkspace.contract(("    mutants: [drops_bias]\n", "    mutants: [drops_bias]\n" + override))
+    assert vworkspace.run().exit_code == 0  # measure() names tolerance
+    path, text = vworkspace.contract(("    mutants: [drops_bias]\n", "    mutants: [drops_bias]\n" + override),
+                                     ("check: falsifiers.demo:measure", "check: falsifiers.demo:anything"))
+    result = vworkspace.run()
+    [d] = only(result, "PV317")
+    assert (result.exit_code, d.warning, d.line) == (0, True, line_of(text, "tolerance: {source"))
+
+
 # --- expressions (PV4xx) --------------------------------------------------------------------------
 
 
