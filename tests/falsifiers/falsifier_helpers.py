@@ -1,0 +1,47 @@
+"""Helpers for testing the checks themselves: run a contract's falsifier the way pv's harness
+does (check(device=..., **params, tolerance=merged table) then judge the prediction), without
+pytest plugin or ledger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pv import expr, tolerance as tolerances
+from pv.harness import load_check
+from pv.loader import load_contract
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACTS = ROOT / "contracts"
+
+
+def contract(contract_id: str):
+    files = [p for p in CONTRACTS.glob("*.yaml") if p.name.rsplit("-v", 1)[0] == contract_id]
+    assert files, f"no contract {contract_id}"
+    loaded, diagnostics = load_contract(files[0])
+    assert loaded is not None and loaded.contract is not None, diagnostics
+    return loaded.contract
+
+
+def all_falsifiers():
+    """(contract id, falsifier) for every falsifier of every contract."""
+    out = []
+    for path in sorted(CONTRACTS.glob("*.yaml")):
+        loaded, _ = load_contract(path)
+        for f in loaded.contract.falsification_tests:
+            out.append((loaded.contract.metadata.id, f))
+    return out
+
+
+def observe(contract_id: str, falsifier_id: str, device: str = "cpu", **overrides):
+    """Call the falsifier's check as the harness would; returns (observations, judgement)."""
+    c = contract(contract_id)
+    f = c.falsifier(falsifier_id)
+    assert f is not None and f.check, f"{falsifier_id} is not bound"
+    check = load_check(f.check)
+    kwargs = {**f.params, **overrides, "device": device}
+    if tolerances.wants_tolerance(check):
+        kwargs["tolerance"] = tolerances.merged(f.tolerance)
+    observations = check(**kwargs)
+    return observations, expr.judge(f.prediction, observations)
+
+
