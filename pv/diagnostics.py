@@ -43,6 +43,44 @@ class Diagnostic:
         return data
 
 
+# A hint for every code, used when the check that found the problem had nothing more specific.
+DEFAULT_HINTS: dict[str, str] = {
+    "PV100": "check the path and the file's permissions",
+    "PV101": "look at this line and the one before: indentation (spaces only), quotes, brackets, `key: value`",
+    "PV102": "remove the tag; contracts are plain YAML data",
+    "PV103": "contracts need no aliases; write the values out",
+    "PV104": "a contract is a few kilobytes",
+    "PV105": "contracts are UTF-8 YAML text",
+    "PV106": "start from an existing contract in contracts/",
+    "PV107": "a contract starts with `metadata:`",
+    "PV108": "contracts are a few levels deep",
+    "PV199": "this is a bug in pv; please report it with the file",
+    "PV201": "check the spelling against docs/contract-format.md",
+    "PV202": "add this key (docs/contract-format.md lists the required keys)",
+    "PV203": "docs/contract-format.md gives each key's type",
+    "PV204": "docs/contract-format.md gives each key's allowed values",
+    "PV205": "remove or rename one of them",
+    "PV301": "ids are unique across the contracts dir; rename one",
+    "PV302": "ids are unique across the contracts dir; rename one",
+    "PV303": "ids are unique across the contracts dir; rename one",
+    "PV304": "rename the file to <metadata.id>-v<major>.yaml",
+    "PV305": "obligations may only name falsifiers of the same contract",
+    "PV306": "depends_on names metadata.id of a contract in the contracts dir",
+    "PV307": "a contract cannot depend on itself, directly or through others",
+    "PV401": "allowed: numbers, names, + - * / ** %, comparisons, and/or/not, ln log log2 log10 exp sqrt abs min max",
+    "PV403": "allowed: numbers, names, + - * / ** %, comparisons, and/or/not, ln log log2 log10 exp sqrt abs min max",
+}
+
+
+def with_default_hint(d: Diagnostic) -> Diagnostic:
+    """The diagnostic, with the code's default hint when it has none of its own."""
+    if d.hint or d.code not in DEFAULT_HINTS:
+        return d
+    from dataclasses import replace
+
+    return replace(d, hint=DEFAULT_HINTS[d.code])
+
+
 def sort_key(d: Diagnostic) -> tuple:
     return (d.path, d.line, d.col, d.code)
 

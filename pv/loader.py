@@ -421,7 +421,9 @@ def read_yaml(path: Path, display: str) -> tuple[LoadedContract | None, list[Dia
         return None, [_diag(display, line, col, exc.code, exc.message, exc.hint)]
     except yaml.constructor.ConstructorError as exc:
         code = "PV102" if exc.problem and "constructor for the tag" in exc.problem else "PV101"
-        hint = "pv loads YAML safely: python/* and other custom tags are never constructed" if code == "PV102" else ""
+        hint = ("pv loads YAML safely: python/* and other custom tags are never constructed" if code == "PV102"
+                else "quote the value if it is meant as text" if exc.problem and exc.problem.startswith("cannot read")
+                else "")
         return None, [_yaml_diag(display, exc, code, hint)]
     except yaml.YAMLError as exc:
         return None, [_yaml_diag(display, exc, "PV101")]
@@ -562,6 +564,8 @@ def schema_diagnostics(loaded: LoadedContract, error: ValidationError) -> list[D
             hint = "quote the value, e.g. \"1.0.0\"" if isinstance(value, (int, float)) else "quote it"
         elif kind.endswith("_type") and value is not None:
             message = f"{what}: {err['msg'][0].lower()}{err['msg'][1:]}, got {_describe(value)}"
+            if kind == "list_type" and isinstance(value, (str, int, float)):
+                hint = f"write a list: [{value}]"
         else:
             message = f"{what}: {err['msg']}"
         out.append(_diag(loaded.display_path, line, col, code, message, hint))

@@ -21,7 +21,7 @@ from pathlib import Path
 import click
 
 from pv.config import ConfigError, Workspace, load_workspace
-from pv.diagnostics import Diagnostic, Severity, sort_key
+from pv.diagnostics import Diagnostic, Severity, sort_key, with_default_hint
 
 DIALECTS = ("pv", "provable-contracts")
 
@@ -217,7 +217,7 @@ def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, dialect: str, 
         report = validate(workspace, files, strict_bindings=strict_bindings, dialect=dialect)
     except Exception as exc:  # noqa: BLE001 - never a traceback; name what failed
         report = Report(files=len(files), diagnostics=[_internal(display(workspace.root), exc)])
-    report.diagnostics = sorted(missing + report.diagnostics, key=sort_key)
+    report.diagnostics = sorted((with_default_hint(d) for d in missing + report.diagnostics), key=sort_key)
     report.files += len(missing)
     click.echo(render(report, fmt, quiet))
     ctx.exit(0 if report.ok else 1)
