@@ -28,10 +28,12 @@ class Workspace:
     pyproject: Path | None = field(default=None)
 
     def contract_files(self) -> list[Path]:
-        """Every contract file of the workspace, sorted for stable output."""
+        """Every contract file of the workspace, sorted for stable output. Hidden files (editor
+        backups and lock files such as `.#x-v1.yaml`) are not contracts."""
         if not self.contracts_dir.is_dir():
             return []
-        return sorted(self.contracts_dir.glob("*.yaml")) + sorted(self.contracts_dir.glob("*.yml"))
+        return [p for pattern in ("*.yaml", "*.yml") for p in sorted(self.contracts_dir.glob(pattern))
+                if not p.name.startswith(".")]
 
     def rel(self, path: Path) -> str:
         """A path as the user would type it from the workspace root."""

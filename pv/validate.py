@@ -34,7 +34,7 @@ class Report:
     contracts: int = 0  # files the schema accepted
     falsifiers: int = 0  # falsification tests in those contracts
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    loaded: dict = field(default_factory=dict)  # resolved Path -> LoadedContract (selected and dir)
+    loaded: dict = field(default_factory=dict)  # absolute Path -> LoadedContract (selected and the dir)
     dialect: object | None = None  # pv.dialect.DialectReport in the provable-contracts dialect
 
     @property
@@ -76,8 +76,9 @@ def expand_paths(paths: list[str] | tuple[str, ...]) -> tuple[list[Path], list[D
     problems: list[Diagnostic] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            files += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+        if path.is_dir():  # hidden files and folders (.venv, .git, .pre-commit-config.yaml) are not contracts
+            files += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()
+                            and not any(part.startswith(".") for part in p.relative_to(path).parts))
         elif path.exists():
             files.append(path)
         elif glob.has_magic(str(raw)):
@@ -85,9 +86,9 @@ def expand_paths(paths: list[str] | tuple[str, ...]) -> tuple[list[Path], list[D
         else:
             problems.append(Diagnostic(path=str(raw), line=0, col=0, code="PV100",
                                        message="cannot read file: no such file or directory"))
-    unique: dict[Path, Path] = {}
+    unique: dict[str, Path] = {}
     for f in files:
-        unique.setdefault(f.resolve(), f)
+        unique.setdefault(os.path.abspath(f), f)
     return list(unique.values()), problems
 
 

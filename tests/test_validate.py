@@ -689,3 +689,18 @@ def test_fixture(vworkspace, fixture):
     assert found == expected, result.output
     errors = any(not d.warning for d in parse_output(result.output))
     assert result.exit_code == (1 if errors else 0)
+
+
+def test_directory_argument_skips_hidden_files_and_folders(vworkspace):
+    vworkspace.contract()
+    vworkspace.write("contracts/.hidden/broken-v1.yaml", "a: [\n")
+    vworkspace.write("contracts/.editor-backup.yaml", "a: [\n")
+    result = vworkspace.run("contracts")
+    assert result.exit_code == 0 and "1 files" in result.output
+
+
+def test_hidden_files_in_the_contracts_dir_are_not_contracts(vworkspace):
+    vworkspace.contract()
+    vworkspace.write("contracts/.#demo-forward-v1.yaml", "a: [\n")  # an editor's lock file
+    result = vworkspace.run()
+    assert result.exit_code == 0 and "1 files" in result.output
