@@ -30,7 +30,7 @@ from . import atomic, parity
 from .config import ModelConfig, preset
 from .devices import default_path, resolve_device
 from .errors import CheckpointError, ConfigError, UnpairedArgumentsError
-from .model import CausalLM, init_weights, tie_output_head
+from .model import CausalLM, init_weights
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -260,13 +260,9 @@ def populate(model: CausalLM, tensors: Mapping[str, Any], plan: PopulateReport) 
 
 
 def _empty_model(config: ModelConfig) -> CausalLM:
-    """Allocate without initialising: every parameter is about to be overwritten by populate."""
-    with torch.device("meta"):
-        model = CausalLM(config)
-    model = model.to_empty(device="cpu")
-    if config.tie_word_embeddings:
-        tie_output_head(model)  # moving off the meta device replaced the shared Parameter by two
-    return model
+    """Construction allocates (torch.empty) without initialising; populate overwrites every
+    parameter and refuses if one is left unwritten."""
+    return CausalLM(config)
 
 
 def _lazy_file_tensors(index: Mapping[str, TensorInfo]) -> dict[str, Any]:
@@ -436,10 +432,13 @@ def save_checkpoint(model: CausalLM, checkpoint_dir: Path | str, *, tokenizer=No
 
 
 def _tokenizer_config(config: ModelConfig) -> dict[str, Any]:
-    # Lets transformers.AutoTokenizer open tokenizer.json as a fast tokenizer.
+    """Lets transformers.AutoTokenizer open tokenizer.json. For qwen2 it insists on its own
+    Qwen2Tokenizer (whose pipeline data.train_tokenizer reproduces); for llama the generic
+    backend keeps the byte-level pipeline instead of Llama's SentencePiece-style one."""
     from .data import END_OF_TEXT
-    return {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": END_OF_TEXT, "eos_token": END_OF_TEXT,
-            "unk_token": None, "model_max_length": config.max_position_embeddings}
+    tokenizer_class = "Qwen2Tokenizer" if config.model_type == "qwen2" else "TokenizersBackend"
+    return {"tokenizer_class": tokenizer_class, "bos_token": None, "eos_token": END_OF_TEXT,
+            "pad_token": END_OF_TEXT, "unk_token": None, "model_max_length": config.max_position_embeddings}
 
 
 def inspect_checkpoint(checkpoint_dir: Path | str) -> dict[str, Any]:

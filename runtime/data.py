@@ -191,16 +191,29 @@ def verify_disjoint(train: Iterable[str], held_out: Iterable[str]) -> None:
 
 # ---- tokenizer ---------------------------------------------------------------------------------
 
+# Qwen2's pre-tokenizer: contractions, words, single digits, punctuation runs, newlines and
+# indentation runs become separate pieces before BPE merges within them. Using exactly Qwen2's
+# pipeline means transformers' Qwen2Tokenizer, which re-applies it to any tokenizer.json of a
+# qwen2 checkpoint, tokenises exactly as this runtime does.
+PRETOKENIZE_REGEX = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"""
+                     r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+
+
 def train_tokenizer(documents: Sequence[str], vocab_size: int):
-    """A byte-level BPE tokenizer (any text encodes, nothing is unknown) with END_OF_TEXT as id 0."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """A byte-level BPE tokenizer (any text encodes, nothing is unknown) with END_OF_TEXT as id 0.
+    Deterministic: the same documents and vocab_size give the same tokenizer.json."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     if not documents:
         raise DataError("cannot train a tokenizer on an empty corpus")
     if vocab_size < 257:
         raise DataError(f"vocab_size {vocab_size} is too small for byte-level BPE (needs >= 257)")
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.normalizer = normalizers.NFC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[END_OF_TEXT],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from . import kernels
 from .config import ModelConfig
@@ -51,6 +52,18 @@ class Linear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in={self.weight.shape[1]}, out={self.weight.shape[0]}, bias={self.bias is not None}"
+
+
+class Embedding(nn.Module):
+    """Token id -> row of `weight` (V, C). Like nn.Embedding, minus its eager random init:
+    weights come from a checkpoint or from init_weights, never from construction."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim))
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(input_ids, self.weight)                                       # (B, T, C)
 
 
 class KVCache:
@@ -158,7 +171,7 @@ class DecoderModel(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.embed_tokens = Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
