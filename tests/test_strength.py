@@ -1,0 +1,325 @@
+"""`pv strength`: falsifiers run under planted bugs; KILLED / SURVIVED / ERROR / SKIPPED, exit codes,
+ledger records carrying the mutant, the kill matrix (markdown and JSON) and the mutation score.
+
+Every test works in a throw-away workspace with a tiny pure-Python check package (no torch):
+`basic:loss` is a good falsifier (it sees the `drops_bias` mutant), `vacuous:always` passes
+whatever happens, `basic:boom` crashes.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from pv import mutation
+from pv.cli import main
+from pv.strength import KILLED, SKIPPED, SURVIVED, StrengthResult, cell_result, render_matrix
+from pv_workspace import falsifier, make_workspace
+
+VACUOUS = '''\
+def always(*, device, **params):
+    """A falsifier that cannot fail: it measures nothing."""
+    return {"ok": True}
+'''
+
+# Added to the workspace's mutants module: one that acts on CUDA only, one that breaks the check.
+MORE_MUTANTS = '''
+
+def _acts_on(*devices):
+    def mark(fn):
+        fn.pv_devices = devices
+        return fn
+    return mark
+
+
+@mutant("cuda_only_bug")
+@_acts_on("cuda")
+def cuda_only_bug():
+    """A bug of the CUDA path alone."""
+    basic.STATE["bias"] = False
+    try:
+        yield
+    finally:
+        basic.STATE["bias"] = True
+
+
+@mutant("crashes_checks")
+def crashes_checks():
+    """The runtime raises: a check cannot measure (an ERROR, never a kill)."""
+    class Exploding(dict):
+        def __getitem__(self, key):
+            raise RuntimeError("the runtime fell over")
+
+    original = basic.STATE
+    basic.STATE = Exploding()
+    try:
+        yield
+    finally:
+        basic.STATE = original
+'''
+
+
+@pytest.fixture(autouse=True)
+def _isolated_registry(monkeypatch):
+    # In-process CliRunner calls import each workspace's mutants module into this process.
+    monkeypatch.setattr(mutation, "REGISTRY", {})
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    ws = make_workspace(tmp_path)
+    (ws.root / ws.package / "vacuous.py").write_text(VACUOUS, encoding="utf-8")
+    mutants = ws.root / ws.package / "mutants.py"
+    mutants.write_text(mutants.read_text(encoding="utf-8") + MORE_MUTANTS, encoding="utf-8")
+    ws.add_contract("demo", [
+        falsifier("FALSIFY-DEMO-001", devices=("cpu", "cuda"), mutants=["drops_bias"]),
+        falsifier("FALSIFY-DEMO-002", prediction="ok", check="vacuous:always",
+                  mutants=["drops_bias", "does_nothing"]),
+    ])
+    monkeypatch.chdir(ws.root)
+    monkeypatch.setenv("PV_FORCE_NO_CUDA", "1")
+    return ws
+
+
+def pv(*args):
+    return CliRunner().invoke(main, ["strength", *args], catch_exceptions=False)
+
+
+def records_by_pair(ws):
+    return {(r.falsifier, r.mutant, r.device): r for r in ws.records()}
+
+
+# ---- declared pairs ----------------------------------------------------------------------------
+
+
+def test_good_falsifier_killed_vacuous_survives_every_mutant_exit_one(ws):
+    result = pv("--device", "cpu")
+    assert result.exit_code == 1, result.output
+    out = result.output
+    assert "mutant does_nothing: 1 falsifier test(s)" in out
+    assert "mutant drops_bias: 2 falsifier test(s)" in out
+    assert "FALSIFY-DEMO-001  drops_bias  KILLED  (cpu FAIL)" in out
+    assert "FALSIFY-DEMO-002  drops_bias  SURVIVED  (cpu PASS)" in out
+    assert "FALSIFY-DEMO-002  does_nothing  SURVIVED  (cpu PASS)" in out
+    assert "mutation score: 1/3 (33.3%) killed (declared pairs)" in out
+    assert "SURVIVED: FALSIFY-DEMO-002 passes with drops_bias planted" in out
+    assert "SURVIVED: FALSIFY-DEMO-002 passes with does_nothing planted" in out
+    assert "3 record(s) appended to evidence/ledger.jsonl" in out
+    # one ledger record per pair run, each carrying its mutant
+    records = records_by_pair(ws)
+    assert {k: r.verdict.value for k, r in records.items()} == {
+        ("FALSIFY-DEMO-001", "drops_bias", "cpu"): "FAIL",
+        ("FALSIFY-DEMO-002", "drops_bias", "cpu"): "PASS",
+        ("FALSIFY-DEMO-002", "does_nothing", "cpu"): "PASS",
+    }
+    assert "mutant:   drops_bias (killed)" in records[("FALSIFY-DEMO-001", "drops_bias", "cpu")].message
+    assert len({r.run_id for r in records.values()}) == 2  # one pytest run per mutant
+
+
+def test_all_declared_killed_exits_zero_and_lifecycle_sees_the_kills(ws):
+    result = pv("FALSIFY-DEMO-001", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert "mutation score: 1/1 (100.0%) killed" in result.output
+    assert "does_nothing" not in result.output  # not declared by 001: not run
+    from pv import lifecycle
+    from pv.loader import load_contract
+
+    loaded, _ = load_contract(ws.contracts / "demo-v1.yaml")
+    status = lifecycle.contract_status(loaded.contract, ws.records())
+    demo1 = next(f for f in status.falsifiers if f.id == "FALSIFY-DEMO-001")
+    assert demo1.strength == "1/1" and demo1.mutants[0].state is lifecycle.MutantState.KILLED
+
+
+def test_auto_device_skips_absent_cuda_but_kills_on_cpu(ws):
+    result = pv("FALSIFY-DEMO-001")
+    assert result.exit_code == 0, result.output
+    assert "FALSIFY-DEMO-001  cuda  SKIPPED" in result.output
+    assert "FALSIFY-DEMO-001  drops_bias  KILLED  (cpu FAIL, cuda SKIP)" in result.output
+    verdicts = {(r.device, r.verdict.value) for r in ws.records()}
+    assert verdicts == {("cpu", "FAIL"), ("cuda", "SKIP")}
+
+
+def test_only_skips_is_not_evidence_and_not_a_failure(ws):
+    ws.add_contract("gpu", [falsifier("FALSIFY-GPU-001", devices=("cuda",), mutants=["drops_bias"])])
+    result = pv("FALSIFY-GPU-001")
+    assert result.exit_code == 0, result.output
+    assert "FALSIFY-GPU-001  drops_bias  SKIPPED  (cuda SKIP)" in result.output
+    assert "1 pair(s) skipped — not evidence (device absent)" in result.output
+    assert "mutation score: 0/0 killed" in result.output
+
+
+def test_an_erroring_check_is_an_error_never_a_kill(ws):
+    ws.add_contract("crash", [falsifier("FALSIFY-CRASH-001", mutants=["crashes_checks"])])
+    result = pv("--contract", "crash")
+    assert result.exit_code == 1, result.output
+    assert "FALSIFY-CRASH-001  crashes_checks  ERROR" in result.output
+    assert "ERROR: FALSIFY-CRASH-001 under crashes_checks could not run — not a kill" in result.output
+    assert "the runtime fell over" in result.output
+    assert [r.verdict.value for r in ws.records()] == ["ERROR"]
+
+
+def test_a_mutant_acting_on_cuda_only_is_not_run_on_cpu(ws):
+    ws.add_contract("cuda-bug", [falsifier("FALSIFY-CB-001", devices=("cpu", "cuda"), mutants=["cuda_only_bug"])])
+    result = pv("FALSIFY-CB-001", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert "1 pair(s) not applicable here (the mutant acts on other devices)" in result.output
+    assert not ws.ledger.exists()
+    result = pv("FALSIFY-CB-001", "--device", "auto")  # cuda is absent here: skipped, not survived
+    assert result.exit_code == 0, result.output
+    assert "FALSIFY-CB-001  cuda  SKIPPED" in result.output and "FALSIFY-CB-001  cpu" not in result.output
+    assert [(r.device, r.verdict.value) for r in ws.records()] == [("cuda", "SKIP")]
+
+
+def test_unproven_falsifier_is_a_finding(ws):
+    ws.add_contract("bare", [falsifier("FALSIFY-BARE-001")])
+    result = pv("--contract", "bare")
+    assert result.exit_code == 1
+    assert "UNPROVEN (declare no mutant): FALSIFY-BARE-001" in result.output
+    assert not ws.ledger.exists()
+
+
+def test_usage_errors_exit_two(ws):
+    result = pv("--mutant", "drop_bias")
+    assert result.exit_code == 2
+    assert "unknown mutant 'drop_bias'; did you mean 'drops_bias'?" in result.stderr
+    result = pv("FALSIFY-DEMO-01")
+    assert result.exit_code == 2 and "did you mean FALSIFY-DEMO-001" in result.stderr
+    assert pv("--no-ledger", "--ledger", "x.jsonl").exit_code == 2
+    result = pv("FALSIFY-DEMO-001", "--mutant", "does_nothing")
+    assert result.exit_code == 2 and "no selected falsifier declares does_nothing" in result.stderr
+    assert not ws.ledger.exists()
+
+
+def test_declared_but_unregistered_mutant_is_reported(ws):
+    ws.add_contract("ghost", [falsifier("FALSIFY-GHOST-001", mutants=["not_registered_anywhere"])])
+    result = pv("--contract", "ghost")
+    assert result.exit_code == 1
+    assert "declared but not registered in " in result.stderr and "not_registered_anywhere" in result.stderr
+
+
+def test_only_this_workspaces_mutants_are_used(ws):
+    @mutation.mutant("foreign_mutant")
+    def foreign_mutant():
+        yield
+
+    result = pv("--matrix", "--device", "cpu", "--no-ledger", "--format", "json")
+    assert "foreign_mutant" not in json.loads(result.stdout)["mutants"]
+
+
+def test_no_ledger_and_explicit_ledger(ws):
+    result = pv("FALSIFY-DEMO-001", "--device", "cpu", "--no-ledger")
+    assert result.exit_code == 0 and "dry run: no ledger records written" in result.output
+    assert not ws.ledger.exists()
+    result = pv("FALSIFY-DEMO-001", "--device", "cpu", "--ledger", "gpu.jsonl")
+    assert result.exit_code == 0 and "1 record(s) appended to gpu.jsonl" in result.output
+    from pv import ledger
+
+    assert [r.mutant for r in ledger.read(ws.root / "gpu.jsonl").records] == ["drops_bias"]
+
+
+# ---- the matrix --------------------------------------------------------------------------------
+
+
+def test_matrix_markdown_score_and_sections(ws):
+    result = pv("--matrix", "--device", "cpu", "--write", "KILL_MATRIX.md")
+    # the vacuous falsifier's declared pairs survive: exit 1
+    assert result.exit_code == 1, result.output
+    text = (ws.root / "KILL_MATRIX.md").read_text()
+    assert text in result.output
+    assert "- matrix: 2 falsifiers × 4 mutants" in text
+    # cpu: 001 kills drops_bias only (crashes_checks errors, cuda_only_bug is not applicable)
+    assert "- mutation score: 1/5 (20.0%)" in text
+    assert "- declared pairs killed: 1/3 (33.3%)" in text
+    assert ("| falsifier | `crashes_checks` | `cuda_only_bug` | `does_nothing` | `drops_bias` | kills |" in text)
+    assert "| `FALSIFY-DEMO-001` | E | - | · | **K** | 1 |" in text
+    assert "| `FALSIFY-DEMO-002` | · | - | **·** | **·** | 0 |" in text
+    assert "| killed by | 0 | 0 | 0 | 1 | |" in text
+    assert "- `drops_bias`: only `FALSIFY-DEMO-001`" in text
+    assert "## Mutants no falsifier kills\n\n- `crashes_checks`\n- `does_nothing`" in text
+    assert "## Falsifiers that kill nothing beyond their declared mutants\n\n- `FALSIFY-DEMO-001`" in text
+    assert "## Falsifiers that kill no mutant at all\n\n- `FALSIFY-DEMO-002`" in text
+    assert "- `FALSIFY-DEMO-002` survived `drops_bias`" in text
+    assert "`cuda_only_bug`: acts on cuda only" in text
+    assert "mutation score: 1/5 (20.0%) killed" in result.output
+    # every pair that ran is a record with its mutant (matrix runs are evidence too)
+    records = records_by_pair(ws)
+    assert len(records) == 6 and all(r.mutant for r in records.values())
+
+
+def test_matrix_json_is_clean_on_stdout(ws):
+    ws.generate()
+    (ws.contracts / "demo-v1.yaml").write_text((ws.contracts / "demo-v1.yaml").read_text() + "\n")
+    result = pv("--matrix", "--device", "cpu", "--format", "json", "--no-ledger")
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)  # regeneration and progress lines went to stderr
+    assert "regenerating" in result.stderr and "mutant drops_bias" in result.stderr
+    assert data["mode"] == "matrix" and data["device"] == "cpu"
+    assert data["score"] == {"killed": 1, "judged": 5, "ratio": 0.2}
+    assert data["declared_score"]["killed"] == 1 and data["declared_score"]["judged"] == 3
+    cells = {(c["falsifier"], c["mutant"]): c for c in data["cells"]}
+    assert cells[("FALSIFY-DEMO-001", "drops_bias")]["result"] == KILLED
+    assert cells[("FALSIFY-DEMO-001", "drops_bias")]["declared"] is True
+    assert cells[("FALSIFY-DEMO-001", "does_nothing")]["result"] == SURVIVED
+    assert cells[("FALSIFY-DEMO-001", "crashes_checks")]["result"] == "ERROR"
+    assert "the runtime fell over" in cells[("FALSIFY-DEMO-001", "crashes_checks")]["message"]
+    assert ("FALSIFY-DEMO-001", "cuda_only_bug") not in cells
+    assert {"falsifier": "FALSIFY-DEMO-001", "mutant": "cuda_only_bug", "reason": "acts on cuda only"} in \
+        data["not_applicable"]
+    assert data["killed_by"]["drops_bias"] == ["FALSIFY-DEMO-001"]
+    assert {(c["falsifier"], c["mutant"]) for c in data["not_killed"]} == {
+        ("FALSIFY-DEMO-002", "drops_bias"), ("FALSIFY-DEMO-002", "does_nothing")}
+    assert data["records"] == 0 and data["broken_runs"] == [] and data["unproven"] == []
+
+
+def test_matrix_exits_zero_when_every_declared_pair_is_killed(ws):
+    ws.add_contract("demo", [falsifier("FALSIFY-DEMO-001", mutants=["drops_bias"]),
+                             falsifier("FALSIFY-DEMO-002", prediction="ok", check="vacuous:always",
+                                       mutants=["crashes_checks"])])
+    result = pv("--matrix", "--device", "cpu", "--mutant", "drops_bias", "--no-ledger")
+    # 002 survives drops_bias, undeclared: reported, not a failure; crashes_checks was filtered out
+    assert result.exit_code == 0, result.output
+    assert "| `FALSIFY-DEMO-002` | · | 0 |" in result.output
+
+
+def test_parallel_jobs_give_the_same_matrix(ws):
+    serial = json.loads(pv("--matrix", "--device", "cpu", "--format", "json", "--no-ledger").stdout)
+    parallel = json.loads(pv("--matrix", "--device", "cpu", "--format", "json", "--no-ledger", "-j", "3").stdout)
+    for data in (serial, parallel):
+        data.pop("seconds")
+    assert serial == parallel
+
+
+def test_a_broken_pytest_run_is_reported_and_never_a_kill(ws):
+    (ws.root / "conftest.py").write_text("raise RuntimeError('conftest boom')\n")
+    result = pv("FALSIFY-DEMO-001", "--device", "cpu")
+    assert result.exit_code == 1
+    assert "pytest run under drops_bias broke" in result.stderr and "conftest boom" in result.stderr
+    assert "FALSIFY-DEMO-001  drops_bias  ERROR" in result.output
+    assert "pytest runs broke under: drops_bias" in result.output
+
+
+# ---- the pieces --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("verdicts,expected", [
+    ({"cpu": "FAIL", "cuda": "PASS"}, KILLED),   # a mutant of one path: killed where it shows
+    ({"cpu": "PASS", "cuda": "ERROR"}, "ERROR"),
+    ({"cpu": "PASS", "cuda": "SKIP"}, SURVIVED),
+    ({"cuda": "SKIP"}, SKIPPED),
+])
+def test_cell_result_over_devices(verdicts, expected):
+    assert cell_result(verdicts) == expected
+
+
+def test_render_without_matrix_omits_matrix_only_sections():
+    result = StrengthResult(falsifiers=["F-1", "F-2"], mutants=["m"], declared={"F-1": ["m"], "F-2": []},
+                            unproven=["F-2"], device="cpu")
+    result.verdicts[("F-1", "m")] = {"cpu": "FAIL"}
+    text = render_matrix(result)
+    assert "| `F-1` | **K** | 1 |" in text and "| `F-2` |  | 0 |" in text
+    assert "exactly one falsifier" not in text and "## UNPROVEN falsifiers (declare no mutant)\n\n- `F-2`" in text
+    assert "- mutation score: 1/1 (100.0%) (killed / (killed + survived), declared pairs)" in text
+    assert textwrap.dedent(text).endswith("\n")
