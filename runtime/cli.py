@@ -69,18 +69,27 @@ def main() -> None:
 def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, seq_len, lr, seed, eval_every,
              corpus_dir, documents, use_compile, quiet) -> None:
     """Train a model and write a Hugging Face checkpoint directory to --out."""
+    from .checkpoint import read_runtime_meta
     from .config import preset
+    from .pretrain import Recipe
     from .pretrain import pretrain as run_pretraining
     from .zoo import TINY_RECIPE
 
+    base = TINY_RECIPE
     if init_dir is None:
         preset(config_name)  # refuse an unknown preset before any work
+    elif Path(init_dir).is_dir() and read_runtime_meta(Path(init_dir)).get("recipe"):
+        # Fine-tuning continues on the data (corpus, split, window size) the checkpoint was trained
+        # on, so its first eval scores exactly what `eval` of the checkpoint scores.
+        base = Recipe.from_dict(read_runtime_meta(Path(init_dir))["recipe"])
     overrides = {"config": config_name, "steps": steps, "batch_size": batch_size, "seq_len": seq_len, "lr": lr,
                  "seed": seed, "eval_every": eval_every, "num_documents": documents,
                  "corpus_dir": None if corpus_dir is None else str(corpus_dir)}
-    recipe = dataclasses.replace(TINY_RECIPE, **{k: v for k, v in overrides.items() if v is not None})
-    if recipe.lr != TINY_RECIPE.lr:
+    recipe = dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    if recipe.lr != base.lr:
         recipe = dataclasses.replace(recipe, min_lr=recipe.lr / 10)
+    if recipe.warmup_steps > recipe.steps:
+        recipe = dataclasses.replace(recipe, warmup_steps=recipe.steps // 10)
     results = run_pretraining(recipe, out_dir, device=device, path=path, init=init_dir, progress=not quiet,
                               compile=use_compile)
     click.echo(f"wrote {out_dir}: train_loss {results['train_loss']:.4f} val_loss {results['val_loss']:.4f} "

@@ -106,9 +106,9 @@ def prepare_data(recipe: Recipe, *, vocab_size: int, tokenizer=None) -> Prepared
 class Progress:
     """A one-line progress bar on a terminal; plain lines (evals only) otherwise."""
 
-    def __init__(self, total: int, stream=sys.stderr, enabled: bool = True):
-        self.total, self.stream, self.enabled = total, stream, enabled
-        self.interactive = enabled and hasattr(stream, "isatty") and stream.isatty()
+    def __init__(self, total: int, stream=None, enabled: bool = True):
+        self.total, self.stream, self.enabled = total, stream or sys.stderr, enabled
+        self.interactive = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
         self.started = time.monotonic()
 
     def update(self, step: int, loss: float) -> None:
