@@ -6,6 +6,7 @@ directory holding that pyproject.toml.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +96,13 @@ def load_workspace(start: Path | None = None) -> Workspace:
     packages = settings["check_packages"]
     if not isinstance(packages, list) or not all(isinstance(p, str) and p for p in packages):
         raise ConfigError(f"{pyproject}: [tool.pv] check_packages must be a list of package names")
+    dotted = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+    bad = [p for p in packages if not dotted.match(p)]
+    if bad:
+        raise ConfigError(f"{pyproject}: [tool.pv] check_packages: not a package name: {', '.join(map(repr, bad))}")
+    module = settings["mutants_module"]
+    if module is not None and not (isinstance(module, str) and dotted.match(module)):
+        raise ConfigError(f"{pyproject}: [tool.pv] mutants_module must be a dotted module name, got {module!r}")
     for key in ("contracts_dir", "generated_dir", "ledger", "status_file"):
         if not isinstance(settings[key], str) or not settings[key]:
             raise ConfigError(f"{pyproject}: [tool.pv] {key} must be a non-empty path string")

@@ -205,7 +205,7 @@ def test_thousand_loads_are_quick(tmp_path):
     """The loader's share of the 1,000-contract budget (2 s for all of pv validate)."""
     import gc
 
-    from conftest import GOOD
+    from pv_validate_ws import GOOD
 
     path = write(tmp_path, GOOD.format(schema="x"))
     load_contract(path, "c.yaml")

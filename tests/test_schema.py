@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
-from conftest import GOOD
+from pv_validate_ws import GOOD
 from pv.schema import SCHEMA_PATH, Contract, json_schema, json_schema_text
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """`pv validate` end to end: each error path asserts the exit code, the code and the line.
 
-Every test runs in a throw-away workspace (the `vworkspace` fixture of conftest.py), never on
+Every test runs in a throw-away workspace (the `vworkspace` fixture, tests/pv_validate_ws.py), never on
 the repository's own contracts.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOOD_NAME, line_of, parse_output
+from pv_validate_ws import GOOD_NAME, line_of, parse_output
 
 PV = [sys.executable, "-c", "from pv.cli import main; main()"]
 
@@ -704,3 +704,12 @@ def test_hidden_files_in_the_contracts_dir_are_not_contracts(vworkspace):
     vworkspace.write("contracts/.#demo-forward-v1.yaml", "a: [\n")  # an editor's lock file
     result = vworkspace.run()
     assert result.exit_code == 0 and "1 files" in result.output
+
+
+@pytest.mark.parametrize("table", ['check_packages = "falsifiers"', 'check_packages = ["../evil"]',
+                                   "mutants_module = 3", 'mutants_module = "a/b"'])
+def test_malformed_settings_are_a_usage_error(vworkspace, table):
+    vworkspace.contract()
+    vworkspace.write("pyproject.toml", f"[tool.pv]\n{table}\n")
+    result = vworkspace.run()
+    assert result.exit_code == 2 and "[tool.pv]" in result.output
