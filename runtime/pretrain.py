@@ -27,13 +27,25 @@ from .errors import ConfigError, DataError
 from .model import CausalLM
 from .trainer import Trainer
 
-RECIPE_FORMAT = 1  # bump when the meaning of a recipe field (or the corpus generator) changes
+RECIPE_FORMAT = 2  # bump when the meaning of a recipe field changes
+
+# The code that determines a checkpoint's bytes is part of its recipe: a cached checkpoint built
+# by an older corpus generator, tokenizer or training step must not be mistaken for a fresh one.
+_SOURCES_THAT_SHAPE_A_CHECKPOINT = ("config.py", "data.py", "kernels.py", "model.py", "pretrain.py", "trainer.py",
+                                    "checkpoint.py")
+
+
+def code_fingerprint() -> str:
+    digest = hashlib.sha256()
+    for name in _SOURCES_THAT_SHAPE_A_CHECKPOINT:
+        digest.update(name.encode() + b"\0" + (Path(__file__).parent / name).read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
 class Recipe:
     config: str = "tiny"                  # preset name (ignored when initialising from a checkpoint)
-    steps: int = 200
+    steps: int = 120
     batch_size: int = 16
     seq_len: int = 128
     lr: float = 3e-3
@@ -48,11 +60,13 @@ class Recipe:
     num_documents: int = 4000             # synthetic corpus size (when corpus_dir is None)
     corpus_dir: str | None = None         # read *.py files from here instead
     val_fraction: float = 0.05
-    eval_every: int = 50
+    eval_every: int = 40
     eval_batches: int = 8
 
     def digest(self) -> str:
-        payload = json.dumps({"format": RECIPE_FORMAT, **dataclasses.asdict(self)}, sort_keys=True)
+        """sha256 of the recipe's fields and of the runtime code that turns them into a checkpoint."""
+        payload = json.dumps({"format": RECIPE_FORMAT, "code": code_fingerprint(), **dataclasses.asdict(self)},
+                             sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def as_dict(self) -> dict[str, Any]:

@@ -4,8 +4,9 @@
                     (held-out val_loss far below 0.5 ln V; about a minute on two CPU cores)
     tiny_random()   the same architecture and tokenizer, randomly initialised (step 0)
 
-Each is keyed by the sha256 of its recipe, so changing the recipe builds a new entry instead of
-reusing a stale one. A build happens in a temporary directory that is renamed into place when
+Each is keyed by the sha256 of its recipe and of the runtime source that turns a recipe into a
+checkpoint (pretrain.code_fingerprint), so changing either builds a new entry instead of reusing
+a stale one. A build happens in a temporary directory that is renamed into place when
 complete, under an exclusive file lock: concurrent processes build once and all get the result.
 
 Cache location: $PV_CACHE_DIR/checkpoints if PV_CACHE_DIR is set, else
@@ -29,8 +30,9 @@ from . import atomic
 from .pretrain import Recipe, pretrain
 
 # The recipe behind tiny_trained(). Changing any field changes the cache key.
-TINY_RECIPE = Recipe(config="tiny", steps=200, batch_size=16, seq_len=128, lr=3e-3, min_lr=3e-4, warmup_steps=20,
-                     weight_decay=0.1, seed=0, data_seed=0, num_documents=4000, val_fraction=0.05, eval_every=50, eval_batches=8)
+TINY_RECIPE = Recipe(config="tiny", steps=120, batch_size=16, seq_len=128, lr=3e-3, min_lr=3e-4, warmup_steps=20,
+                     weight_decay=0.1, seed=0, data_seed=0, num_documents=4000, val_fraction=0.05, eval_every=40,
+                     eval_batches=8)
 BUILD_RECORD_NAME = "build.json"
 
 

@@ -1,0 +1,137 @@
+"""The runtime's seams are real: patching a documented module-level function (the way planted
+bugs and `pv bisect` do) changes what the runtime computes, and forward hooks on the HF-named
+modules see every activation on both execution paths."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+import torch
+from conftest import randomise, tiny_config
+
+import runtime
+from runtime.data import LMBatch
+
+
+@pytest.fixture
+def model():
+    model = runtime.init_model(config=tiny_config(vocab_size=256), weights="random", seed=0)
+    randomise(model, seed=4)
+    return model
+
+
+IDS = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(0))
+
+
+def logits(model, path):
+    with torch.no_grad():
+        return model.set_path(path)(IDS)
+
+
+# (seam, replacement, path on which it must show)
+FORWARD_SEAMS = [
+    ("runtime.kernels.rms_norm", lambda x, w, eps: x, "reference"),
+    ("runtime.kernels.rope_cos_sin", lambda theta, d, pos: (torch.ones(len(pos), d), torch.zeros(len(pos), d)),
+     "reference"),
+    ("runtime.kernels.rotate_half", lambda x: x, "reference"),
+    ("runtime.kernels.apply_rope", lambda x, cos, sin: x, "fast"),
+    ("runtime.kernels.linear_reference", lambda x, w, b: torch.matmul(x, w.t()), "reference"),
+    ("runtime.kernels.linear_fast", lambda x, w, b: torch.nn.functional.linear(x, w, None), "fast"),
+    ("runtime.kernels.swiglu_reference", lambda g, u: g * u, "reference"),
+    ("runtime.kernels.swiglu_fast", lambda g, u: g * u, "fast"),
+    ("runtime.kernels.softmax_reference", lambda s: torch.softmax(s * 0.5, dim=-1), "reference"),
+    ("runtime.kernels.attention_reference", lambda q, k, v: torch.zeros_like(q), "reference"),
+    ("runtime.kernels.attention_fast", lambda q, k, v: torch.zeros_like(q), "fast"),
+    ("runtime.kernels.causal_mask", lambda t, s, device: torch.ones(t, s, dtype=torch.bool), "reference"),
+    ("runtime.model.apply_final_norm", lambda norm, hidden: hidden, "fast"),
+]
+
+
+@pytest.mark.parametrize("seam,replacement,path", FORWARD_SEAMS, ids=[s for s, _, _ in FORWARD_SEAMS])
+def test_patching_a_forward_seam_changes_the_logits(model, seam, replacement, path):
+    clean = logits(model, path)
+    with mock.patch(seam, replacement):
+        broken = logits(model, path)
+    assert not torch.allclose(clean, broken, atol=1e-3), f"{seam} is not reached on the {path} path"
+    assert torch.equal(logits(model, path), clean)  # and the patch is gone again
+
+
+def test_kv_cache_position_seam_reaches_incremental_decoding(model):
+    def decode_step_logits():
+        cache = runtime.KVCache(model.config.num_hidden_layers)
+        with torch.no_grad():
+            model(IDS[:, :8], cache)
+            return model(IDS[:, 8:9], cache)
+    clean = decode_step_logits()
+    with mock.patch("runtime.kernels.positions_for", lambda past, n, device: torch.arange(n, device=device)):
+        assert not torch.allclose(decode_step_logits(), clean, atol=1e-3)
+
+
+def test_next_token_seam_reaches_generation(model):
+    with mock.patch("runtime.kernels.greedy_pick", lambda logits: torch.zeros(logits.shape[0], dtype=torch.long)):
+        assert set(runtime.generate(model, [1, 2, 3], max_new_tokens=5).new_ids) == {0}
+
+
+@pytest.mark.parametrize("seam,path", [("runtime.kernels.cross_entropy_reference", "reference"),
+                                       ("runtime.kernels.chunked_linear_cross_entropy", "fast")])
+def test_loss_seams_reach_training_and_eval(model, seam, path):
+    trainer = runtime.Trainer(model, path=path)
+    batch = LMBatch.from_sequences(IDS)
+    with mock.patch(seam, lambda *args, **kwargs: torch.tensor(42.0, requires_grad=True)):
+        assert trainer.eval_batch(batch) == 42.0
+
+
+def test_eval_target_seam_reaches_eval_but_not_training(model):
+    trainer = runtime.Trainer(model)
+    batch = LMBatch.from_sequences(IDS)
+    clean = trainer.eval_batch(batch)
+    with mock.patch("runtime.trainer.eval_targets", lambda b: b.inputs):
+        assert trainer.eval_batch(batch) != clean
+
+
+def test_optimizer_seam_reaches_the_trainer(model):
+    with mock.patch("runtime.trainer.build_optimizer",
+                    lambda named, **kw: torch.optim.SGD([p for _, p in named], lr=kw["lr"])):
+        assert isinstance(runtime.Trainer(model).optimizer, torch.optim.SGD)
+
+
+def test_tie_seam_reaches_model_construction():
+    with mock.patch("runtime.model.tie_output_head", lambda model: None):
+        untied = runtime.CausalLM(runtime.preset("tiny"))
+    assert untied.lm_head.weight is not untied.model.embed_tokens.weight
+
+
+def test_device_seam_reaches_load(small_checkpoint):
+    seen = []
+
+    def resolve(requested=None, *, allow_gpu=True, argument="device"):
+        seen.append((requested, allow_gpu))
+        return torch.device("cpu")
+    with mock.patch("runtime.checkpoint.resolve_device", resolve):
+        runtime.load(small_checkpoint, allow_gpu=False)
+    assert seen == [("cpu", False)]
+
+
+HOOKED = ["model.embed_tokens", "model.layers.0.input_layernorm", "model.layers.0.self_attn.q_proj",
+          "model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.v_proj", "model.layers.0.self_attn",
+          "model.layers.0.post_attention_layernorm", "model.layers.0.mlp", "model.layers.1.self_attn", "model.norm",
+          "lm_head"]
+
+
+@pytest.mark.parametrize("path", ["reference", "fast"])
+def test_forward_hooks_see_every_named_activation(model, path):
+    captured = {}
+    modules = dict(model.named_modules())
+    handles = [modules[name].register_forward_hook(
+        lambda module, args, output, name=name: captured.__setitem__(name, output)) for name in HOOKED]
+    try:
+        final = logits(model, path)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert set(captured) == set(HOOKED)
+    assert captured["model.layers.0.self_attn.q_proj"].shape == (2, 12, 64)
+    assert captured["model.layers.0.self_attn.k_proj"].shape == (2, 12, 32)  # 2 KV heads x 16
+    assert captured["model.layers.0.self_attn"].shape == (2, 12, 64)         # after o_proj
+    assert torch.allclose(captured["lm_head"].float(), final)
