@@ -1,0 +1,503 @@
+"""The planted bugs of falsifiers/mutants.py: each one changes what the runtime does while it is
+active (a mutant that changes nothing is a defect: it would make every falsifier look strong or
+every falsifier look blind), and the runtime is exactly itself again afterwards — the same
+module and class attributes, and bit-for-bit the same logits, losses, tokens and optimizer
+steps of a tiny random model.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from pv import mutation
+from pv.config import load_workspace
+
+from falsifiers import mutants as planted
+from runtime import checkpoint, config as runtime_config, data, devices, kernels, parity, trainer, zoo
+from runtime.config import preset
+from runtime.data import LMBatch
+from runtime.model import CausalLM, KVCache, init_weights
+
+ROOT = Path(__file__).resolve().parents[2]
+REGISTRY = {name: entry for name, entry in mutation.REGISTRY.items() if entry.module == planted.__name__}
+NAMES = sorted(REGISTRY)
+
+
+# ---- a tiny model and the runtime's observable behaviour ------------------------------------------
+
+
+def tiny_model(seed: int = 0, path: str = "reference") -> CausalLM:
+    """The tiny preset, randomly initialised, with non-zero biases and norm weights (so that a
+    mutant dropping or ignoring them shows), built directly (no fixtures cache, no parity.place)."""
+    torch.manual_seed(seed)
+    model = CausalLM(preset("tiny"))
+    init_weights(model, seed)
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith(".bias") or name.endswith("norm.weight"):
+                parameter.add_(0.5 * torch.randn(parameter.shape, generator=generator))
+    return model.set_path(path).eval()
+
+
+def tokens(batch: int = 2, length: int = 12, seed: int = 3) -> torch.Tensor:
+    return torch.randint(0, preset("tiny").vocab_size, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def behaviour() -> dict[str, object]:
+    """What the runtime does on the CPU, end to end, as exact tensors and token lists."""
+    out: dict[str, object] = {}
+    ids = tokens()
+    batch = LMBatch.from_sequences(tokens(2, 13, seed=4))
+    padded = LMBatch.from_sequences([tokens(1, 13, seed=5)[0].tolist(), tokens(1, 6, seed=6)[0].tolist()])
+    for path in ("reference", "fast"):
+        model = tiny_model(path=path)
+        with torch.no_grad():
+            out[f"{path}/logits"] = model(ids)
+            out[f"{path}/loss"] = model.loss(batch.inputs, batch.targets)
+            out[f"{path}/padded_loss"] = model.loss(padded.inputs, padded.targets)
+            cache = KVCache(model.config.num_hidden_layers)
+            out[f"{path}/cached"] = torch.cat([model(ids[:, :5], cache), model(ids[:, 5:7], cache),
+                                               model(ids[:, 7:8], cache)], dim=1)
+        from runtime.generate import generate
+
+        out[f"{path}/greedy"] = generate(model, ids[0, :4].tolist(), max_new_tokens=6).new_ids
+    # a training step, an eval, and the optimizer's decay policy
+    model = tiny_model()
+    run = trainer.Trainer(model, lr=1e-2, weight_decay=0.1, seed=0)
+    out["eval_before"] = run.eval_batch(batch)
+    out["train_loss"] = run.train_batch(LMBatch.from_sequences(tokens(2, 13, seed=7)))
+    out["eval_after"] = run.eval_batch(batch)
+    out["grad_norm"] = run.last_grad_norm
+    out["weights_after_step"] = torch.cat([p.detach().flatten() for p in model.parameters()])
+    out["optimizer"] = type(run.optimizer).__name__
+    # loading a state dict through populate, the parity gate, the init refusals, presets, split
+    source = tiny_model(seed=8)
+    state = {name: t.detach().clone() for name, t in checkpoint.model_tensors(source).items()}
+    loaded = checkpoint.init_model(config=preset("tiny"), weights=state, device="cpu", parity_gate=True)
+    out["populated"] = torch.cat([p.detach().flatten() for p in loaded.parameters()])
+    out["populate_complete"] = loaded.populate_report.complete
+    out["gate_report"] = loaded.parity_report
+    for kwargs in ({"config": "tiny"}, {"weights": "random"}):
+        try:
+            checkpoint.init_model(**kwargs)
+            out[f"init{sorted(kwargs)}"] = "accepted"
+        except Exception as error:  # noqa: BLE001 - the refusal itself is the behaviour
+            out[f"init{sorted(kwargs)}"] = type(error).__name__
+    out["presets"] = {name: runtime_config.preset(name) for name in runtime_config.PRESETS}
+    documents = data.synthetic_python_corpus(30, seed=1)
+    out["split"] = data.split_documents(documents, val_fraction=0.2, seed=1)
+    out["resolved_no_gpu"] = devices.resolve_device(None, allow_gpu=False)
+    return out
+
+
+def assert_same(before: dict[str, object], after: dict[str, object]) -> None:
+    assert before.keys() == after.keys()
+    for key in before:
+        a, b = before[key], after[key]
+        if isinstance(a, torch.Tensor):
+            assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), key  # bit for bit
+        else:
+            assert a == b, key
+
+
+def attributes() -> dict[tuple[str, str], object]:
+    """Every attribute of every runtime module and of the runtime's classes, by identity."""
+    out = {}
+    for module_name, module in sorted(sys.modules.items()):
+        if module is None or not (module_name == "runtime" or module_name.startswith("runtime.")):
+            continue
+        for name, value in vars(module).items():
+            out[(module_name, name)] = value
+            if isinstance(value, type) and value.__module__ == module_name:
+                for attr, raw in vars(value).items():
+                    out[(f"{module_name}.{name}", attr)] = raw
+    out[("runtime.config", "PRESETS=")] = dict(runtime_config.PRESETS)
+    out[("os", "environ")] = dict(os.environ)
+    return out
+
+
+@pytest.fixture(scope="module")
+def baseline():
+    return behaviour()
+
+
+@pytest.fixture(autouse=True)
+def _no_mutated_fixture_outlives_a_test():
+    yield
+    for cached in planted._check_caches():
+        cached.cache_clear()
+    planted._CACHE_OWNER = None
+
+
+# ---- the registry --------------------------------------------------------------------------------
+
+
+def test_registry_matches_the_static_scan_and_is_documented():
+    ws = load_workspace(ROOT)
+    assert ws.mutants_module == planted.__name__
+    declared = mutation.scan_mutant_names(mutation.module_path(ws))
+    assert sorted(d.name for d in declared) == NAMES
+    for entry in REGISTRY.values():
+        assert entry.qualname == entry.name, "the generator is named like the mutant"
+        assert len(entry.doc) > 80 and "Imitates" in entry.doc and "Seam" in entry.doc, entry.name
+
+
+def test_the_seed_defects_are_all_planted():
+    seeds = {"fast_path_drops_qkv_bias", "populate_drops_optional_tensors", "eval_reads_stale_train_buffer",
+             "eval_targets_equal_inputs", "cross_entropy_off_by_one", "tied_head_uninitialised",
+             "rope_wrong_theta", "rope_interleaved_pairs", "final_norm_skipped", "adamw_coupled_weight_decay",
+             "greedy_decode_samples", "no_gpu_ignored", "kv_cache_off_by_one", "softmax_without_max_subtraction"}
+    assert seeds <= set(NAMES)
+
+
+def test_only_no_gpu_ignored_is_limited_to_cuda():
+    limited = {name: entry.factory.pv_devices for name, entry in REGISTRY.items()
+               if getattr(entry.factory, "pv_devices", None)}
+    assert limited == {"no_gpu_ignored": ("cuda",)}
+
+
+# ---- restoration ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_runtime_is_itself_again_after_the_mutant(name, baseline):
+    before = attributes()
+    with REGISTRY[name]():
+        assert planted.active() == [name]
+        PROBES[name]()  # use the runtime while the bug is planted
+    assert planted.active() == []
+    assert attributes() == before
+    assert_same(baseline, behaviour())
+
+
+def test_restored_even_when_the_run_raises(baseline):
+    before = attributes()
+    with pytest.raises(ZeroDivisionError):
+        with REGISTRY["final_norm_skipped"]():
+            1 / 0
+    assert attributes() == before
+    assert_same(baseline, behaviour())
+
+
+# ---- each mutant changes behaviour ---------------------------------------------------------------
+
+
+def _rows_logits() -> torch.Tensor:
+    return torch.randn(64, 40, generator=torch.Generator().manual_seed(0)) * 3
+
+
+def probe_fast_path_drops_qkv_bias():
+    with torch.no_grad():
+        return tiny_model(path="fast")(tokens())
+
+
+def probe_populate_drops_optional_tensors():
+    source = tiny_model(seed=2)
+    model = checkpoint.init_model(config=preset("tiny"), weights=checkpoint.model_tensors(source), parity_gate=False)
+    biases = [name for name, _ in model.named_parameters() if name.endswith(".bias")]
+    return model.populate_report.complete, len(biases)
+
+
+def probe_eval_reads_stale_train_buffer():
+    run = trainer.Trainer(tiny_model(), lr=1e-3)
+    held_out = LMBatch.from_sequences(tokens(2, 13, seed=11))
+    run.train_batch(LMBatch.from_sequences(tokens(2, 13, seed=12)))
+    return round(run.eval_batch(held_out), 3)
+
+
+def probe_eval_targets_equal_inputs():
+    batch = LMBatch.from_sequences(tokens(2, 13, seed=13))
+    return trainer.eval_targets(batch)
+
+
+def probe_cross_entropy_off_by_one():
+    generator = torch.Generator().manual_seed(1)
+    logits = torch.randn(2, 9, 30, generator=generator)
+    hidden, weight = torch.randn(2, 9, 8, generator=generator), torch.randn(30, 8, generator=generator)
+    targets = torch.randint(0, 30, (2, 9), generator=torch.Generator().manual_seed(2))
+    return (kernels.cross_entropy_reference(logits, targets),
+            kernels.chunked_linear_cross_entropy(hidden, weight, targets, chunk_tokens=4, compute_dtype=torch.float32))
+
+
+def probe_tied_head_uninitialised():
+    model = checkpoint.init_model(config="tiny", weights="random", parity_gate=False)
+    return model.lm_head.weight is model.model.embed_tokens.weight, float(model.lm_head.weight.detach().abs().sum())
+
+
+def probe_rope_wrong_theta():
+    return kernels.rope_cos_sin(10000.0, 16, torch.arange(40))
+
+
+def probe_rope_interleaved_pairs():
+    return kernels.rotate_half(torch.arange(8.0))
+
+
+def probe_final_norm_skipped():
+    with torch.no_grad():
+        return tiny_model().model(tokens())
+
+
+def probe_adamw_coupled_weight_decay():
+    parameter = torch.nn.Parameter(torch.ones(3, 3))
+    optimizer = trainer.build_optimizer([("w", parameter)], lr=0.1, weight_decay=0.1, betas=(0.9, 0.95),
+                                        path="reference", device=torch.device("cpu"))
+    parameter.grad = torch.zeros(3, 3)
+    optimizer.step()
+    return parameter.detach().clone()
+
+
+def probe_greedy_decode_samples():
+    return kernels.pick_next_token(_rows_logits(), 0.0, None)
+
+
+def probe_no_gpu_ignored():
+    calls = []
+    original = torch.cuda.is_available
+
+    def spy():
+        calls.append(1)
+        return False
+
+    torch.cuda.is_available = spy
+    try:
+        devices.resolve_device(None, allow_gpu=False)
+        try:
+            devices.resolve_device("cuda", allow_gpu=False)
+            message = "accepted"
+        except Exception as error:  # noqa: BLE001 - which refusal it is, is the probe
+            message = str(error)
+    finally:
+        torch.cuda.is_available = original
+    return len(calls), "--no-gpu" in message
+
+
+def probe_kv_cache_off_by_one():
+    return kernels.positions_for(5, 3, "cpu")
+
+
+def probe_softmax_without_max_subtraction():
+    scores = torch.tensor([[1e4, 0.0, -1e4], [2.0, 1.0, 0.0]])
+    return kernels.softmax_reference(scores), kernels.log_softmax_reference(scores)
+
+
+def _norm_input(scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.randn(4, 32, generator=torch.Generator().manual_seed(5)) * scale
+    return x, torch.linspace(0.5, 2.0, 32)
+
+
+def probe_rms_norm_eps_outside_sqrt():
+    return kernels.rms_norm(*_norm_input(1e-4), 1e-6)
+
+
+def probe_rms_norm_ignores_weight():
+    return kernels.rms_norm(*_norm_input(1.0), 1e-6)
+
+
+def probe_rms_norm_statistic_in_fp16():
+    return kernels.rms_norm(*_norm_input(1e3), 1e-6)
+
+
+def probe_rope_angles_in_bfloat16():
+    return kernels.rope_cos_sin(10000.0, 16, torch.arange(517, 540))
+
+
+def probe_softmax_normalises_wrong_axis():
+    return kernels.softmax_reference(_rows_logits())
+
+
+def probe_cross_entropy_counts_padding():
+    generator = torch.Generator().manual_seed(6)
+    logits, hidden = torch.randn(2, 5, 11, generator=generator), torch.randn(2, 5, 4, generator=generator)
+    weight = torch.randn(11, 4, generator=generator)
+    targets = torch.tensor([[1, 2, 3, 4, 5], [6, 7, -100, -100, -100]])
+    return (kernels.cross_entropy_reference(logits, targets),
+            kernels.chunked_linear_cross_entropy(hidden, weight, targets, chunk_tokens=3, compute_dtype=torch.float32))
+
+
+def _qkv(queries: int, keys: int):
+    generator = torch.Generator().manual_seed(9)
+    return (torch.randn(1, 4, queries, 8, generator=generator), torch.randn(1, 2, keys, 8, generator=generator),
+            torch.randn(1, 2, keys, 8, generator=generator))
+
+
+def probe_gqa_kv_heads_tiled():
+    return kernels.attention_reference(*_qkv(6, 6)), kernels.attention_fast(*_qkv(6, 6))
+
+
+def probe_attention_not_causal():
+    return kernels.attention_reference(*_qkv(6, 6)), kernels.attention_fast(*_qkv(6, 6))
+
+
+def probe_attention_mask_ignores_cache_offset():
+    return kernels.attention_reference(*_qkv(3, 7)), kernels.attention_fast(*_qkv(3, 7))
+
+
+def probe_adamw_decays_norms_and_biases():
+    return trainer.decays("model.norm.weight", torch.nn.Parameter(torch.ones(4)))
+
+
+def probe_parity_gate_compares_device_with_itself():
+    a = torch.randn(1, 4, 10, generator=torch.Generator().manual_seed(1))
+    return parity.compare_logits(a, -a, device="cpu", path="fast").min_cosine
+
+
+def probe_init_accepts_unpaired_arguments():
+    outcomes = []
+    for kwargs in ({"config": "tiny"}, {"weights": "random"}):
+        try:
+            checkpoint.init_model(parity_gate=False, **kwargs)
+            outcomes.append("accepted")
+        except Exception as error:  # noqa: BLE001
+            outcomes.append(type(error).__name__)
+    return outcomes
+
+
+def probe_llama_370m_preset_tied_head():
+    return preset("llama-370m").num_parameters()
+
+
+def probe_loader_reads_wrong_byte_order():
+    source = tiny_model(seed=2)
+    model = checkpoint.init_model(config=preset("tiny"), weights=checkpoint.model_tensors(source), parity_gate=False)
+    return model.model.layers[0].self_attn.q_proj.weight.detach().clone()
+
+
+def probe_head_padded_rows_unmasked():
+    with torch.no_grad():
+        return tuple(tiny_model()(tokens()).shape)
+
+
+def probe_heldout_split_leaks_into_training():
+    train, held_out = data.split_documents(data.synthetic_python_corpus(30, seed=1), val_fraction=0.2, seed=1)
+    return len(data.overlapping_documents(train, held_out))
+
+
+def probe_encoder_read_as_decoder():
+    bert = {"architectures": ["BertForMaskedLM"], "model_type": "bert", "vocab_size": 512, "hidden_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 192,
+            "max_position_embeddings": 256}
+    try:
+        return runtime_config.ModelConfig.from_hf_dict(bert).model_type
+    except Exception as error:  # noqa: BLE001 - the refusal is the clean behaviour
+        return type(error).__name__
+
+
+def _one_step(build) -> torch.Tensor:
+    parameter = torch.nn.Parameter(torch.linspace(-1, 1, 12).reshape(3, 4))
+    optimizer = build([("w", parameter)], lr=0.1, weight_decay=0.1, betas=(0.9, 0.95), path="reference",
+                      device=torch.device("cpu"))
+    parameter.grad = torch.linspace(-0.5, 0.5, 12).reshape(3, 4)
+    optimizer.step()
+    return parameter.detach().clone()
+
+
+def probe_adamw_second_moment_not_squared():
+    return int(torch.isnan(_one_step(trainer.build_optimizer)).sum())
+
+
+def probe_grad_norm_per_tensor_not_global():
+    return trainer.global_grad_norm([torch.ones(3), torch.ones(4)])
+
+
+def probe_batch_order_not_seeded():
+    stream = torch.arange(500)
+    first = next(data.random_batches(stream, batch_size=2, seq_len=8, seed=0)).inputs
+    second = next(data.random_batches(stream, batch_size=2, seq_len=8, seed=0)).inputs
+    return torch.equal(first, second)
+
+
+def probe_finetune_starts_from_random_init():
+    import importlib
+
+    pretrain = importlib.import_module("runtime.pretrain")
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="pv-probe-") as directory:
+        checkpoint.save_checkpoint(tiny_model(seed=4), Path(directory) / "ckpt")
+        loaded = pretrain.checkpoint.load(Path(directory) / "ckpt", parity_gate=False)
+    return loaded.model.layers[0].self_attn.q_proj.weight.detach().clone()
+
+
+PROBES = {name[len("probe_"):]: fn for name, fn in dict(globals()).items() if name.startswith("probe_")}
+
+
+def differs(a, b) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) != len(b) or any(differs(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+            return True
+        return not torch.equal(a, b)
+    return a != b
+
+
+def test_every_mutant_has_a_probe():
+    assert sorted(PROBES) == NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_mutant_changes_behaviour(name):
+    clean = PROBES[name]()
+    with REGISTRY[name]():
+        mutated = PROBES[name]()
+    assert differs(clean, mutated), f"{name} planted nothing the probe can see: {clean!r}"
+    assert not differs(clean, PROBES[name]()), f"{name} left something behind"
+
+
+# ---- the machinery around the patches ------------------------------------------------------------
+
+
+def test_a_checkpoint_cache_build_runs_with_the_mutant_lifted(tmp_path):
+    seen = {}
+
+    def build(out: Path) -> dict:
+        out.mkdir()
+        seen["final_norm"] = __import__("runtime.model").model.apply_final_norm.__qualname__
+        return {}
+
+    clean_name = __import__("runtime.model").model.apply_final_norm.__qualname__
+    with REGISTRY["final_norm_skipped"]():
+        zoo.build_cached("probe", "0" * 16, build, cache_dir=tmp_path)
+        mutated_name = __import__("runtime.model").model.apply_final_norm.__qualname__
+    assert seen["final_norm"] == clean_name == "apply_final_norm"
+    assert mutated_name != clean_name  # planted again after the build
+
+
+def test_check_caches_are_dropped_around_a_mutant_but_kept_across_a_plugin_run(monkeypatch):
+    from falsifiers import fixtures
+    from pv import harness
+
+    clean = fixtures.random_model("tiny", seed=5)
+    assert fixtures.random_model("tiny", seed=5) is clean
+    with REGISTRY["tied_head_uninitialised"]():
+        mutated = fixtures.random_model("tiny", seed=5)  # a clean model is not reused under the bug
+        assert mutated is not clean and mutated.lm_head.weight is not mutated.model.embed_tokens.weight
+    again = fixtures.random_model("tiny", seed=5)  # nor a mutated one without it
+    assert again is not mutated and again.lm_head.weight is again.model.embed_tokens.weight
+    name = "tied_head_uninitialised"
+    monkeypatch.setattr(harness, "_mutant", (name, REGISTRY[name].factory))
+    built = []
+    for _ in range(2):  # what the plugin does: enter the one mutant around each check call
+        with REGISTRY[name]():
+            built.append(fixtures.random_model("tiny", seed=5))
+    assert built[0] is built[1] and built[0].lm_head.weight is not built[0].model.embed_tokens.weight
+
+
+def test_a_child_python_process_gets_the_same_mutant():
+    code = ("from runtime import checkpoint, devices; "
+            "print(devices.resolve_device.__qualname__, checkpoint.resolve_device.__qualname__)")
+    with REGISTRY["no_gpu_ignored"]():
+        env = dict(os.environ)
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+                               timeout=120)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["no_gpu_ignored.<locals>.resolve_device"] * 2, child.stderr
+    clean = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert clean.stdout.split() == ["resolve_device"] * 2, clean.stderr
