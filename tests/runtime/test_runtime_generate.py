@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import randomise, tiny_config
+from runtime_helpers import randomise, tiny_config
 
 import runtime
 from runtime import errors

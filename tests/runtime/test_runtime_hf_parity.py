@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from conftest import hf_llama_config, hf_qwen2_config, randomise, write_hf_checkpoint
+from runtime_helpers import hf_llama_config, hf_qwen2_config, randomise, write_hf_checkpoint
 
 import runtime
 

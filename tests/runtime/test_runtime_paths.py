@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from conftest import randomise, tiny_config
+from runtime_helpers import randomise, tiny_config
 
 import runtime
 from runtime import kernels

@@ -8,7 +8,7 @@ from unittest import mock
 
 import pytest
 import torch
-from conftest import randomise, tiny_config
+from runtime_helpers import randomise, tiny_config
 
 import runtime
 from runtime.data import LMBatch

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from conftest import tiny_config
+from runtime_helpers import tiny_config
 
 import runtime
 from runtime import errors

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SMALL_RECIPE
+from runtime_helpers import SMALL_RECIPE
 
 import runtime
 from runtime import zoo
