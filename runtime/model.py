@@ -193,7 +193,13 @@ def tie_output_head(model: "CausalLM") -> None:
 
 
 class CausalLM(nn.Module):
-    """Decoder + output head. `forward` gives logits; `loss` gives the training objective."""
+    """Decoder + output head. `forward` gives logits; `loss` gives the training objective.
+
+    Construction allocates the parameters without initialising them (a checkpoint is about to
+    overwrite them, and random init of 0.5B parameters costs seconds). Build models with
+    runtime.init_model(config=..., weights=...) or runtime.load(dir), which always fill every
+    parameter (from weights, or from a seed with weights="random").
+    """
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -205,7 +211,10 @@ class CausalLM(nn.Module):
         self.path = "reference"
         self.loss_chunk_tokens = kernels.default_loss_chunk_tokens(config.vocab_size)
         self.tokenizer = None          # a tokenizers.Tokenizer when the checkpoint carries one
-        self.populate_report = None    # a checkpoint.PopulateReport after runtime.load
+        self.populate_report = None    # checkpoint.PopulateReport: which tensors filled the parameters
+        self.parity_report = None      # parity.ParityReport when the parity gate ran at placement
+        self.checkpoint_dir = None     # the directory runtime.load read, if any
+        self.runtime_meta = {}         # runtime.json of that directory (training recipe and results)
 
     def set_path(self, path: str) -> "CausalLM":
         if path not in EXECUTION_PATHS:

@@ -115,3 +115,20 @@ def test_a_failed_build_leaves_nothing_behind(tmp_path):
     with pytest.raises(RuntimeError, match="power cut"):
         zoo.build_cached("broken", "0" * 64, broken, tmp_path)
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_code_fingerprint_ignores_comments_and_docstrings_but_not_code(tmp_path):
+    import shutil
+
+    from runtime.pretrain import code_fingerprint
+    source = REPO_ROOT / "runtime"
+    for file in source.glob("*.py"):
+        shutil.copy(file, tmp_path / file.name)
+    original = code_fingerprint(tmp_path)
+    assert original == code_fingerprint(source)
+    kernels = tmp_path / "kernels.py"
+    text = kernels.read_text()
+    kernels.write_text(text.replace('"""RMSNorm: x', '"""Reworded. RMSNorm: x') + "\n# a trailing comment\n")
+    assert code_fingerprint(tmp_path) == original
+    kernels.write_text(text.replace("mean_square + eps", "mean_square + 2 * eps"))
+    assert code_fingerprint(tmp_path) != original
