@@ -166,6 +166,9 @@ def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | No
     if init is not None:
         model = checkpoint.load(init, device=target_device, path=path)
         config = model.config
+        if model.tokenizer is None:
+            raise DataError(f"{init}: no tokenizer.json; fine-tuning needs the tokenizer the model was trained "
+                            "with (a new one would give its ids different meanings)")
         prepared = prepare_data(recipe, vocab_size=config.vocab_size, tokenizer=model.tokenizer)
     else:
         config = preset(recipe.config)

@@ -174,3 +174,9 @@ def test_checkpoint_without_recipe_needs_a_corpus(hf_qwen2_dir):
 def test_malformed_command_line_is_a_usage_error():
     result = cli("run")
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_pretrain_from_a_checkpoint_without_tokenizer_is_refused(hf_qwen2_dir, tmp_path):
+    assert_clean_failure(cli("pretrain", "--init", hf_qwen2_dir, "--steps", 1, "--out", tmp_path / "ft"),
+                         "no tokenizer.json")
+    assert not (tmp_path / "ft").exists()
