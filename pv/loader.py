@@ -77,10 +77,23 @@ class LoadedContract:
 
     # --- positions -------------------------------------------------------------------------
 
+    def root(self) -> Any:
+        """The composed YAML nodes, composed again from the text when they were dropped (a
+        LoadedContract sent from a worker process travels without them)."""
+        if self.node is None and self.text:
+            try:
+                node = yaml.compose(self.text, Loader=_FastSafeLoader)
+                if node is not None:
+                    _Builder(merges="<<" in self.text).build(node)  # flattens merge keys as before
+                self.node = node
+            except (yaml.YAMLError, _Budget, ValueError, TypeError, RecursionError):
+                pass
+        return self.node
+
     def _locate(self, loc: Loc) -> list[tuple[Any, Any]]:
         """(value node, key node or None) for each prefix of `loc` that exists in the file."""
         found: list[tuple[Any, Any]] = []
-        node = self.node
+        node = self.root()
         for part in loc:
             cls = node.__class__
             if cls is yaml.MappingNode:
@@ -102,7 +115,7 @@ class LoadedContract:
     def position(self, loc: Loc, key: bool = False) -> tuple[int, int]:
         """line, col (1-based) of the value at `loc`, or of its key; else the nearest parent
         (for a key: the nearest enclosing mapping key); (1, 1) when nothing matches."""
-        if self.node is None:
+        if self.root() is None:
             return (1, 1)
         found = self._locate(tuple(loc))
         if key:
@@ -116,14 +129,14 @@ class LoadedContract:
     def positions(self) -> dict[Loc, tuple[int, int]]:
         """Every value's position (computed on demand; prefer position())."""
         table: dict[Loc, tuple[int, int]] = {}
-        self._walk(self.node, (), table, None)
+        self._walk(self.root(), (), table, None)
         return table
 
     @property
     def key_positions(self) -> dict[Loc, tuple[int, int]]:
         """Every mapping key's position (computed on demand; prefer position(key=True))."""
         table: dict[Loc, tuple[int, int]] = {}
-        self._walk(self.node, (), None, table)
+        self._walk(self.root(), (), None, table)
         return table
 
     def _walk(self, node: Any, loc: Loc, values: dict | None, keys: dict | None, depth: int = 0) -> None:
@@ -160,7 +173,7 @@ class LoadedContract:
         loc = tuple(loc)
         start_pos = self.position(loc)
         value = self.value_at(loc)
-        found = self._locate(loc) if self.node is not None else []
+        found = self._locate(loc) if self.root() is not None else []
         if len(found) != len(loc) or not isinstance(value, str) or not 0 <= index < len(value):
             return start_pos
         scalar = found[-1][0] if found else self.node

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import glob
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,10 +94,11 @@ def expand_paths(paths: list[str] | tuple[str, ...]) -> tuple[list[Path], list[D
 
 
 def validate(workspace: Workspace, files: list[Path] | None = None, *, strict_bindings: bool | None = None,
-             dialect: str = "pv") -> Report:
+             dialect: str = "pv", jobs: int = 1) -> Report:
     """Validate `files` (default: every contract of the workspace). Cross-checks see the whole
     contracts dir; the report holds only the diagnostics of `files`. Never raises for bad
-    input: an unexpected exception becomes a PV199 diagnostic naming the file."""
+    input: an unexpected exception becomes a PV199 diagnostic naming the file. `jobs` > 1
+    checks files in that many forked processes (the CLI picks it with jobs_for())."""
     selected = list(files) if files is not None else workspace.contract_files()
     report = Report(files=len(selected))
     if dialect not in DIALECTS:
@@ -111,15 +113,15 @@ def validate(workspace: Workspace, files: list[Path] | None = None, *, strict_bi
             report.contracts = report.dialect.strict_valid
             report.falsifiers = report.dialect.falsifiers
             return report
-        return _validate_pv(workspace, selected, report, strict_bindings)
+        return _validate_pv(workspace, selected, report, strict_bindings, jobs)
     finally:
         if was_collecting:
             gc.enable()
 
 
-def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, strict_bindings: bool | None) -> Report:
+def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, strict_bindings: bool | None,
+                 jobs: int = 1) -> Report:
     from pv import crosscheck
-    from pv.loader import load_contract
 
     ctx = crosscheck.Context(workspace)
     if strict_bindings is not None:
@@ -129,28 +131,16 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
     scope = dict(chosen)
     for p in workspace.contract_files():
         scope.setdefault(Path(os.path.abspath(p)), p)
-    shown = set()
+    items = [(resolved, path, display(path), resolved in chosen) for resolved, path in scope.items()]
+    shown = {name for _, _, name, is_selected in items if is_selected}
     diagnostics: list[Diagnostic] = []
-    for resolved, path in scope.items():
-        name = display(path)
-        is_selected = resolved in chosen
-        if is_selected:
-            shown.add(name)
-        try:
-            loaded, problems = load_contract(path, name)
-            if loaded is not None:
-                report.loaded[resolved] = loaded
-            if not is_selected:
-                continue
-            diagnostics += problems
-            if loaded is not None:
-                diagnostics += crosscheck.check_file(loaded, ctx)
-                if loaded.contract is not None:
-                    report.contracts += 1
-                    report.falsifiers += len(loaded.contract.falsification_tests)
-        except Exception as exc:  # noqa: BLE001 - a bug in pv must not hide the other files' problems
-            if is_selected:
-                diagnostics.append(_internal(name, exc))
+    for (resolved, _, _, _), (loaded, found) in zip(items, _check_files(items, ctx, jobs)):
+        diagnostics += found
+        if loaded is not None:
+            report.loaded[resolved] = loaded
+            if resolved in chosen and loaded.contract is not None:
+                report.contracts += 1
+                report.falsifiers += len(loaded.contract.falsification_tests)
     try:
         diagnostics += [d for d in crosscheck.check_all(report.loaded.values()) if d.path in shown]
     except Exception as exc:  # noqa: BLE001
@@ -159,6 +149,71 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
     diagnostics += declared_status(workspace, [c for p, c in report.loaded.items() if p in chosen])
     report.diagnostics = sorted(diagnostics, key=sort_key)
     return report
+
+
+PARALLEL_MIN_FILES = 200
+"""From this many files on, Linux machines with several cores load and check them in forked
+worker processes (`PV_JOBS=1` turns that off, `PV_JOBS=N` sets the number)."""
+
+_WORKER_CTX = None  # the crosscheck.Context a forked worker inherits
+
+
+def _check_one(item, ctx) -> tuple:
+    """Load one file and, when it is selected, check it: (LoadedContract | None, diagnostics)."""
+    from pv import crosscheck
+    from pv.loader import load_contract
+
+    _, path, name, is_selected = item
+    try:
+        loaded, problems = load_contract(path, name)
+        if not is_selected:
+            return loaded, []
+        if loaded is not None:
+            problems += crosscheck.check_file(loaded, ctx)
+        return loaded, problems
+    except Exception as exc:  # noqa: BLE001 - a bug in pv must not hide the other files' problems
+        return None, [_internal(name, exc)] if is_selected else []
+
+
+def _worker(item) -> tuple:
+    loaded, found = _check_one(item, _WORKER_CTX)
+    if loaded is not None:
+        loaded.node = None  # the parent re-composes the few files whose positions it needs
+    return loaded, found
+
+
+def jobs_for(count: int) -> int:
+    """How many processes check `count` files."""
+    wanted = os.environ.get("PV_JOBS", "")
+    if wanted.isdigit() and int(wanted) > 0:
+        jobs = int(wanted)
+    elif count < PARALLEL_MIN_FILES:
+        return 1
+    else:
+        try:
+            jobs = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            jobs = os.cpu_count() or 1
+    return max(1, min(jobs, 8, count))
+
+
+def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
+    import threading
+
+    # fork only where it is safe: Linux, and no other thread that could hold a lock
+    if jobs > 1 and len(items) > 1 and sys.platform.startswith("linux") and threading.active_count() == 1:
+        global _WORKER_CTX
+        try:
+            import multiprocessing
+
+            _WORKER_CTX = ctx
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                return pool.map(_worker, items, chunksize=max(1, len(items) // (jobs * 4)))
+        except Exception:  # noqa: BLE001 - no fork, no semaphores, a worker lost: check them here
+            pass
+        finally:
+            _WORKER_CTX = None
+    return [_check_one(item, ctx) for item in items]
 
 
 def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
@@ -215,7 +270,8 @@ def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, dialect: str, 
                 f"no contract files matched: {display(workspace.contracts_dir)}/ has no *.yaml files "
                 "([tool.pv] contracts_dir)")
     try:
-        report = validate(workspace, files, strict_bindings=strict_bindings, dialect=dialect)
+        scope = len(set(map(os.path.abspath, files)) | set(map(os.path.abspath, workspace.contract_files())))
+        report = validate(workspace, files, strict_bindings=strict_bindings, dialect=dialect, jobs=jobs_for(scope))
     except Exception as exc:  # noqa: BLE001 - never a traceback; name what failed
         report = Report(files=len(files), diagnostics=[_internal(display(workspace.root), exc)])
     report.diagnostics = sorted((with_default_hint(d) for d in missing + report.diagnostics), key=sort_key)

@@ -713,3 +713,30 @@ def test_malformed_settings_are_a_usage_error(vworkspace, table):
     vworkspace.write("pyproject.toml", f"[tool.pv]\n{table}\n")
     result = vworkspace.run()
     assert result.exit_code == 2 and "[tool.pv]" in result.output
+
+
+def test_parallel_workers_report_exactly_what_one_process_does(vworkspace, monkeypatch):
+    """Many files are checked in forked workers; positions needed afterwards (duplicate ids,
+    cycles) come from re-composing the text, and must match."""
+    path, text = vworkspace.contract(("depends_on: []", "depends_on: [demo-other]"))
+    other_contract(vworkspace, "demo-other", ("depends_on: []", "depends_on: [demo-forward]"),
+                   ("status: DRAFT", "status: DONE"))
+    vworkspace.write("contracts/demo-copy-v1.yaml", text.replace("id: demo-forward", "id: demo-copy")
+                     .replace("    prediction:", "    predicton:"))
+    vworkspace.write("contracts/merge-v1.yaml", "a: &a {x: 1}\nb: {<<: *a, y: 2, y: 3}\n")
+    vworkspace.write("contracts/empty-v1.yaml", "")
+    monkeypatch.setenv("PV_JOBS", "1")
+    serial = vworkspace.run()
+    monkeypatch.setenv("PV_JOBS", "2")
+    parallel = vworkspace.run()
+    assert serial.exit_code == parallel.exit_code == 1
+    assert parallel.output == serial.output
+    assert {"PV302", "PV303", "PV307", "PV201", "PV204", "PV205", "PV106"} <= codes(parallel)
+
+
+def test_jobs_for(monkeypatch):
+    from pv.validate import PARALLEL_MIN_FILES, jobs_for
+
+    monkeypatch.delenv("PV_JOBS", raising=False)
+    assert jobs_for(3) == 1 and jobs_for(PARALLEL_MIN_FILES - 1) == 1
+    assert 1 <= jobs_for(10_000) <= 8
