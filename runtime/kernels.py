@@ -18,7 +18,6 @@ KV = key/value heads, D = head dim, C = hidden size, V = vocabulary, N = B*T tok
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import torch
 
 from . import checkpoint, data
-from .config import ModelConfig, preset
+from .config import preset
 from .devices import default_path, resolve_device
 from .errors import ConfigError, DataError
 from .model import CausalLM

@@ -20,7 +20,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save as save_tensors_to_bytes
 
-from . import checkpoint, kernels
+from . import checkpoint
 from .data import LMBatch
 from .devices import resolve_device
 from .errors import ArgumentError, CheckpointError
