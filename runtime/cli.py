@@ -212,5 +212,6 @@ def inspect(checkpoint_dir, as_json) -> None:
     if results:
         click.echo(f"trained:      {results['steps']} steps, val_loss {results['val_loss']:.4f} "
                    f"(ln V {results['ln_vocab']:.4f})")
-    if not coverage["tensors_populated"] == coverage["tensors_expected"] or coverage["extra"]:
-        sys.exit(1)
+    if coverage["tensors_populated"] != coverage["tensors_expected"] or coverage["extra"]:
+        _fail(RuntimeInputError(f"{checkpoint_dir}: checkpoint does not match its architecture "
+                                f"({coverage['summary']}); runtime.load would refuse it"))

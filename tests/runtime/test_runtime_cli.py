@@ -179,3 +179,13 @@ def test_pretrain_from_a_checkpoint_without_tokenizer_is_refused(hf_qwen2_dir, t
     assert_clean_failure(cli("pretrain", "--init", hf_qwen2_dir, "--steps", 1, "--out", tmp_path / "ft"),
                          "no tokenizer.json")
     assert not (tmp_path / "ft").exists()
+
+
+def test_inspect_of_an_incomplete_checkpoint_lists_the_problem_and_fails(small_checkpoint, copy_checkpoint):
+    from safetensors.torch import load_file, save_file
+    directory = copy_checkpoint(small_checkpoint)
+    tensors = load_file(str(directory / "model.safetensors"))
+    del tensors["model.layers.0.self_attn.q_proj.bias"]
+    save_file(tensors, str(directory / "model.safetensors"))
+    result = cli("inspect", directory)
+    assert_clean_failure(result, "25/26 tensors (1 missing)", "missing  model.layers.0.self_attn.q_proj.bias")
