@@ -43,7 +43,8 @@ def eval_loss(*, device: str, checkpoint: str = "tiny-trained", path: str | None
     cuda). Observations: val_loss, vocab_size, ln_vocab, tokens."""
     from runtime.devices import default_path
 
-    path = path or default_path(torch_device(device))
+    dev = torch_device(device)
+    path = path or default_path(dev)
     model = fixtures.model(checkpoint, device, path)
     held_out = fixtures.heldout_batches(checkpoint, batches)
     val_loss = _trainer(model).evaluate(held_out)

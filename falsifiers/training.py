@@ -184,6 +184,25 @@ def checkpoint_resume(*, device: str, path: str | None = None, steps_before: int
             "step_after_resume": step_after_resume, "steps_before": steps_before}
 
 
+def _independently_loaded(directory: Path, device: str, path: str):
+    """The checkpoint's weights in a runtime CausalLM without runtime.load / populate: the file
+    is read with safetensors and copied by load_state_dict, so a loader that fails to load the
+    weights cannot also corrupt the value it is compared with."""
+    from safetensors.torch import load_file
+
+    from runtime.config import ModelConfig
+    from runtime.model import CausalLM
+
+    config = ModelConfig.from_json_file(directory / "config.json")
+    model = CausalLM(config)
+    state = load_file(str(directory / "model.safetensors"))
+    if config.tie_word_embeddings:
+        state.setdefault("lm_head.weight", state["model.embed_tokens.weight"])
+    model.load_state_dict(state, strict=True)
+    model.to(torch.device(device)).set_path(path)
+    return model.eval()
+
+
 @fixtures.cached
 def _finetune(device: str, path: str, checkpoint: str, steps: int, lr: float, eval_batches: int) -> tuple:
     from runtime.pretrain import pretrain
@@ -192,8 +211,8 @@ def _finetune(device: str, path: str, checkpoint: str, steps: int, lr: float, ev
     recipe = dataclasses.replace(fixtures.recipe(checkpoint), steps=steps, lr=lr, min_lr=lr, warmup_steps=0,
                                  eval_every=steps, eval_batches=eval_batches)
     directory = fixtures.checkpoint_dir(checkpoint)
-    own = fixtures.model(checkpoint, device, path)
-    checkpoint_val = Trainer(fixtures.fresh_copy(own)).evaluate(fixtures.heldout_batches(checkpoint, eval_batches))
+    own = _independently_loaded(directory, device, path)
+    checkpoint_val = Trainer(own).evaluate(fixtures.heldout_batches(checkpoint, eval_batches))
     with tempfile.TemporaryDirectory(prefix="pv-finetune-") as tmp:
         results = pretrain(recipe, Path(tmp) / "out", device=device, path=path, init=directory, progress=False)
     history = results["history"]
@@ -203,8 +222,9 @@ def _finetune(device: str, path: str, checkpoint: str, steps: int, lr: float, ev
 def finetune_from_checkpoint(*, device: str, checkpoint: str = "tiny-trained", path: str | None = None,
                              steps: int = 10, lr: float = 1e-3, eval_batches: int = 2) -> dict:
     """runtime.pretrain(recipe, init=<checkpoint>) for `steps` steps at a constant `lr`, and the
-    checkpoint's own eval: the checkpoint loaded on the same device/path and scored by
-    Trainer.evaluate on the same held-out batches. Cached per process (both falsifiers of the
+    checkpoint's own eval: its weights read from the file independently of runtime.load (see
+    _independently_loaded), on the same device/path, scored by Trainer.evaluate on the same
+    held-out batches. Cached per process (both falsifiers of the
     contract read one run).
 
     Observations: checkpoint_val_loss, first_val_loss (the fine-tune's eval at step 0),
