@@ -41,25 +41,30 @@ def _active_mutant() -> str | None:
     return active_mutant()
 
 
-def cached(function):
-    """functools.lru_cache keyed also by the active mutant."""
-    @functools.lru_cache(maxsize=None)
-    def keyed(mutant, *args, **kwargs):
-        return function(*args, **kwargs)
+def cached(function=None, *, data: bool = False):
+    """functools.lru_cache keyed also by the active mutant. `data=True` marks a cache of data
+    (corpus, token streams) rather than of models or runs: clear(models_only=True) keeps it."""
+    def decorate(function):
+        @functools.lru_cache(maxsize=None)
+        def keyed(mutant, *args, **kwargs):
+            return function(*args, **kwargs)
 
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        return keyed(_active_mutant(), *args, **kwargs)
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            return keyed(_active_mutant(), *args, **kwargs)
 
-    wrapper.cache_clear = keyed.cache_clear
-    _CACHES.append(keyed)
-    return wrapper
+        wrapper.cache_clear = keyed.cache_clear
+        _CACHES.append((keyed, data))
+        return wrapper
+    return decorate(function) if function is not None else decorate
 
 
-def clear() -> None:
-    """Forget every cached model and dataset (the checkpoint directories stay on disk)."""
-    for cache in _CACHES:
-        cache.cache_clear()
+def clear(*, models_only: bool = False) -> None:
+    """Forget cached models and runs (and, unless models_only, datasets too). The checkpoint
+    directories stay on disk."""
+    for cache, is_data in _CACHES:
+        if not (models_only and is_data):
+            cache.cache_clear()
 
 
 def fresh_copy(model):
@@ -94,7 +99,7 @@ def checkpoint_dir(name: str = "tiny-trained") -> Path:
     return Path(zoo.tiny_trained())
 
 
-@cached
+@cached(data=True)
 def recipe(name: str = "tiny-trained"):
     """The training recipe recorded in the checkpoint's runtime.json (corpus, split, batch shapes)."""
     import json
@@ -124,7 +129,7 @@ def model(name: str = "tiny-trained", device: str = "cpu", path: str = "referenc
     return loaded
 
 
-@cached
+@cached(data=True)
 def prepared_data(name: str = "tiny-trained"):
     """The corpus split and token streams the checkpoint was trained and evaluated on, rebuilt from
     its recipe and tokenised with its own tokenizer (runtime.pretrain.heldout_for_checkpoint)."""
@@ -176,7 +181,7 @@ def random_model(preset: str = "tiny", *, seed: int = 0, initializer_range: floa
     return built
 
 
-@cached
+@cached(data=True)
 def transformers_expected_tensors(name: str = "tiny-trained") -> tuple[tuple[str, tuple[int, ...]], ...]:
     """(name, shape) of every tensor transformers' own implementation of the checkpoint's
     architecture holds (built on the meta device: nothing is allocated), the tied head left out.

@@ -28,11 +28,12 @@ SEED_CPU = [(c, f.id) for c, f in SEED if "cpu" in f.devices]
 
 
 @pytest.fixture(autouse=True)
-def _fresh_fixtures():
-    """Planted bugs on the loading path must not leak into (or out of) cached models."""
-    fixtures.clear()
+def _fresh_models():
+    """Planted bugs on the loading path must not leak into (or out of) cached models; the
+    tokenised corpus is the same under every planted bug here and stays cached."""
+    fixtures.clear(models_only=True)
     yield
-    fixtures.clear()
+    fixtures.clear(models_only=True)
 
 
 def test_every_falsifier_of_every_contract_is_bound():
