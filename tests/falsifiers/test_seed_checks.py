@@ -27,6 +27,12 @@ SEED = [(c, f) for c, f in all_falsifiers() if c not in KERNEL_CONTRACTS]
 SEED_CPU = [(c, f.id) for c, f in SEED if "cpu" in f.devices]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _checkpoint_built_before_any_patch():
+    """The zoo's on-disk cache must never be built while a test has broken the runtime."""
+    fixtures.checkpoint_dir("tiny-trained")
+
+
 @pytest.fixture(autouse=True)
 def _fresh_models():
     """Planted bugs on the loading path must not leak into (or out of) cached models; the
