@@ -33,7 +33,7 @@ class Workspace:
         backups and lock files such as `.#x-v1.yaml`) are not contracts."""
         if not self.contracts_dir.is_dir():
             return []
-        return [p for pattern in ("*.yaml", "*.yml") for p in sorted(self.contracts_dir.glob(pattern))
+        return [p for pattern in ("*.yaml", "*.yml") for p in sorted(self.contracts_dir.glob(pattern), key=str)
                 if not p.name.startswith(".")]
 
     def rel(self, path: Path) -> str:
