@@ -17,6 +17,8 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pv import mutation
+
 MAX_REEXPORT_HOPS = 8
 
 
@@ -227,10 +229,9 @@ class ModuleIndex:
             collected: set[str] = set()
             for file in files:
                 try:
-                    tree = ast.parse(file.read_bytes(), filename=str(file))
-                except (SyntaxError, OSError, ValueError):
-                    continue
-                collected.update(_mutant_calls(tree))
+                    collected.update(decl.name for decl in mutation.scan_mutant_names(file))
+                except mutation.MutationError:
+                    continue  # an unparsable module declares nothing pv can see
             names = frozenset(collected)
         self._mutants[dotted] = names
         return names
@@ -301,21 +302,6 @@ def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef, path: Path) -> Sign
         keywordable=tuple(ordinary + kwonly), var_keyword=args.kwarg is not None,
         is_async=isinstance(node, ast.AsyncFunctionDef),
     )
-
-
-def _mutant_calls(tree: ast.Module) -> set[str]:
-    names = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        callee = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-        if callee != "mutant":
-            continue
-        arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "name"), None)
-        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-            names.add(arg.value)
-    return names
 
 
 def _near(word: str, candidates: list[str]) -> str | None:
