@@ -66,6 +66,7 @@ class OpComparison:
     rel_l2: float
     bound: float  # the largest max_abs_diff this op may show
     within: bool
+    note: str = ""  # why an op could not be compared (it ran on one side only, shapes differ)
 
 
 def capture(adapter: Any, model: Any, inputs: Any) -> dict[str, Any]:
@@ -99,7 +100,7 @@ def compare(name: str, a: Any, b: Any, rtol: float, atol: float) -> OpComparison
 
     if a.shape != b.shape:
         return OpComparison(name, list(a.shape), float("nan"), float("inf"), float(a.abs().max()), float("inf"),
-                            0.0, False)
+                            0.0, False, f"shape differs: b is {list(b.shape)}")
     diff = (a - b).abs()
     a_flat, b_flat = a.flatten(), b.flatten()
     denom = a_flat.norm() * b_flat.norm()
@@ -111,6 +112,13 @@ def compare(name: str, a: Any, b: Any, rtol: float, atol: float) -> OpComparison
     bound = atol + rtol * max_abs_ref
     within = math.isfinite(max_abs_diff) and max_abs_diff <= bound
     return OpComparison(name, list(a.shape), cosine, max_abs_diff, max_abs_ref, rel_l2, bound, within)
+
+
+def skipped_op(name: str, value: Any, missing_on: str) -> OpComparison:
+    """An op that ran on one backend only (e.g. a skipped final norm): a divergence by itself."""
+    nan = float("nan")
+    return OpComparison(name, list(value.shape), nan, float("inf"), float(value.abs().max()), float("inf"), 0.0,
+                        False, f"did not run on {missing_on}")
 
 
 def least_precise(*dtypes: str) -> str:
@@ -153,6 +161,8 @@ class BisectReport:
         first = self.first_divergence
         for row in self.rows:
             mark = "ok" if row.within else ("**FIRST OUT OF TOLERANCE**" if row is first else "out")
+            if row.note:
+                mark += f" ({row.note})"
             shape = "×".join(str(s) for s in row.shape)
             lines.append(f"| {row.op} | {shape} | {row.cosine:.6f} | {row.max_abs_diff:.3e} | {row.bound:.3e} "
                          f"| {row.rel_l2:.3e} | {mark} |")
@@ -180,7 +190,9 @@ def bisect(adapter: Any, checkpoint: str, a: Backend, b: Backend, prompt: str, *
     with (mutant_context or contextlib.nullcontext()):
         model_b = adapter.load(checkpoint, device=b.device, path=b.path, dtype=b.dtype)
         acts_b = capture(adapter, model_b, adapter.encode(model_b, prompt))
-    rows = [compare(name, acts_a[name], acts_b[name], rtol, atol) for name in acts_a if name in acts_b]
+    rows = [compare(name, acts_a[name], acts_b[name], rtol, atol) if name in acts_b else skipped_op(name, acts_a[name], "b")
+            for name in acts_a]
+    rows += [skipped_op(name, acts_b[name], "a") for name in acts_b if name not in acts_a]
     return BisectReport(checkpoint, str(a), str(b), dtype, rtol, atol, mutant, rows)
 
 

@@ -44,7 +44,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm: x / sqrt(mean(x^2) + eps) * weight, computed in fp32 whatever the input dtype
     (bf16 squares lose too much precision), then cast back before the weight as Qwen2/Llama do."""
     input_dtype = x.dtype
-    x32 = x.to(torch.float32)
+    x32 = x.to(torch.promote_types(input_dtype, torch.float32))  # fp32 at least (fp64 stays fp64)
     mean_square = x32.pow(2).mean(dim=-1, keepdim=True)          # (..., 1)
     normalised = x32 * torch.rsqrt(mean_square + eps)
     return weight * normalised.to(input_dtype)
@@ -146,7 +146,8 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> to
     """
     groups = q.shape[1] // k.shape[1]
     k, v = repeat_kv(k, groups), repeat_kv(v, groups)                        # (B, H, S, D)
-    q, k, v = q.float(), k.float(), v.float()
+    compute = torch.promote_types(q.dtype, torch.float32)  # fp32, or fp64 for a float64 model
+    q, k, v = q.to(compute), k.to(compute), v.to(compute)
     scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])   # (B, H, T, S)
     allowed = causal_mask(q.shape[-2], k.shape[-2], q.device)                # (T, S)
     scores = scores.masked_fill(~allowed, float("-inf"))
