@@ -204,8 +204,17 @@ class FalsificationTest(Strict):
         return value
 
     def definition_sha256(self) -> str:
-        """Hash of this falsifier's own definition: evidence for an older definition is STALE."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """Hash of what decides this falsifier's verdict: evidence for an older definition is STALE.
+
+        Covered: id, check, params, prediction and the tolerance numbers. Not covered: prose
+        (rule, if_fails, counter_example_classes, tolerance.source), ship_blocking, the list of
+        devices (a PASS on cpu stays a PASS on cpu when cuda is added) and the declared mutants
+        (declaring a planted bug changes nothing about the runtime's evidence).
+        """
+        tolerance = self.tolerance.model_dump(mode="json", exclude={"source"}) if self.tolerance else None
+        decisive = {"id": self.id, "check": self.check, "params": self.params, "prediction": self.prediction,
+                    "tolerance": tolerance}
+        canonical = json.dumps(decisive, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

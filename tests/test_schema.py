@@ -102,3 +102,25 @@ def test_definition_sha256_ignores_key_order():
     changed = copy.deepcopy(good_data())
     changed["falsification_tests"][0]["prediction"] = "val_loss < 0.6 * ln(vocab_size)"
     assert Contract.model_validate(changed).falsification_tests[0].definition_sha256() != a.definition_sha256()
+
+
+def test_definition_hash_covers_what_decides_the_verdict_and_nothing_else():
+    from pv.schema import FalsificationTest
+
+    base = FalsificationTest.model_validate({
+        "id": "FALSIFY-X-001", "rule": "r", "prediction": "x < 1", "check": "falsifiers.x:f",
+        "params": {"n": 1}, "devices": ["cpu"], "if_fails": "y",
+        "tolerance": {"source": "measured", "float32": {"rtol": 1e-5, "atol": 1e-6}},
+    })
+    digest = base.definition_sha256()
+
+    def changed(**update):
+        return FalsificationTest.model_validate({**base.model_dump(mode="json"), **update}).definition_sha256()
+
+    for decisive in ({"prediction": "x < 2"}, {"params": {"n": 2}}, {"check": "falsifiers.x:g"},
+                     {"tolerance": {"source": "measured", "float32": {"rtol": 1e-4, "atol": 1e-6}}}):
+        assert changed(**decisive) != digest, decisive
+    for prose in ({"rule": "other words"}, {"if_fails": "elsewhere"}, {"mutants": ["some_bug"]},
+                  {"ship_blocking": True}, {"devices": ["cpu", "cuda"]},
+                  {"tolerance": {"source": "re-measured", "float32": {"rtol": 1e-5, "atol": 1e-6}}}):
+        assert changed(**prose) == digest, prose
