@@ -46,6 +46,8 @@ def qkv_bias_effect(*, device: str, checkpoint: str = "tiny-trained", path: str 
     on the same hidden states, and measure how much the output moves. With a zero weight the
     projection's output *is* its bias, so a forward that skips the bias add sees no change.
 
+    A projection that holds no bias parameter although the config has qkv_bias=True has effect 0.
+
     Observations: bias_effect_max_abs (the smallest of the three per-projection effects: every
     bias must matter), q_bias_effect, k_bias_effect, v_bias_effect, output_max_abs."""
     from runtime import kernels
@@ -61,9 +63,12 @@ def qkv_bias_effect(*, device: str, checkpoint: str = "tiny-trained", path: str 
     for i, name in enumerate(PROJECTIONS):
         attention = fixtures.fresh_copy(base.model.layers[layer].self_attn)
         projection = getattr(attention, name)
+        if not config.qkv_bias:
+            raise RuntimeError(f"{checkpoint} has no Q/K/V biases (qkv_bias=False); their effect cannot be measured")
         if projection.bias is None:
-            raise RuntimeError(f"layer {layer} {name} has no bias parameter (the config has qkv_bias="
-                               f"{config.qkv_bias}); the effect cannot be measured")
+            # The config promises a bias the placed model does not hold: nothing can be added.
+            effects[name] = 0.0
+            continue
         outputs = []
         with torch.no_grad():
             projection.weight.zero_()

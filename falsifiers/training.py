@@ -213,10 +213,19 @@ def _finetune(device: str, path: str, checkpoint: str, steps: int, lr: float, ev
     directory = fixtures.checkpoint_dir(checkpoint)
     own = _independently_loaded(directory, device, path)
     checkpoint_val = Trainer(own).evaluate(fixtures.heldout_batches(checkpoint, eval_batches))
+    history: list[dict] = []
+    completed = 1
     with tempfile.TemporaryDirectory(prefix="pv-finetune-") as tmp:
-        results = pretrain(recipe, Path(tmp) / "out", device=device, path=path, init=directory, progress=False)
-    history = results["history"]
-    return checkpoint_val, history[0]["val_loss"], history[-1]["val_loss"], history[-1]["step"]
+        try:
+            pretrain(recipe, Path(tmp) / "out", device=device, path=path, init=directory, progress=False,
+                     on_eval=history.append)
+        except Exception:
+            # The evals the claim is about may have happened before the run broke (e.g. while
+            # saving); judge those, and report that the run did not complete.
+            if len(history) < 2 or history[-1]["step"] != steps:
+                raise
+            completed = 0
+    return checkpoint_val, history[0]["val_loss"], history[-1]["val_loss"], history[-1]["step"], completed
 
 
 def finetune_from_checkpoint(*, device: str, checkpoint: str = "tiny-trained", path: str | None = None,
@@ -228,12 +237,13 @@ def finetune_from_checkpoint(*, device: str, checkpoint: str = "tiny-trained", p
     contract read one run).
 
     Observations: checkpoint_val_loss, first_val_loss (the fine-tune's eval at step 0),
-    final_val_loss (after `steps` steps), steps, ln_vocab."""
+    final_val_loss (after `steps` steps), steps, ln_vocab, run_completed (0 if the run broke
+    after its last eval, e.g. while saving: the evals are still judged)."""
     from runtime.devices import default_path
 
     dev = torch_device(device)
     path = path or default_path(dev)
-    checkpoint_val, first, final, last_step = _finetune(device, path, checkpoint, steps, lr, eval_batches)
+    checkpoint_val, first, final, last_step, completed = _finetune(device, path, checkpoint, steps, lr, eval_batches)
     vocab = fixtures.model(checkpoint, "cpu", "reference").config.vocab_size
     return {"checkpoint_val_loss": checkpoint_val, "first_val_loss": first, "final_val_loss": final,
-            "steps": last_step, "ln_vocab": math.log(vocab)}
+            "steps": last_step, "ln_vocab": math.log(vocab), "run_completed": completed}
