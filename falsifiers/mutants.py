@@ -1151,3 +1151,55 @@ def finetune_starts_from_random_init():
 
     with _planted("finetune_starts_from_random_init", _Swap(pretrain, "checkpoint", CheckpointAsPretrainSeesIt())):
         yield
+
+
+@mutant("cross_entropy_mean_over_batch_not_tokens")
+def cross_entropy_mean_over_batch_not_tokens():
+    """The loss sums the token losses of each sequence and averages over the batch only (divides by
+    B instead of by the number of target tokens): every loss is T times too large.
+
+    Imitates the mis-normalised loss the eval-methodology contract names (`loss.sum() / batch_size`
+    for `loss.mean()`). Seams: runtime.kernels.cross_entropy_reference and
+    runtime.kernels.chunked_linear_cross_entropy."""
+    from runtime import kernels
+
+    reference, chunked = kernels.cross_entropy_reference, kernels.chunked_linear_cross_entropy
+
+    def per_batch(mean, targets):
+        counted = (targets != kernels.IGNORE_INDEX).sum().clamp(min=1)
+        batch = targets.shape[0] if targets.dim() > 1 else 1
+        return mean * counted / batch
+
+    def cross_entropy_reference(logits, targets):
+        return per_batch(reference(logits, targets), targets)
+
+    def chunked_linear_cross_entropy(hidden, weight, targets, **kwargs):
+        return per_batch(chunked(hidden, weight, targets, **kwargs), targets)
+
+    with _planted("cross_entropy_mean_over_batch_not_tokens",
+                  *_swap_everywhere(kernels, "cross_entropy_reference", cross_entropy_reference),
+                  *_swap_everywhere(kernels, "chunked_linear_cross_entropy", chunked_linear_cross_entropy)):
+        yield
+
+
+@mutant("optimizer_holds_stale_parameters")
+def optimizer_holds_stale_parameters():
+    """The optimizer is built over copies of the parameters rather than the model's own tensors:
+    every step updates the copies, and the model never changes (its gradients are computed and
+    ignored).
+
+    Imitates "the optimizer does not update the loaded weights" (an optimizer created before the
+    model's parameters were replaced — moved, re-tied, reloaded — keeps the stale ones).
+    Seam: runtime.trainer.build_optimizer."""
+    import torch
+
+    from runtime import trainer
+
+    original = trainer.build_optimizer
+
+    def build_optimizer(named_parameters, **kwargs):
+        stale = [(name, torch.nn.Parameter(p.detach().clone())) for name, p in named_parameters]
+        return original(stale, **kwargs)
+
+    with _planted("optimizer_holds_stale_parameters", *_swap_everywhere(trainer, "build_optimizer", build_optimizer)):
+        yield

@@ -321,6 +321,10 @@ def probe_cross_entropy_counts_padding():
             kernels.chunked_linear_cross_entropy(hidden, weight, targets, chunk_tokens=3, compute_dtype=torch.float32))
 
 
+def probe_cross_entropy_mean_over_batch_not_tokens():
+    return probe_cross_entropy_off_by_one()
+
+
 def _qkv(queries: int, keys: int):
     generator = torch.Generator().manual_seed(9)
     return (torch.randn(1, 4, queries, 8, generator=generator), torch.randn(1, 2, keys, 8, generator=generator),
@@ -400,6 +404,10 @@ def _one_step(build) -> torch.Tensor:
 
 def probe_adamw_second_moment_not_squared():
     return int(torch.isnan(_one_step(trainer.build_optimizer)).sum())
+
+
+def probe_optimizer_holds_stale_parameters():
+    return _one_step(trainer.build_optimizer)
 
 
 def probe_grad_norm_per_tensor_not_global():
