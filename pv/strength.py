@@ -164,6 +164,12 @@ def render_matrix(result: StrengthResult) -> str:
         + (", every pair run" if result.matrix else ", declared pairs") + ")",
         f"- declared pairs killed: {_score_line(dk, dj)}",
     ]
+    run_cells = sum(1 for f in result.falsifiers for m in result.mutants if (f, m) in result.verdicts)
+    total_cells = len(result.falsifiers) * len(result.mutants)
+    if result.matrix and run_cells < total_cells:
+        complete = [m for m in result.mutants if all((f, m) in result.verdicts for f in result.falsifiers)]
+        lines.append(f"- **partial**: {run_cells}/{total_cells} cells have evidence ({len(complete)} mutants run "
+                     "against every falsifier); the lists below only reflect the cells run")
     lines += ["", "| falsifier | " + " | ".join(f"`{m}`" for m in result.mutants) + " | kills |",
               "| --- |" + " :-: |" * len(result.mutants) + " ---: |"]
     for f in result.falsifiers:
@@ -304,9 +310,11 @@ def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutan
 @click.option("--no-ledger", is_flag=True, help="Dry run: record nothing.")
 @click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
               help="Append to this ledger instead of [tool.pv] ledger.")
+@click.option("--from-ledger", is_flag=True,
+              help="Run nothing: build the result (and kill matrix) from the fresh records already in the ledger.")
 def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], device: str, only_mutants: tuple[str, ...],
             matrix: bool, fmt: str, write_path: str | None, jobs: int, no_ledger: bool,
-            ledger_path: str | None) -> None:
+            ledger_path: str | None, from_ledger: bool) -> None:
     """Run falsifiers under their declared planted bugs and expect each to FAIL (killed).
 
     With no falsifier or contract named, every falsifier is taken. Exit 1 when a declared
@@ -360,8 +368,12 @@ def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], device: str
                                        "(use --matrix to run it against them anyway)")
     ledger: Any = None if no_ledger else (Path(ledger_path).resolve() if ledger_path else DEFAULT)
 
-    result = run_strength(workspace, plan, selected_ids, mutants, device=device, ledger=ledger, matrix=matrix,
-                          registry=registry, jobs=jobs, echo=progress)
+    if from_ledger:
+        source = Path(ledger_path).resolve() if ledger_path else workspace.ledger
+        result = result_from_ledger(source, plan, selected_ids, mutants, device=device, matrix=matrix)
+    else:
+        result = run_strength(workspace, plan, selected_ids, mutants, device=device, ledger=ledger, matrix=matrix,
+                              registry=registry, jobs=jobs, echo=progress)
     if write_path:
         from pv.atomic import write_text
 
@@ -373,6 +385,37 @@ def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], device: str
                        workspace.rel(workspace.ledger if ledger is DEFAULT else Path(ledger)))
     if not result.ok:
         sys.exit(1)
+
+
+def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: list[str], *, device: str,
+                       matrix: bool) -> StrengthResult:
+    """The strength result the ledger already holds: for each (falsifier, mutant, device), the
+    latest fresh record run under that mutant. Cells never run stay blank."""
+    from pv import ledger as ledger_file
+
+    index = plan.falsifiers()
+    declared = {fid: list(index[fid][1].mutants) for fid in selected_ids}
+    result = StrengthResult(falsifiers=selected_ids, mutants=mutants, declared=declared, matrix=matrix,
+                            device=device)
+    current = {fid: index[fid][1].definition_sha256() for fid in selected_ids}
+    wanted = set(mutants)
+    latest: dict[tuple[str, str, str], Any] = {}
+    for record in ledger_file.read(path).records:
+        if (record.mutant not in wanted or record.falsifier not in current
+                or record.falsifier_sha256 != current[record.falsifier]
+                or (device != "auto" and record.device != device)
+                or record.device not in index[record.falsifier][1].devices
+                or (not matrix and record.mutant not in declared[record.falsifier])):
+            continue
+        key = (record.falsifier, record.mutant, record.device)
+        if key not in latest or record.time_utc >= latest[key].time_utc:
+            latest[key] = record
+    for (fid, mutant, dev), record in sorted(latest.items()):
+        result.verdicts.setdefault((fid, mutant), {})[dev] = record.verdict.value
+        if record.verdict.value in ("ERROR", "SKIP") and record.message:
+            result.messages[(fid, mutant)] = record.message.strip().splitlines()[0][:200]
+    result.unproven = [fid for fid in selected_ids if not declared[fid]]
+    return result
 
 
 def workspace_registry(workspace: Workspace) -> dict[str, Any]:
