@@ -323,3 +323,16 @@ def test_render_without_matrix_omits_matrix_only_sections():
     assert "exactly one falsifier" not in text and "## UNPROVEN falsifiers (declare no mutant)\n\n- `F-2`" in text
     assert "- mutation score: 1/1 (100.0%) (killed / (killed + survived), declared pairs)" in text
     assert textwrap.dedent(text).endswith("\n")
+
+
+def test_from_ledger_rebuilds_the_result_without_running_anything(ws):
+    assert pv("--device", "cpu").exit_code == 1  # records the three declared pairs
+    before = ws.ledger.read_bytes()
+    replay = pv("--device", "cpu", "--from-ledger", "--format", "json")
+    assert ws.ledger.read_bytes() == before  # nothing run, nothing written
+    data = json.loads(replay.stdout)
+    results = {(c["falsifier"], c["mutant"]): c["result"] for c in data["cells"]}
+    assert results == {("FALSIFY-DEMO-001", "drops_bias"): KILLED,
+                       ("FALSIFY-DEMO-002", "drops_bias"): SURVIVED,
+                       ("FALSIFY-DEMO-002", "does_nothing"): SURVIVED}
+    assert replay.exit_code == 1  # a recorded survivor still fails
