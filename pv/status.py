@@ -169,7 +169,10 @@ def _evidence_cell(record: LedgerRecord | None) -> str:
     commit = record.git_commit[:7] if record.git_commit else "no commit"
     if record.git_dirty:
         commit += "+dirty"
-    return f"{date} {md_code(commit)}"
+    cell = f"{date} {md_code(commit)}"
+    if record.device != "cpu" and record.device_name:  # which accelerator the evidence came from
+        cell += f" on {md_text(record.device_name)}"
+    return cell
 
 
 def _margin(record: LedgerRecord | None) -> str:

@@ -268,3 +268,16 @@ def test_render_is_pure(ws: Path):
     assert render_markdown(report) == render_markdown(build_report(list(reversed(loaded)), [], [],
                                                                    "evidence/ledger.jsonl", []))
     assert "| DRAFT | 2 |" in render_markdown(report)
+
+
+def test_cuda_evidence_names_the_accelerator_cpu_evidence_does_not():
+    from pv.ledger import Verdict, make_record
+    from pv.status import _evidence_cell
+
+    def record(device, name):
+        return make_record(contract="c", contract_version="1.0.0", falsifier="FALSIFY-X-001", falsifier_sha256="0",
+                           device=device, device_name=name, verdict=Verdict.PASS, prediction="x < 1",
+                           duration_s=0.1, time_utc="2026-11-22T00:00:00Z", git_commit="abcdef0123")
+
+    assert "on NVIDIA H100 80GB HBM3" in _evidence_cell(record("cuda", "NVIDIA H100 80GB HBM3"))
+    assert " on " not in _evidence_cell(record("cpu", "Intel Xeon"))
