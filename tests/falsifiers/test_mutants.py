@@ -24,6 +24,8 @@ from runtime.config import preset
 from runtime.data import LMBatch
 from runtime.model import CausalLM, KVCache, init_weights
 
+pytestmark = pytest.mark.slow  # builds and runs a tiny model once per mutant (about a minute in all)
+
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = {name: entry for name, entry in mutation.REGISTRY.items() if entry.module == planted.__name__}
 NAMES = sorted(REGISTRY)
