@@ -11,13 +11,13 @@ from pv import __version__
 
 # verb -> (module, attribute, one-line help shown in `pv --help`)
 VERBS: dict[str, tuple[str, str, str]] = {
-    "validate": ("pv.validate", "command", "Check contracts: schema, ids, references, bindings, expressions."),
-    "generate": ("pv.generate", "command", "Compile contracts into pytest modules under generated_tests/."),
-    "run": ("pv.run", "command", "Run falsifiers on cpu/cuda and record the evidence in the ledger."),
-    "status": ("pv.status", "command", "Compute lifecycle status from evidence; write the dashboard."),
-    "strength": ("pv.strength", "command", "Run falsifiers against planted bugs (mutants); kill matrix."),
-    "bisect": ("pv.bisect", "command", "Localise a divergence between two backends, op by op."),
-    "ledger": ("pv.ledger_cli", "command", "Inspect, check and merge evidence ledgers."),
+    "validate": ("pv.commands.validate", "command", "Check contracts: schema, ids, references, bindings, expressions."),
+    "generate": ("pv.commands.generate", "command", "Compile contracts into pytest modules under generated_tests/."),
+    "run": ("pv.commands.run", "command", "Run falsifiers on cpu/cuda and record the evidence in the ledger."),
+    "status": ("pv.commands.status", "command", "Compute lifecycle status from evidence; write the dashboard."),
+    "strength": ("pv.commands.strength", "command", "Run falsifiers against planted bugs (mutants); kill matrix."),
+    "bisect": ("pv.commands.bisect", "command", "Localise a divergence between two backends, op by op."),
+    "ledger": ("pv.commands.ledger", "command", "Inspect, check and merge evidence ledgers."),
 }
 
 

@@ -158,7 +158,7 @@ def read_dialect(paths: list[Path], display: Callable[[Path], str]) -> tuple[lis
         try:
             loaded, problems = read_yaml(path, name)
         except Exception as exc:  # noqa: BLE001
-            from pv.validate import _internal
+            from pv.commands.validate import _internal
 
             out.append(_internal(name, exc))
             report.load_problems["PV199"] += 1

@@ -123,7 +123,7 @@ class Ws:
         return load_workspace(self.root)
 
     def generate(self) -> None:
-        from pv import generate
+        from pv.commands import generate
 
         plan = generate.build_plan(self.workspace())
         assert not plan.invalid, [d.format() for d in plan.diagnostics]

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("torch")
 
-from pv.bisect import Backend, compare, least_precise  # noqa: E402
+from pv.commands.bisect import Backend, compare, least_precise  # noqa: E402
 from pv.cli import main  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from pv import generate
+from pv.commands import generate
 from pv.cli import main
 from pv.loader import load_contract
 from pv_workspace import falsifier, make_workspace

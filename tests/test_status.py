@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from pv.cli import main
 from pv.ledger import append, make_record
 from pv.loader import load_contract
-from pv.status import build_report, md_code, md_text, render_markdown
+from pv.commands.status import build_report, md_code, md_text, render_markdown
 
 PYPROJECT = """\
 [tool.pv]
@@ -272,7 +272,7 @@ def test_render_is_pure(ws: Path):
 
 def test_cuda_evidence_names_the_accelerator_cpu_evidence_does_not():
     from pv.ledger import Verdict, make_record
-    from pv.status import _evidence_cell
+    from pv.commands.status import _evidence_cell
 
     def record(device, name):
         return make_record(contract="c", contract_version="1.0.0", falsifier="FALSIFY-X-001", falsifier_sha256="0",

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from pv import mutation
 from pv.cli import main
-from pv.strength import KILLED, SKIPPED, SURVIVED, StrengthResult, cell_result, render_matrix
+from pv.commands.strength import KILLED, SKIPPED, SURVIVED, StrengthResult, cell_result, render_matrix
 from pv_workspace import falsifier, make_workspace
 
 VACUOUS = '''\

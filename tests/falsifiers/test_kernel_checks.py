@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from runtime import kernels, trainer
-from runtime.model import KVCache
+from pvlab.runtime import kernels, trainer
+from pvlab.runtime.model import KVCache
 
 from falsifier_helpers import all_falsifiers, observe
 

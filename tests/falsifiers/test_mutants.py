@@ -18,11 +18,11 @@ import torch
 from pv import mutation
 from pv.config import load_workspace
 
-from falsifiers import mutants as planted
-from runtime import checkpoint, config as runtime_config, data, devices, kernels, parity, trainer, zoo
-from runtime.config import preset
-from runtime.data import LMBatch
-from runtime.model import CausalLM, KVCache, init_weights
+from pvlab.falsifiers import mutants as planted
+from pvlab.runtime import checkpoint, config as runtime_config, data, devices, kernels, parity, trainer, zoo
+from pvlab.runtime.config import preset
+from pvlab.runtime.data import LMBatch
+from pvlab.runtime.model import CausalLM, KVCache, init_weights
 
 pytestmark = pytest.mark.slow  # builds and runs a tiny model once per mutant (about a minute in all)
 
@@ -67,7 +67,7 @@ def behaviour() -> dict[str, object]:
             cache = KVCache(model.config.num_hidden_layers)
             out[f"{path}/cached"] = torch.cat([model(ids[:, :5], cache), model(ids[:, 5:7], cache),
                                                model(ids[:, 7:8], cache)], dim=1)
-        from runtime.generate import generate
+        from pvlab.runtime.generate import generate
 
         out[f"{path}/greedy"] = generate(model, ids[0, :4].tolist(), max_new_tokens=6).new_ids
     # a training step, an eval, and the optimizer's decay policy
@@ -113,14 +113,14 @@ def attributes() -> dict[tuple[str, str], object]:
     """Every attribute of every runtime module and of the runtime's classes, by identity."""
     out = {}
     for module_name, module in sorted(sys.modules.items()):
-        if module is None or not (module_name == "runtime" or module_name.startswith("runtime.")):
+        if module is None or not (module_name == "pvlab.runtime" or module_name.startswith("pvlab.runtime.")):
             continue
         for name, value in vars(module).items():
             out[(module_name, name)] = value
             if isinstance(value, type) and value.__module__ == module_name:
                 for attr, raw in vars(value).items():
                     out[(f"{module_name}.{name}", attr)] = raw
-    out[("runtime.config", "PRESETS=")] = dict(runtime_config.PRESETS)
+    out[("pvlab.runtime.config", "PRESETS=")] = dict(runtime_config.PRESETS)
     out[("os", "environ")] = dict(os.environ)
     return out
 
@@ -426,7 +426,7 @@ def probe_batch_order_not_seeded():
 def probe_finetune_starts_from_random_init():
     import importlib
 
-    pretrain = importlib.import_module("runtime.pretrain")
+    pretrain = importlib.import_module("pvlab.runtime.pretrain")
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="pv-probe-") as directory:
@@ -469,19 +469,19 @@ def test_a_checkpoint_cache_build_runs_with_the_mutant_lifted(tmp_path):
 
     def build(out: Path) -> dict:
         out.mkdir()
-        seen["final_norm"] = __import__("runtime.model").model.apply_final_norm.__qualname__
+        seen["final_norm"] = __import__("pvlab.runtime.model").model.apply_final_norm.__qualname__
         return {}
 
-    clean_name = __import__("runtime.model").model.apply_final_norm.__qualname__
+    clean_name = __import__("pvlab.runtime.model").model.apply_final_norm.__qualname__
     with REGISTRY["final_norm_skipped"]():
         zoo.build_cached("probe", "0" * 16, build, cache_dir=tmp_path)
-        mutated_name = __import__("runtime.model").model.apply_final_norm.__qualname__
+        mutated_name = __import__("pvlab.runtime.model").model.apply_final_norm.__qualname__
     assert seen["final_norm"] == clean_name == "apply_final_norm"
     assert mutated_name != clean_name  # planted again after the build
 
 
 def test_check_caches_are_dropped_around_a_mutant_but_kept_across_a_plugin_run(monkeypatch):
-    from falsifiers import fixtures
+    from pvlab.falsifiers import fixtures
     from pv import harness
 
     clean = fixtures.random_model("tiny", seed=5)
@@ -501,7 +501,7 @@ def test_check_caches_are_dropped_around_a_mutant_but_kept_across_a_plugin_run(m
 
 
 def test_a_child_python_process_gets_the_same_mutant():
-    code = ("from runtime import checkpoint, devices; "
+    code = ("from pvlab.runtime import checkpoint, devices; "
             "print(devices.resolve_device.__qualname__, checkpoint.resolve_device.__qualname__)")
     with REGISTRY["no_gpu_ignored"]():
         env = dict(os.environ)

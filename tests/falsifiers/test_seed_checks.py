@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 
 from pv.harness import DeviceUnavailable
-from runtime import checkpoint, config as runtime_config, data, kernels, model as runtime_model, parity, trainer
+from pvlab.runtime import checkpoint, config as runtime_config, data, kernels, model as runtime_model, parity, trainer
 
 from falsifier_helpers import all_falsifiers, observe
-from falsifiers import fixtures
+from pvlab.falsifiers import fixtures
 
 pytestmark = pytest.mark.slow
 
@@ -293,7 +293,7 @@ def test_finetune_with_frozen_weights_is_caught(monkeypatch):
 # ---- resume (checked, not yet bound by a contract) ------------------------------------------------
 
 def test_checkpoint_resume_round_trip_is_exact():
-    from falsifiers.training import checkpoint_resume
+    from pvlab.falsifiers.training import checkpoint_resume
 
     observations = checkpoint_resume(device="cpu")
     assert observations["max_param_diff"] == 0 and observations["digest_equal"] == 1
@@ -301,7 +301,7 @@ def test_checkpoint_resume_round_trip_is_exact():
 
 
 def test_checkpoint_resume_losing_optimizer_state_is_seen(monkeypatch):
-    from falsifiers.training import checkpoint_resume
+    from pvlab.falsifiers.training import checkpoint_resume
 
     monkeypatch.setattr(trainer.Trainer, "_load_optimizer_state", lambda self, file: None)
     observations = checkpoint_resume(device="cpu")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import runtime
-from runtime.pretrain import pretrain
+from pvlab import runtime
+from pvlab.runtime.pretrain import pretrain
 from runtime_helpers import SMALL_RECIPE, hf_llama_config, hf_qwen2_config, write_hf_checkpoint
 
 if os.environ.get("PYTEST_XDIST_WORKER"):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
-import runtime
-from runtime.pretrain import Recipe
+from pvlab import runtime
+from pvlab.runtime.pretrain import Recipe
 
 # A recipe small enough to train in seconds; its losses mean nothing, its files are real.
 SMALL_RECIPE = Recipe(config="tiny", steps=4, batch_size=4, seq_len=32, eval_every=2, eval_batches=2,

@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import runtime
-from runtime import checkpoint, errors
+from pvlab import runtime
+from pvlab.runtime import checkpoint, errors
 
 
 def rewrite_weights(directory, change):

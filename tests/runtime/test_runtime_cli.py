@@ -1,4 +1,4 @@
-"""`python -m runtime`: each command end to end, and every bad input as one clear `error:` line
+"""`python -m pvlab.runtime`: each command end to end, and every bad input as one clear `error:` line
 with a non-zero exit status and no traceback."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from runtime.cli import main
+from pvlab.runtime.cli import main
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ def cli(*args: str):
 def python_m_runtime(*args: str, env_overrides=None, prelude: str = "") -> subprocess.CompletedProcess:
     """The real command in a fresh interpreter (exit status and stderr exactly as a user sees them)."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env_overrides or {})}
-    code = prelude + "import runpy; runpy.run_module('runtime', run_name='__main__', alter_sys=True)"
+    code = prelude + "import runpy; runpy.run_module('pvlab.runtime', run_name='__main__', alter_sys=True)"
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env,
                           cwd=REPO_ROOT, timeout=300)
 

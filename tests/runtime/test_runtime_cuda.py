@@ -12,8 +12,8 @@ import pytest
 import torch
 from runtime_helpers import randomise, tiny_config
 
-import runtime
-from runtime.data import LMBatch
+from pvlab import runtime
+from pvlab.runtime.data import LMBatch
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +75,7 @@ def test_run_no_gpu_creates_no_cuda_context(small_checkpoint):
     code = ("import runpy, sys, torch\n"
             "sys.argv = ['runtime', 'run', sys.argv[1], '--prompt', 'def f(x):', '--max-tokens', '4', '--no-gpu']\n"
             "try:\n"
-            "    runpy.run_module('runtime', run_name='__main__', alter_sys=True)\n"
+            "    runpy.run_module('pvlab.runtime', run_name='__main__', alter_sys=True)\n"
             "except SystemExit as exit:\n"
             "    assert not exit.code, exit.code\n"
             "print('CUDA_INITIALISED', torch.cuda.is_initialized())\n")

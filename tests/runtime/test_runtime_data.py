@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from runtime import data, errors
-from runtime.data import LMBatch
-from runtime.kernels import IGNORE_INDEX
+from pvlab.runtime import data, errors
+from pvlab.runtime.data import LMBatch
+from pvlab.runtime.kernels import IGNORE_INDEX
 
 
 def test_synthetic_corpus_is_deterministic_and_seed_dependent():

@@ -6,9 +6,9 @@ import pytest
 import torch
 from runtime_helpers import randomise, tiny_config
 
-import runtime
-from runtime import errors
-from runtime.model import KVCache
+from pvlab import runtime
+from pvlab.runtime import errors
+from pvlab.runtime.model import KVCache
 
 
 @pytest.fixture(params=["reference", "fast"])

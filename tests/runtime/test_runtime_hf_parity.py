@@ -9,8 +9,7 @@ import pytest
 import torch
 from runtime_helpers import hf_llama_config, hf_qwen2_config, randomise, write_hf_checkpoint
 
-import runtime
-
+from pvlab import runtime
 TOLERANCE = 1e-4
 
 

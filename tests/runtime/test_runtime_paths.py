@@ -10,10 +10,10 @@ import pytest
 import torch
 from runtime_helpers import randomise, tiny_config
 
-import runtime
-from runtime import kernels
-from runtime.data import LMBatch
-from runtime.kernels import IGNORE_INDEX
+from pvlab import runtime
+from pvlab.runtime import kernels
+from pvlab.runtime.data import LMBatch
+from pvlab.runtime.kernels import IGNORE_INDEX
 
 
 def random_qkv(batch=2, heads=4, kv_heads=2, query_length=9, key_length=9, head_dim=16, seed=0):

@@ -10,8 +10,8 @@ import pytest
 import torch
 from runtime_helpers import randomise, tiny_config
 
-import runtime
-from runtime.data import LMBatch
+from pvlab import runtime
+from pvlab.runtime.data import LMBatch
 
 
 @pytest.fixture
@@ -31,20 +31,20 @@ def logits(model, path):
 
 # (seam, replacement, path on which it must show)
 FORWARD_SEAMS = [
-    ("runtime.kernels.rms_norm", lambda x, w, eps: x, "reference"),
-    ("runtime.kernels.rope_cos_sin", lambda theta, d, pos: (torch.ones(len(pos), d), torch.zeros(len(pos), d)),
+    ("pvlab.runtime.kernels.rms_norm", lambda x, w, eps: x, "reference"),
+    ("pvlab.runtime.kernels.rope_cos_sin", lambda theta, d, pos: (torch.ones(len(pos), d), torch.zeros(len(pos), d)),
      "reference"),
-    ("runtime.kernels.rotate_half", lambda x: x, "reference"),
-    ("runtime.kernels.apply_rope", lambda x, cos, sin: x, "fast"),
-    ("runtime.kernels.linear_reference", lambda x, w, b: torch.matmul(x, w.t()), "reference"),
-    ("runtime.kernels.linear_fast", lambda x, w, b: torch.nn.functional.linear(x, w, None), "fast"),
-    ("runtime.kernels.swiglu_reference", lambda g, u: g * u, "reference"),
-    ("runtime.kernels.swiglu_fast", lambda g, u: g * u, "fast"),
-    ("runtime.kernels.softmax_reference", lambda s: torch.softmax(s * 0.5, dim=-1), "reference"),
-    ("runtime.kernels.attention_reference", lambda q, k, v: torch.zeros_like(q), "reference"),
-    ("runtime.kernels.attention_fast", lambda q, k, v: torch.zeros_like(q), "fast"),
-    ("runtime.kernels.causal_mask", lambda t, s, device: torch.ones(t, s, dtype=torch.bool), "reference"),
-    ("runtime.model.apply_final_norm", lambda norm, hidden: hidden, "fast"),
+    ("pvlab.runtime.kernels.rotate_half", lambda x: x, "reference"),
+    ("pvlab.runtime.kernels.apply_rope", lambda x, cos, sin: x, "fast"),
+    ("pvlab.runtime.kernels.linear_reference", lambda x, w, b: torch.matmul(x, w.t()), "reference"),
+    ("pvlab.runtime.kernels.linear_fast", lambda x, w, b: torch.nn.functional.linear(x, w, None), "fast"),
+    ("pvlab.runtime.kernels.swiglu_reference", lambda g, u: g * u, "reference"),
+    ("pvlab.runtime.kernels.swiglu_fast", lambda g, u: g * u, "fast"),
+    ("pvlab.runtime.kernels.softmax_reference", lambda s: torch.softmax(s * 0.5, dim=-1), "reference"),
+    ("pvlab.runtime.kernels.attention_reference", lambda q, k, v: torch.zeros_like(q), "reference"),
+    ("pvlab.runtime.kernels.attention_fast", lambda q, k, v: torch.zeros_like(q), "fast"),
+    ("pvlab.runtime.kernels.causal_mask", lambda t, s, device: torch.ones(t, s, dtype=torch.bool), "reference"),
+    ("pvlab.runtime.model.apply_final_norm", lambda norm, hidden: hidden, "fast"),
 ]
 
 
@@ -64,17 +64,17 @@ def test_kv_cache_position_seam_reaches_incremental_decoding(model):
             model(IDS[:, :8], cache)
             return model(IDS[:, 8:9], cache)
     clean = decode_step_logits()
-    with mock.patch("runtime.kernels.positions_for", lambda past, n, device: torch.arange(n, device=device)):
+    with mock.patch("pvlab.runtime.kernels.positions_for", lambda past, n, device: torch.arange(n, device=device)):
         assert not torch.allclose(decode_step_logits(), clean, atol=1e-3)
 
 
 def test_next_token_seam_reaches_generation(model):
-    with mock.patch("runtime.kernels.greedy_pick", lambda logits: torch.zeros(logits.shape[0], dtype=torch.long)):
+    with mock.patch("pvlab.runtime.kernels.greedy_pick", lambda logits: torch.zeros(logits.shape[0], dtype=torch.long)):
         assert set(runtime.generate(model, [1, 2, 3], max_new_tokens=5).new_ids) == {0}
 
 
-@pytest.mark.parametrize("seam,path", [("runtime.kernels.cross_entropy_reference", "reference"),
-                                       ("runtime.kernels.chunked_linear_cross_entropy", "fast")])
+@pytest.mark.parametrize("seam,path", [("pvlab.runtime.kernels.cross_entropy_reference", "reference"),
+                                       ("pvlab.runtime.kernels.chunked_linear_cross_entropy", "fast")])
 def test_loss_seams_reach_training_and_eval(model, seam, path):
     trainer = runtime.Trainer(model, path=path)
     batch = LMBatch.from_sequences(IDS)
@@ -86,18 +86,18 @@ def test_eval_target_seam_reaches_eval_but_not_training(model):
     trainer = runtime.Trainer(model)
     batch = LMBatch.from_sequences(IDS)
     clean = trainer.eval_batch(batch)
-    with mock.patch("runtime.trainer.eval_targets", lambda b: b.inputs):
+    with mock.patch("pvlab.runtime.trainer.eval_targets", lambda b: b.inputs):
         assert trainer.eval_batch(batch) != clean
 
 
 def test_optimizer_seam_reaches_the_trainer(model):
-    with mock.patch("runtime.trainer.build_optimizer",
+    with mock.patch("pvlab.runtime.trainer.build_optimizer",
                     lambda named, **kw: torch.optim.SGD([p for _, p in named], lr=kw["lr"])):
         assert isinstance(runtime.Trainer(model).optimizer, torch.optim.SGD)
 
 
 def test_tie_seam_reaches_model_construction():
-    with mock.patch("runtime.model.tie_output_head", lambda model: None):
+    with mock.patch("pvlab.runtime.model.tie_output_head", lambda model: None):
         untied = runtime.CausalLM(runtime.preset("tiny"))
     assert untied.lm_head.weight is not untied.model.embed_tokens.weight
 
@@ -108,7 +108,7 @@ def test_device_seam_reaches_load(small_checkpoint):
     def resolve(requested=None, *, allow_gpu=True, argument="device"):
         seen.append((requested, allow_gpu))
         return torch.device("cpu")
-    with mock.patch("runtime.checkpoint.resolve_device", resolve):
+    with mock.patch("pvlab.runtime.checkpoint.resolve_device", resolve):
         runtime.load(small_checkpoint, allow_gpu=False)
     assert seen == [("cpu", False)]
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from runtime_helpers import tiny_config
 
-import runtime
-from runtime import errors
-from runtime.data import LMBatch
+from pvlab import runtime
+from pvlab.runtime import errors
+from pvlab.runtime.data import LMBatch
 
 
 def batches(count: int, seed: int = 0, vocab: int = 512, length: int = 33):

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from runtime_helpers import SMALL_RECIPE
 
-import runtime
-from runtime import zoo
-from runtime.pretrain import heldout_for_checkpoint
+from pvlab import runtime
+from pvlab.runtime import zoo
+from pvlab.runtime.pretrain import heldout_for_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,7 @@ def test_a_recipe_change_is_a_new_cache_entry(tmp_path):
 
 def test_default_cache_is_under_the_repository_root_or_pv_cache_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("PV_CACHE_DIR", raising=False)
-    monkeypatch.chdir(REPO_ROOT / "runtime")
+    monkeypatch.chdir(REPO_ROOT / "pvlab" / "runtime")
     assert zoo.default_cache_dir() == REPO_ROOT / ".pv-cache" / "checkpoints"
     monkeypatch.setenv("PV_CACHE_DIR", str(tmp_path))
     assert zoo.default_cache_dir() == tmp_path / "checkpoints"
@@ -81,7 +81,7 @@ def test_default_cache_is_under_the_repository_root_or_pv_cache_dir(monkeypatch,
 RACER = """
 import sys, time
 from pathlib import Path
-from runtime import zoo
+from pvlab.runtime import zoo
 
 def build(out):
     with open(sys.argv[2], "a") as log:
@@ -120,8 +120,8 @@ def test_a_failed_build_leaves_nothing_behind(tmp_path):
 def test_code_fingerprint_ignores_comments_and_docstrings_but_not_code(tmp_path):
     import shutil
 
-    from runtime.pretrain import code_fingerprint
-    source = REPO_ROOT / "runtime"
+    from pvlab.runtime.pretrain import code_fingerprint
+    source = REPO_ROOT / "pvlab" / "runtime"
     for file in source.glob("*.py"):
         shutil.copy(file, tmp_path / file.name)
     original = code_fingerprint(tmp_path)

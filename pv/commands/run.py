@@ -1,0 +1,463 @@
+"""`pv run`: run falsifiers on cpu/cuda and record the evidence in the ledger.
+
+    pv run FALSIFY-CUDA-FORWARD-PARITY-001 [FALSIFY-... ...]
+    pv run --contract apr-pretrain-cuda-forward-parity
+    pv run --all --device cpu
+    pv run --all -- -x -n 2          # everything after `--` goes to pytest
+
+First makes sure generated_tests/ is up to date (regenerating in-process if not, and saying
+so), then runs pytest in a subprocess on the selected generated tests with pv's plugin. One
+progress line is printed per falsifier test as it finishes (streamed from the plugin's
+`--pv-report` file), then a table of verdicts with observed values and margins.
+
+Exit status: 0 when nothing was falsified or errored (SKIPs alone exit 0, but are called out
+as "not evidence"); 1 when anything FAILed or ERRORed, or pytest itself broke; 2 for usage
+errors (an unknown falsifier id, with near matches suggested).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import click
+
+from pv.commands import pass_workspace
+from pv.config import Workspace
+
+DEVICES = ("cpu", "cuda", "auto")
+DEFAULT = object()  # "the workspace's ledger"
+
+
+@dataclass(frozen=True)
+class Selected:
+    falsifier: str
+    contract: str
+    device: str
+    nodeid: str
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    selected: list[Selected]
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    returncodes: list[int] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # node ids that reported no outcome
+    output: str = ""  # pytest's combined output (all repetitions)
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for o in self.outcomes if o.get("verdict") == verdict)
+
+    @property
+    def broken(self) -> bool:
+        """pytest failed in a way that is not a verdict (usage, collection, internal error)."""
+        return any(rc not in (0, 1) for rc in self.returncodes) or bool(self.missing)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.count("FAIL") or self.count("ERROR") or self.broken)
+
+
+# --- selection -------------------------------------------------------------------------------
+
+
+def _suggest(word: str, candidates: Iterable[str]) -> str:
+    candidates = list(candidates)
+    upper = {c.upper(): c for c in candidates}
+    near = difflib.get_close_matches(word.upper(), list(upper), n=3, cutoff=0.6)
+    if near:
+        return "; did you mean " + " or ".join(upper[n] for n in near) + "?"
+    return ""
+
+
+def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: bool, device: str) -> list[Selected]:
+    """The generated tests to run, in contract/falsifier/device order. Raises click.UsageError."""
+    from pv.commands.generate import test_name
+
+    ids, contracts = list(ids), list(contracts)
+    index = plan.falsifiers()
+    by_contract: dict[str, list[str]] = {}
+    for fid, (target, _) in index.items():
+        by_contract.setdefault(target.contract.metadata.id, []).append(fid)
+    for fid in ids:
+        if fid not in index:
+            raise click.UsageError(f"unknown falsifier {fid!r}{_suggest(fid, index)}")
+    for cid in contracts:
+        if cid not in by_contract:
+            raise click.UsageError(f"unknown contract {cid!r}{_suggest(cid, by_contract)}")
+    if not (ids or contracts or everything):
+        raise click.UsageError("name falsifiers (FALSIFY-...), --contract ID, or --all")
+    wanted = set(ids)
+    for cid in contracts:
+        wanted.update(by_contract[cid])
+    if everything:
+        wanted.update(index)
+    selected: list[Selected] = []
+    unavailable: list[str] = []
+    for fid, (target, f) in index.items():  # plan order: deterministic
+        if fid not in wanted:
+            continue
+        devices = list(f.devices) if device == "auto" else [d for d in f.devices if d == device]
+        if not devices:
+            unavailable.append(f"{fid} (declares {', '.join(f.devices)})")
+        rel = plan.workspace.rel(target.path)
+        for dev in devices:
+            selected.append(Selected(fid, target.contract.metadata.id, dev, f"{rel}::{test_name(fid, dev)}"))
+    named_but_unavailable = [u for u in unavailable if u.split(" ")[0] in set(ids)]
+    if named_but_unavailable:
+        raise click.UsageError(f"not declared for --device {device}: " + "; ".join(named_but_unavailable))
+    if not selected:
+        raise click.UsageError(f"nothing to run on --device {device}")
+    return selected
+
+
+# --- execution -------------------------------------------------------------------------------
+
+
+def plugin_autoloads() -> bool:
+    """Whether pytest will load pv's plugin by itself (pv installed with its pytest11 entry point)."""
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    from importlib import metadata
+
+    try:
+        return any(ep.value == "pv.plugin" for ep in metadata.entry_points(group="pytest11"))
+    except Exception:  # noqa: BLE001 - broken metadata: load the plugin explicitly
+        return False
+
+
+def pytest_command(selected: list[Selected], *, rootdir: Path, report: Path, run_id: str, device: str,
+                   ledger: Any, mutant: str | None, keyword: str | None,
+                   pytest_args: Iterable[str] = ()) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", *[s.nodeid for s in selected],
+           "--pv-report", str(report), "--pv-run-id", run_id, "--pv-device", device,
+           "--tb=short", "-q", "-p", "no:cacheprovider", "--rootdir", str(rootdir)]
+    if not plugin_autoloads():  # e.g. pv used from a source tree on PYTHONPATH (the GPU machine)
+        cmd[3:3] = ["-p", "pv.plugin"]
+    if ledger is None:
+        cmd.append("--pv-no-ledger")
+    else:
+        cmd += ["--pv-ledger", str(ledger)]
+    if mutant:
+        cmd += ["--pv-mutant", mutant]
+    if keyword:
+        cmd += ["-k", keyword]
+    cmd += list(pytest_args)
+    return cmd
+
+
+def _tail_report(path: Path, position: int) -> tuple[list[dict[str, Any]], int]:
+    """Complete new JSON lines of the report file from `position`."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(position)
+            data = handle.read()
+    except FileNotFoundError:
+        return [], position
+    end = data.rfind(b"\n")
+    if end < 0:
+        return [], position
+    events = []
+    for raw in data[: end + 1].splitlines():
+        if raw.strip():
+            try:
+                events.append(json.loads(raw))
+            except json.JSONDecodeError:
+                continue
+    return events, position + end + 1
+
+
+def execute(workspace: Workspace, selected: list[Selected], *, device: str = "auto", repeat: int = 1,
+            ledger: Any = DEFAULT, mutant: str | None = None, keyword: str | None = None,
+            pytest_args: Iterable[str] = (), run_id: str | None = None,
+            on_outcome: Callable[[dict[str, Any], int], None] | None = None,
+            echo_output: Callable[[str], None] | None = None) -> RunResult:
+    """Run the selected generated tests `repeat` times in pytest subprocesses (the API that
+    `pv strength` uses). `on_outcome(event, repetition)` is called as each test finishes."""
+    run_id = run_id or uuid.uuid4().hex
+    result = RunResult(run_id=run_id, selected=list(selected))
+    if ledger is DEFAULT:
+        ledger = workspace.ledger
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(workspace.root), *filter(None, [env.get("PYTHONPATH")])])
+    pytest_args = list(pytest_args)
+    outputs: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="pv-run-") as tmp:
+        for rep in range(1, repeat + 1):
+            report = Path(tmp) / f"report-{rep}.jsonl"
+            cmd = pytest_command(selected, rootdir=workspace.root, report=report, run_id=run_id, device=device, ledger=ledger,
+                                 mutant=mutant, keyword=keyword, pytest_args=pytest_args)
+            lines: list[str] = []
+            proc = subprocess.Popen(cmd, cwd=workspace.root, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, errors="replace")
+
+            def pump(stream=proc.stdout, sink=lines) -> None:
+                for line in stream:  # type: ignore[union-attr]
+                    sink.append(line)
+                    if echo_output is not None:
+                        echo_output(line.rstrip("\n"))
+
+            reader = threading.Thread(target=pump, daemon=True)
+            reader.start()
+            position = 0
+            seen: set[tuple[Any, Any]] = set()
+
+            def drain() -> None:
+                nonlocal position
+                events, position = _tail_report(report, position)
+                for event in events:
+                    if event.get("event") != "outcome":
+                        continue
+                    event["repeat"] = rep
+                    seen.add((event.get("falsifier"), event.get("device")))
+                    result.outcomes.append(event)
+                    if on_outcome is not None:
+                        on_outcome(event, rep)
+
+            try:
+                while proc.poll() is None:
+                    drain()
+                    time.sleep(0.05)
+            except KeyboardInterrupt:
+                proc.terminate()
+                proc.wait()
+                raise
+            reader.join()
+            drain()
+            result.returncodes.append(proc.returncode)
+            outputs.append("".join(lines))
+            if keyword is None and not pytest_args:  # -k / passthrough may deselect on purpose
+                result.missing += [s.nodeid for s in selected if (s.falsifier, s.device) not in seen]
+    result.output = "\n".join(outputs)
+    return result
+
+
+# --- presentation ----------------------------------------------------------------------------
+
+_COLOURS = {"PASS": "green", "FAIL": "red", "ERROR": "red", "SKIP": "yellow"}
+
+
+def _margin(value: Any) -> str:
+    if value is None:
+        return "-"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return "0" if number == 0 else f"{number:+.4g}"
+
+
+
+def _observed(observations: dict[str, Any], limit: int = 60) -> str:
+    parts = []
+    for key, value in sorted(observations.items()):
+        parts.append(f"{key}={value:.6g}" if isinstance(value, float) else f"{key}={value}")
+    text = ", ".join(parts)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _short(message: str, limit: int) -> str:
+    """One line of a message for a progress line or a table cell."""
+    first = str(message).strip().split("\n")[0]
+    if first.startswith("unbound falsifier"):
+        return "unbound: the contract gives no `check:`"
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def _verdict(verdict: str, mutant: str | None) -> str:
+    text = verdict
+    if mutant and verdict == "FAIL":
+        text = "FAIL (killed)"
+    elif mutant and verdict == "PASS":
+        text = "PASS (survived)"
+    return click.style(text.ljust(5), fg=_COLOURS.get(verdict), bold=verdict != "PASS")
+
+
+def progress_line(event: dict[str, Any], done: int, total: int, mutant: str | None) -> str:
+    verdict = _verdict(event.get("verdict", "?"), mutant)
+    extra = ""
+    if event.get("verdict") in ("SKIP", "ERROR") and event.get("message"):
+        extra = f"  {_short(event['message'], 100)}"
+    return (f"[{done}/{total}] {event.get('falsifier')}  {event.get('device'):<4}  {verdict}  "
+            f"margin {_margin(event.get('margin'))}  {float(event.get('duration_s') or 0):.2f}s{extra}")
+
+
+def print_table(result: RunResult, mutant: str | None, repeat: int) -> None:
+    rows = []
+    for event in result.outcomes:
+        row = [event.get("falsifier", "?"), event.get("device", "?")]
+        if repeat > 1:
+            row.append(str(event.get("repeat", "")))
+        row += [event.get("verdict", "?"), _margin(event.get("margin")),
+                f"{float(event.get('duration_s') or 0):.2f}s",
+                _observed(event.get("observations") or {}) or _short(event.get("message") or "", 60)]
+        rows.append(row)
+    header = ["FALSIFIER", "DEVICE"] + (["#"] if repeat > 1 else []) + ["VERDICT", "MARGIN", "TIME", "OBSERVED"]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    verdict_col = header.index("VERDICT")
+    click.echo("")
+    click.echo("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
+    for row in rows:
+        cells = []
+        for i, (cell, width) in enumerate(zip(row, widths)):
+            text = str(cell).ljust(width)
+            if i == verdict_col:
+                text = click.style(text, fg=_COLOURS.get(str(cell)), bold=cell != "PASS")
+            cells.append(text)
+        click.echo("  ".join(cells).rstrip())
+    details = [e for e in result.outcomes if e.get("verdict") in ("FAIL", "ERROR", "SKIP") and e.get("message")]
+    unbound = [e for e in details if str(e["message"]).startswith("unbound falsifier")]
+    if unbound:
+        click.echo("")
+        click.echo(click.style(f"ERROR: {len(unbound)} unbound falsifier test(s) — no `check:` in the contract, so "
+                               "nothing can falsify them yet:", bold=True))
+        for event in unbound:
+            click.echo(f"  {event.get('falsifier')} on {event.get('device')}")
+    skips: dict[str, list[str]] = {}
+    for event in details:
+        if event.get("verdict") == "SKIP":
+            skips.setdefault(str(event["message"]).strip(), []).append(f"{event.get('falsifier')} on {event.get('device')}")
+    for reason, tests in skips.items():
+        click.echo("")
+        click.echo(click.style(f"SKIP — not evidence ({len(tests)}): {reason}", bold=True, fg="yellow"))
+        click.echo("  " + ", ".join(tests))
+    for event in (e for e in details if e not in unbound and e.get("verdict") != "SKIP"):
+        click.echo("")
+        click.echo(click.style(f"{event['verdict']} {event.get('falsifier')} on {event.get('device')}:", bold=True))
+        for line in str(event["message"]).strip("\n").split("\n"):
+            click.echo(f"  {line}")
+
+
+def summary_lines(result: RunResult, mutant: str | None, ledger_label: str | None) -> list[str]:
+    passed, failed, errored, skipped = (result.count(v) for v in ("PASS", "FAIL", "ERROR", "SKIP"))
+    if mutant:
+        head = f"under mutant {mutant}: {failed} killed (FAIL), {passed} survived (PASS), {errored} errored"
+    else:
+        head = f"{passed} passed, {failed} falsified, {errored} errored"
+    lines = [head]
+    if skipped:
+        lines.append(f"{skipped} skipped — not evidence (a SKIP never discharges a falsifier)")
+    recorded = sum(1 for e in result.outcomes if e.get("record_id"))
+    if ledger_label is None:
+        lines.append("dry run: no ledger records written")
+    else:
+        lines.append(f"{recorded} record(s) appended to {ledger_label} (run {result.run_id})")
+    return lines
+
+
+class _RunCommand(click.Command):
+    """Everything after `--` goes to pytest untouched."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            ctx.meta["pv_pytest_args"] = args[cut + 1:]
+            args = args[:cut]
+        return super().parse_args(ctx, args)
+
+
+@click.command(name="run", cls=_RunCommand)
+@click.argument("falsifiers", nargs=-1, metavar="[FALSIFY-ID]...")
+@click.option("--contract", "contracts", multiple=True, metavar="ID", help="Run every falsifier of a contract.")
+@click.option("--all", "everything", is_flag=True, help="Run every falsifier.")
+@click.option("--device", type=click.Choice(DEVICES), default="auto", show_default=True,
+              help="Run on this device only; auto runs every declared device (absent ones SKIP visibly).")
+@click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="Run the selection N times (flakiness check); every run is recorded.")
+@click.option("-k", "keyword", metavar="EXPR", default=None, help="pytest -k expression to narrow the selection.")
+@click.option("--no-ledger", is_flag=True, help="Dry run: record nothing.")
+@click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
+              help="Append to this ledger instead of [tool.pv] ledger (e.g. on the GPU machine).")
+@click.option("--mutant", default=None, hidden=True, help="Run under a planted bug (used by pv strength).")
+@click.option("-v", "--verbose", is_flag=True, help="Show pytest's own output as it runs.")
+@click.pass_context
+@pass_workspace
+def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything: bool,
+            device: str, repeat: int, keyword: str | None, no_ledger: bool, ledger_path: str | None,
+            mutant: str | None, verbose: bool, *, workspace: Workspace) -> None:
+    """Run falsifiers and record the evidence. Arguments after `--` go to pytest."""
+    from pv.commands import generate
+
+    pytest_args = list(ctx.meta.get("pv_pytest_args", []))
+    if no_ledger and ledger_path:
+        raise click.UsageError("--no-ledger and --ledger exclude each other")
+    plan = generate.ensure_fresh(workspace)
+    selected = select(plan, falsifiers, contracts, everything, device)
+    if mutant:
+        _check_mutant(workspace, mutant)
+
+    ledger: Any = None if no_ledger else (Path(ledger_path).resolve() if ledger_path else DEFAULT)
+    ledger_file = None if ledger is None else (workspace.ledger if ledger is DEFAULT else ledger)
+    ledger_label = None if ledger_file is None else workspace.rel(ledger_file)
+    if ledger_file is not None:
+        _warn_ledger_problems(ledger_file, ledger_label)
+
+    total = len(selected) * repeat
+    what = f"{len(selected)} falsifier test(s)" + (f" x {repeat}" if repeat > 1 else "")
+    click.echo(f"running {what} on {device}" + (f" under mutant {mutant}" if mutant else "")
+               + ("" if ledger_label else " (dry run)"))
+    done = 0
+
+    def on_outcome(event: dict[str, Any], _rep: int) -> None:
+        nonlocal done
+        done += 1
+        click.echo(progress_line(event, done, total, mutant))
+
+    result = execute(workspace, selected, device=device, repeat=repeat, ledger=ledger, mutant=mutant,
+                     keyword=keyword, pytest_args=pytest_args, on_outcome=on_outcome,
+                     echo_output=(lambda line: click.echo(line, err=True)) if verbose else None)
+    if result.broken and not verbose:
+        click.echo(result.output.rstrip("\n")[-20000:], err=True)
+    if result.outcomes:
+        print_table(result, mutant, repeat)
+    click.echo("")
+    for line in summary_lines(result, mutant, ledger_label):
+        click.echo(click.style(line, bold=True, fg="yellow" if "skipped" in line else None))
+    if result.missing:
+        click.echo(click.style(f"{len(result.missing)} selected test(s) reported no verdict (see pytest's output "
+                               "above):", fg="red", bold=True), err=True)
+        for nodeid in result.missing[:20]:
+            click.echo(f"  {nodeid}", err=True)
+    if any(rc not in (0, 1) for rc in result.returncodes):
+        click.echo(click.style(f"pytest exited with status {result.returncodes}", fg="red"), err=True)
+    if not result.ok:
+        sys.exit(1)
+
+
+def _check_mutant(workspace: Workspace, name: str) -> None:
+    from pv import mutation
+
+    path = mutation.module_path(workspace)
+    if path is None:
+        if not workspace.mutants_module:
+            raise click.UsageError("--mutant: no mutants_module in [tool.pv]")
+        return  # not found statically; the plugin will import it and report
+    try:
+        names = sorted({d.name for d in mutation.scan_mutant_names(path)})
+    except mutation.MutationError as exc:
+        raise click.UsageError(f"--mutant: {exc}") from None
+    if name not in names:
+        raise click.UsageError(f"--mutant: {mutation.UnknownMutant(name, names).describe()}")
+
+
+def _warn_ledger_problems(path: Path, label: str | None) -> None:
+    from pv import ledger
+
+    if not path.exists():
+        return
+    problems = ledger.read(path).problems
+    if problems:
+        click.echo(click.style(f"warning: {label or path} has {len(problems)} bad line(s) "
+                               f"(first: line {problems[0].line}: {problems[0].message}); new records are "
+                               "appended after them. Run `pv ledger check`.", fg="yellow"), err=True)

@@ -1,0 +1,462 @@
+"""`pv strength`: prove each falsifier can fail, by running it against planted bugs.
+
+A falsifier earns trust by FAILing on a runtime broken in the way it claims to detect. Each
+falsifier lists the `mutants:` it must kill; `pv strength` runs it under each of them:
+
+    FAIL under the mutant  -> KILLED   (the falsifier sees the bug)
+    PASS under the mutant  -> SURVIVED (the falsifier is blind to it)
+    ERROR                  -> ERROR    (a crash is not a detection)
+    SKIP                   -> SKIPPED  (the device was absent: not evidence)
+
+Over a falsifier's devices, a FAIL on any device kills (many mutants act on one path only);
+otherwise an ERROR is an error, a PASS survives, and only SKIPs skip — the same rule as
+pv.lifecycle's. A mutant may say where it can show (`pv_devices` on its function, e.g. a
+CUDA-only bug); it is not run on other devices, so a PASS there is never called blindness.
+
+Every run is a ledger record carrying the mutant's name, so the dashboard and the lifecycle
+see it. `--matrix` runs every registered mutant against every selected falsifier and prints
+the kill matrix and the mutation score, killed / (killed + survived).
+
+One pytest process runs per mutant (the mutant is active around each check call only);
+`--jobs N` runs N of those processes at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from pv.commands import pass_workspace
+from pv.config import Workspace
+
+KILLED, SURVIVED, ERROR, SKIPPED = "KILLED", "SURVIVED", "ERROR", "SKIPPED"
+_CELL = {KILLED: "K", SURVIVED: "·", ERROR: "E", SKIPPED: "S"}
+_COLOURS = {KILLED: "green", SURVIVED: "red", ERROR: "red", SKIPPED: "yellow"}
+_LABEL = {"FAIL": KILLED, "PASS": SURVIVED, "ERROR": ERROR, "SKIP": SKIPPED}
+
+
+def cell_result(verdicts: dict[str, str]) -> str:
+    """One falsifier x one mutant, over its devices: a FAIL on any device kills (many mutants act
+    on one path only); otherwise an ERROR is an error, a PASS survives, only SKIPs skip."""
+    values = set(verdicts.values())
+    if "FAIL" in values:
+        return KILLED
+    if "ERROR" in values:
+        return ERROR
+    if "PASS" in values:
+        return SURVIVED
+    return SKIPPED
+
+
+def mutant_devices(entry: Any) -> tuple[str, ...] | None:
+    """The devices a registered mutant acts on (`pv_devices` on its function), None for all."""
+    factory = getattr(entry, "factory", entry)
+    devices = getattr(factory, "pv_devices", None)
+    return tuple(devices) if devices else None
+
+
+@dataclass
+class StrengthResult:
+    falsifiers: list[str]  # rows, in plan order
+    mutants: list[str]  # columns
+    declared: dict[str, list[str]]  # falsifier -> its declared mutants
+    matrix: bool = False  # every mutant against every falsifier (else: declared pairs only)
+    device: str = "auto"
+    verdicts: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # (f, m) -> device -> verdict
+    messages: dict[tuple[str, str], str] = field(default_factory=dict)  # why a cell errored or skipped
+    not_applicable: dict[tuple[str, str], str] = field(default_factory=dict)  # (f, m) -> why it was not run
+    broken: list[str] = field(default_factory=list)  # mutants whose pytest run broke
+    unproven: list[str] = field(default_factory=list)  # selected falsifiers that declare no mutant
+    seconds: dict[str, float] = field(default_factory=dict)  # mutant -> wall time of its run
+    records: int = 0  # ledger records written
+
+    def cell(self, falsifier: str, mutant: str) -> str | None:
+        verdicts = self.verdicts.get((falsifier, mutant))
+        return None if verdicts is None else cell_result(verdicts)
+
+    def cells(self, declared_only: bool = False) -> list[tuple[str, str, str]]:
+        out = []
+        for f in self.falsifiers:
+            for m in self.mutants:
+                if declared_only and m not in self.declared.get(f, []):
+                    continue
+                result = self.cell(f, m)
+                if result is not None:
+                    out.append((f, m, result))
+        return out
+
+    def score(self, declared_only: bool = False) -> tuple[int, int]:
+        """(killed, killed + survived): errors and skips are not judged."""
+        cells = [r for _, _, r in self.cells(declared_only)]
+        return cells.count(KILLED), cells.count(KILLED) + cells.count(SURVIVED)
+
+    def killers(self, mutant: str) -> list[str]:
+        return [f for f in self.falsifiers if self.cell(f, mutant) == KILLED]
+
+    def kills(self, falsifier: str) -> list[str]:
+        return [m for m in self.mutants if self.cell(falsifier, m) == KILLED]
+
+    def kills_beyond_declared(self, falsifier: str) -> list[str]:
+        declared = set(self.declared.get(falsifier, []))
+        return [m for m in self.kills(falsifier) if m not in declared]
+
+    def not_killed(self) -> list[tuple[str, str, str]]:
+        """Declared pairs that ran and were not killed (SURVIVED or ERROR): the findings."""
+        return [(f, m, r) for f, m, r in self.cells(declared_only=True) if r in (SURVIVED, ERROR)]
+
+    @property
+    def ok(self) -> bool:
+        return not (self.not_killed() or self.broken or self.unproven)
+
+    def to_json(self) -> dict[str, Any]:
+        killed, judged = self.score(declared_only=not self.matrix)
+        dk, dj = self.score(declared_only=True)
+        return {
+            "mode": "matrix" if self.matrix else "declared",
+            "device": self.device,
+            "mutants": self.mutants,
+            "falsifiers": self.falsifiers,
+            "score": {"killed": killed, "judged": judged, "ratio": killed / judged if judged else None},
+            "declared_score": {"killed": dk, "judged": dj, "ratio": dk / dj if dj else None},
+            "cells": [
+                {"falsifier": f, "mutant": m, "result": r, "declared": m in self.declared.get(f, []),
+                 "devices": self.verdicts[(f, m)], "message": self.messages.get((f, m), "")}
+                for f, m, r in self.cells()
+            ],
+            "not_applicable": [{"falsifier": f, "mutant": m, "reason": why}
+                               for (f, m), why in self.not_applicable.items()],
+            "killed_by": {m: self.killers(m) for m in self.mutants},
+            "not_killed": [{"falsifier": f, "mutant": m, "result": r} for f, m, r in self.not_killed()],
+            "unproven": self.unproven,
+            "broken_runs": self.broken,
+            "seconds": {m: round(s, 1) for m, s in self.seconds.items()},
+            "records": self.records,
+        }
+
+
+def _score_line(killed: int, judged: int) -> str:
+    return f"{killed}/{judged}" + (f" ({100 * killed / judged:.1f}%)" if judged else "")
+
+
+def render_matrix(result: StrengthResult) -> str:
+    """The kill matrix as markdown: falsifiers down, mutants across; declared pairs in bold."""
+    killed, judged = result.score(declared_only=not result.matrix)
+    dk, dj = result.score(declared_only=True)
+    mode = ("every registered mutant against every selected falsifier (`pv strength --matrix`)" if result.matrix
+            else "each falsifier under the mutants it declares (`pv strength`)")
+    lines = [
+        "# Kill matrix",
+        "",
+        f"Each cell runs one falsifier under one planted bug: {mode}, on device `{result.device}`. "
+        "**K** killed (the falsifier FAILed), · survived (it PASSed), E errored, S skipped "
+        "(device absent), - not applicable (the mutant cannot show on the devices run), blank: not run. "
+        "Bold cells are mutants the falsifier declares.",
+        "",
+        f"- matrix: {len(result.falsifiers)} falsifiers × {len(result.mutants)} mutants",
+        f"- mutation score: {_score_line(killed, judged)} (killed / (killed + survived)"
+        + (", every pair run" if result.matrix else ", declared pairs") + ")",
+        f"- declared pairs killed: {_score_line(dk, dj)}",
+    ]
+    run_cells = sum(1 for f in result.falsifiers for m in result.mutants if (f, m) in result.verdicts)
+    total_cells = len(result.falsifiers) * len(result.mutants)
+    if result.matrix and run_cells < total_cells:
+        complete = [m for m in result.mutants if all((f, m) in result.verdicts for f in result.falsifiers)]
+        lines.append(f"- **partial**: {run_cells}/{total_cells} cells have evidence ({len(complete)} mutants run "
+                     "against every falsifier); the lists below only reflect the cells run")
+    lines += ["", "| falsifier | " + " | ".join(f"`{m}`" for m in result.mutants) + " | kills |",
+              "| --- |" + " :-: |" * len(result.mutants) + " ---: |"]
+    for f in result.falsifiers:
+        row = []
+        for m in result.mutants:
+            r = result.cell(f, m)
+            text = "-" if (f, m) in result.not_applicable else "" if r is None else _CELL[r]
+            row.append(f"**{text}**" if text and m in result.declared.get(f, []) else text)
+        lines.append(f"| `{f}` | " + " | ".join(row) + f" | {len(result.kills(f))} |")
+    lines.append("| killed by | " + " | ".join(str(len(result.killers(m))) for m in result.mutants) + " | |")
+    findings = result.not_killed()
+    lines += ["", "## Declared mutants not killed", ""]
+    lines += [f"- `{f}` {r.lower()} `{m}`" for f, m, r in findings] or ["- none"]
+    if result.unproven:
+        lines += ["", "## UNPROVEN falsifiers (declare no mutant)", ""] + [f"- `{f}`" for f in result.unproven]
+    if result.matrix:
+        lonely = [m for m in result.mutants if len(result.killers(m)) == 1]
+        unkilled = [m for m in result.mutants
+                    if not result.killers(m) and any(result.cell(f, m) for f in result.falsifiers)]
+        narrow = [f for f in result.falsifiers if result.kills(f) and not result.kills_beyond_declared(f)]
+        blind = [f for f in result.falsifiers if not result.kills(f)
+                 and any(result.cell(f, m) for m in result.mutants)]
+        lines += ["", "## Mutants killed by exactly one falsifier", ""]
+        lines += [f"- `{m}`: only `{result.killers(m)[0]}`" for m in lonely] or ["- none"]
+        lines += ["", "## Mutants no falsifier kills", ""]
+        lines += [f"- `{m}`" for m in unkilled] or ["- none"]
+        lines += ["", "## Falsifiers that kill nothing beyond their declared mutants", ""]
+        lines += [f"- `{f}`" for f in narrow] or ["- none"]
+        if blind:
+            lines += ["", "## Falsifiers that kill no mutant at all", ""] + [f"- `{f}`" for f in blind]
+    if result.not_applicable:
+        lines += ["", "## Not applicable on this device", ""]
+        reasons: dict[str, list[str]] = {}
+        for (f, m), why in result.not_applicable.items():
+            reasons.setdefault(f"`{m}`: {why}", []).append(f)
+        lines += [f"- {reason} ({len(fs)} falsifier(s))" for reason, fs in reasons.items()]
+    if result.broken:
+        lines += ["", "## Runs that broke (no verdicts)", ""] + [f"- `{m}`" for m in result.broken]
+    return "\n".join(lines) + "\n"
+
+
+def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants: list[str], registry: dict[str, Any],
+               *, device: str, matrix: bool, result: StrengthResult) -> dict[str, list[Any]]:
+    """mutant -> the generated tests to run under it (records not-applicable pairs in `result`)."""
+    from pv.commands.generate import test_name
+    from pv.commands.run import Selected
+
+    index = plan.falsifiers()
+    out: dict[str, list[Any]] = {}
+    for mutant in mutants:
+        acts_on = mutant_devices(registry.get(mutant))
+        tests = []
+        for fid in selected_ids:
+            if not (matrix or mutant in result.declared[fid]):
+                continue
+            contract_file, falsifier = index[fid]
+            devices = [d for d in falsifier.devices if device == "auto" or d == device]
+            usable = [d for d in devices if acts_on is None or d in acts_on]
+            if devices and not usable:
+                result.not_applicable[(fid, mutant)] = f"acts on {', '.join(acts_on or ())} only"
+            for dev in usable:
+                tests.append(Selected(fid, contract_file.contract.metadata.id, dev,
+                                      f"{workspace.rel(contract_file.path)}::{test_name(fid, dev)}"))
+        if tests:
+            out[mutant] = tests
+    return out
+
+
+def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutants: list[str], *,
+                 device: str, ledger: Any, matrix: bool, registry: dict[str, Any] | None = None,
+                 jobs: int = 1, echo: Callable[..., None] = click.echo) -> StrengthResult:
+    from pv.commands.run import execute
+
+    index = plan.falsifiers()
+    declared = {fid: list(index[fid][1].mutants) for fid in selected_ids}
+    result = StrengthResult(falsifiers=selected_ids, mutants=mutants, declared=declared, matrix=matrix,
+                            device=device, unproven=[fid for fid in selected_ids if not declared[fid]])
+    pairs = plan_pairs(workspace, plan, selected_ids, mutants, registry or {}, device=device, matrix=matrix,
+                       result=result)
+    lock = threading.Lock()
+
+    def one(mutant: str) -> None:
+        tests = pairs[mutant]
+        started = time.monotonic()
+        if jobs == 1:
+            echo(click.style(f"mutant {mutant}: {len(tests)} falsifier test(s)", bold=True))
+
+        def on_outcome(event: dict[str, Any], _rep: int) -> None:
+            fid, dev, verdict = event.get("falsifier"), event.get("device"), event.get("verdict", "ERROR")
+            with lock:
+                result.verdicts.setdefault((fid, mutant), {})[dev] = verdict
+                if verdict in ("ERROR", "SKIP") and event.get("message"):
+                    result.messages[(fid, mutant)] = str(event["message"]).strip().splitlines()[0][:200]
+                if event.get("record_id"):
+                    result.records += 1
+                label = _LABEL.get(verdict, verdict)
+                prefix = f"  {mutant}  " if jobs > 1 else "  "
+                echo(f"{prefix}{fid}  {dev:<4}  " + click.style(label, fg=_COLOURS.get(label)))
+
+        run = execute(workspace, tests, device=device, ledger=ledger, mutant=mutant, on_outcome=on_outcome)
+        with lock:
+            result.seconds[mutant] = time.monotonic() - started
+            if run.broken:
+                result.broken.append(mutant)
+                echo(click.style(f"  pytest run under {mutant} broke (exit {run.returncodes}); output tail:",
+                                 fg="red"), err=True)
+                echo(run.output.rstrip("\n")[-3000:], err=True)
+                for test in tests:  # a test that reported nothing is an error, never a kill
+                    result.verdicts.setdefault((test.falsifier, mutant), {}).setdefault(test.device, "ERROR")
+            if jobs > 1:
+                echo(click.style(f"mutant {mutant}: done in {result.seconds[mutant]:.0f}s", bold=True))
+
+    order = [m for m in mutants if m in pairs]
+    if jobs <= 1:
+        for mutant in order:
+            one(mutant)
+    else:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for future in [pool.submit(one, m) for m in order]:
+                future.result()
+    result.broken.sort(key=order.index)
+    return result
+
+
+@click.command(name="strength")
+@click.argument("falsifiers", nargs=-1, metavar="[FALSIFY-ID]...")
+@click.option("--contract", "contracts", multiple=True, metavar="ID", help="Only the falsifiers of this contract.")
+@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
+              help="Run on this device only; auto runs every declared device.")
+@click.option("--mutant", "only_mutants", multiple=True, metavar="NAME", help="Only these mutants.")
+@click.option("--matrix", is_flag=True, help="Every mutant against every selected falsifier: the kill matrix.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True,
+              help="json: one JSON object on stdout (progress goes to stderr).")
+@click.option("--write", "write_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write the kill matrix (markdown) to this file, e.g. docs/KILL_MATRIX.md.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run this many mutants' pytest processes at a time.")
+@click.option("--no-ledger", is_flag=True, help="Dry run: record nothing.")
+@click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
+              help="Append to this ledger instead of [tool.pv] ledger.")
+@click.option("--from-ledger", is_flag=True,
+              help="Run nothing: build the result (and kill matrix) from the fresh records already in the ledger.")
+@pass_workspace
+def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], device: str, only_mutants: tuple[str, ...],
+            matrix: bool, fmt: str, write_path: str | None, jobs: int, no_ledger: bool,
+            ledger_path: str | None, from_ledger: bool, *, workspace: Workspace) -> None:
+    """Run falsifiers under their declared planted bugs and expect each to FAIL (killed).
+
+    With no falsifier or contract named, every falsifier is taken. Exit 1 when a declared
+    mutant SURVIVED or ERRORed, a selected falsifier declares no mutant (UNPROVEN), or a pytest
+    run broke; with --matrix, undeclared pairs that survive are reported but do not fail the
+    run. SKIPs (device absent) are reported as not evidence. Exit 2 for usage errors (an
+    unknown falsifier, contract or mutant).
+
+    \b
+    Examples:
+      pv strength --device cpu                       every declared pair on cpu
+      pv strength FALSIFY-CUDA-FORWARD-PARITY-001    one falsifier, its mutants
+      pv strength --mutant final_norm_skipped        the falsifiers declaring one mutant
+      pv strength --matrix --device cpu --write docs/KILL_MATRIX.md
+    """
+    from pv import mutation
+    from pv.commands import generate
+    from pv.commands.run import DEFAULT, select
+
+    if no_ledger and ledger_path:
+        raise click.UsageError("--no-ledger and --ledger exclude each other")
+    progress = click.echo if fmt == "markdown" else (lambda *a, **k: click.echo(*a, **{**k, "err": True}))
+    plan = generate.ensure_fresh(workspace, echo=progress)
+    chosen = select(plan, falsifiers, contracts, not (falsifiers or contracts), device)
+    selected_ids = list(dict.fromkeys(s.falsifier for s in chosen))
+    try:
+        registry = workspace_registry(workspace)
+        for name in only_mutants:
+            mutation.get(registry, name)
+    except mutation.MutationError as exc:
+        raise click.UsageError(str(exc)) from None
+    index = plan.falsifiers()
+    if matrix:
+        mutants = sorted(registry)
+    else:
+        mutants = sorted({m for fid in selected_ids for m in index[fid][1].mutants})
+        unknown = [m for m in mutants if m not in registry]
+        if unknown:
+            raise click.ClickException(f"declared but not registered in {workspace.mutants_module}: "
+                                       f"{', '.join(unknown)} (run `pv validate`)")
+    if only_mutants:
+        wanted = set(only_mutants)
+        mutants = [m for m in mutants if m in wanted]
+        if not matrix:
+            selected_ids = [fid for fid in selected_ids if wanted & set(index[fid][1].mutants)]
+            if not selected_ids:
+                raise click.UsageError(f"no selected falsifier declares {', '.join(sorted(wanted))} "
+                                       "(use --matrix to run it against them anyway)")
+    ledger: Any = None if no_ledger else (Path(ledger_path).resolve() if ledger_path else DEFAULT)
+
+    if from_ledger:
+        source = Path(ledger_path).resolve() if ledger_path else workspace.ledger
+        result = result_from_ledger(source, plan, selected_ids, mutants, device=device, matrix=matrix)
+    else:
+        result = run_strength(workspace, plan, selected_ids, mutants, device=device, ledger=ledger, matrix=matrix,
+                              registry=registry, jobs=jobs, echo=progress)
+    if write_path:
+        from pv.atomic import write_text
+
+        write_text(write_path, render_matrix(result))
+    if fmt == "json":
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        _print_summary(result, ledger_label=None if ledger is None else
+                       workspace.rel(workspace.ledger if ledger is DEFAULT else Path(ledger)))
+    if not result.ok:
+        sys.exit(1)
+
+
+def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: list[str], *, device: str,
+                       matrix: bool) -> StrengthResult:
+    """The strength result the ledger already holds: for each (falsifier, mutant, device), the
+    latest fresh record run under that mutant. Cells never run stay blank."""
+    from pv import ledger as ledger_file
+
+    index = plan.falsifiers()
+    declared = {fid: list(index[fid][1].mutants) for fid in selected_ids}
+    result = StrengthResult(falsifiers=selected_ids, mutants=mutants, declared=declared, matrix=matrix,
+                            device=device)
+    current = {fid: index[fid][1].definition_sha256() for fid in selected_ids}
+    wanted = set(mutants)
+    latest: dict[tuple[str, str, str], Any] = {}
+    for record in ledger_file.read(path).records:
+        if (record.mutant not in wanted or record.falsifier not in current
+                or record.falsifier_sha256 != current[record.falsifier]
+                or (device != "auto" and record.device != device)
+                or record.device not in index[record.falsifier][1].devices
+                or (not matrix and record.mutant not in declared[record.falsifier])):
+            continue
+        key = (record.falsifier, record.mutant, record.device)
+        if key not in latest or record.time_utc >= latest[key].time_utc:
+            latest[key] = record
+    for (fid, mutant, dev), record in sorted(latest.items()):
+        result.verdicts.setdefault((fid, mutant), {})[dev] = record.verdict.value
+        if record.verdict.value in ("ERROR", "SKIP") and record.message:
+            result.messages[(fid, mutant)] = record.message.strip().splitlines()[0][:200]
+    result.unproven = [fid for fid in selected_ids if not declared[fid]]
+    return result
+
+
+def workspace_registry(workspace: Workspace) -> dict[str, Any]:
+    """The mutants of the workspace's own mutants module (and its submodules), by name: the
+    process-wide registry may also hold mutants that other modules registered."""
+    from pv import mutation
+
+    registry = mutation.load_registry(workspace)
+    module = workspace.mutants_module
+    return {name: entry for name, entry in registry.items()
+            if entry.module == module or str(entry.module).startswith(module + ".")}
+
+
+def _print_summary(result: StrengthResult, ledger_label: str | None) -> None:
+    click.echo("")
+    if result.matrix:
+        click.echo(render_matrix(result))
+    else:
+        for f, m, r in result.cells(declared_only=True):
+            devices = ", ".join(f"{d} {v}" for d, v in sorted(result.verdicts[(f, m)].items()))
+            click.echo(f"{f}  {m}  " + click.style(r, fg=_COLOURS[r], bold=r != KILLED) + f"  ({devices})")
+    killed, judged = result.score(declared_only=not result.matrix)
+    click.echo("")
+    click.echo(click.style(f"mutation score: {_score_line(killed, judged)} killed"
+                           + ("" if result.matrix else " (declared pairs)"), bold=True))
+    for f, m, r in result.not_killed():
+        if r == SURVIVED:
+            click.echo(click.style(f"SURVIVED: {f} passes with {m} planted — it cannot see that bug", fg="red"))
+        else:
+            why = result.messages.get((f, m), "")
+            click.echo(click.style(f"ERROR: {f} under {m} could not run — not a kill" + (f": {why}" if why else ""),
+                                   fg="red"))
+    skipped = [(f, m) for f, m, r in result.cells() if r == SKIPPED]
+    if skipped:
+        click.echo(click.style(f"{len(skipped)} pair(s) skipped — not evidence (device absent)", fg="yellow"))
+    if result.not_applicable:
+        click.echo(f"{len(result.not_applicable)} pair(s) not applicable here (the mutant acts on other devices)")
+    if result.unproven:
+        click.echo(click.style(f"UNPROVEN (declare no mutant): {', '.join(result.unproven)}", fg="red"))
+    if result.broken:
+        click.echo(click.style(f"pytest runs broke under: {', '.join(result.broken)}", fg="red"))
+    if ledger_label is None:
+        click.echo("dry run: no ledger records written")
+    else:
+        click.echo(f"{result.records} record(s) appended to {ledger_label}")
