@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-import runtime  # noqa: E402
+from pvlab import runtime  # noqa: E402
 from pvlab.runtime.data import LMBatch  # noqa: E402
 
 

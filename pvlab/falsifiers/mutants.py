@@ -106,7 +106,7 @@ class _ItemSwap:
 
 
 def _runtime_modules() -> list[Any]:
-    import runtime  # noqa: F401 - imports the package's modules so their bindings exist
+    import pvlab.runtime  # noqa: F401 - imports the package's modules so their bindings exist
 
     return [m for n, m in sorted(sys.modules.items()) if m is not None and (n == "pvlab.runtime" or n.startswith("pvlab.runtime."))]
 

@@ -469,13 +469,13 @@ def test_a_checkpoint_cache_build_runs_with_the_mutant_lifted(tmp_path):
 
     def build(out: Path) -> dict:
         out.mkdir()
-        seen["final_norm"] = __import__("pvlab.runtime.model").model.apply_final_norm.__qualname__
+        seen["final_norm"] = __import__("pvlab.runtime.model").runtime.model.apply_final_norm.__qualname__
         return {}
 
-    clean_name = __import__("pvlab.runtime.model").model.apply_final_norm.__qualname__
+    clean_name = __import__("pvlab.runtime.model").runtime.model.apply_final_norm.__qualname__
     with REGISTRY["final_norm_skipped"]():
         zoo.build_cached("probe", "0" * 16, build, cache_dir=tmp_path)
-        mutated_name = __import__("pvlab.runtime.model").model.apply_final_norm.__qualname__
+        mutated_name = __import__("pvlab.runtime.model").runtime.model.apply_final_norm.__qualname__
     assert seen["final_norm"] == clean_name == "apply_final_norm"
     assert mutated_name != clean_name  # planted again after the build
 
