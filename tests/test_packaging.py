@@ -39,15 +39,23 @@ def top_level(names: list[str]) -> set[str]:
     return {name.split("/", 1)[0] for name in names}
 
 
-def test_pv_wheel_holds_only_pv(tmp_path: Path):
-    source = tmp_path / "pv-src"
+@pytest.fixture(scope="module")
+def pv_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("pv-wheel")
+    source = tmp / "pv-src"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO_ROOT / name, source / name)
     shutil.copytree(REPO_ROOT / "pv", source / "pv", ignore=IGNORE)
     shutil.copytree(REPO_ROOT / "pvlab", source / "pvlab", ignore=IGNORE)  # present, and must stay out
+    build_wheel(source, tmp / "wheels")
+    [wheel] = (tmp / "wheels").glob("*.whl")
+    return wheel
 
-    names = build_wheel(source, tmp_path / "wheels")
+
+def test_pv_wheel_holds_only_pv(pv_wheel: Path):
+    with zipfile.ZipFile(pv_wheel) as archive:
+        names = archive.namelist()
 
     dist_info = {t for t in top_level(names) if t.endswith(".dist-info")}
     assert top_level(names) - dist_info == {"pv"}, sorted(top_level(names))
@@ -72,3 +80,21 @@ def test_pvlab_wheel_holds_only_pvlab(tmp_path: Path):
     for needed in ("pvlab/__init__.py", "pvlab/runtime/model.py", "pvlab/falsifiers/mutants.py"):
         assert needed in names, needed
     assert "pvlab/pyproject.toml" not in names
+
+
+def test_a_fresh_venv_with_pv_alone_has_no_runtime_or_falsifiers(pv_wheel: Path, tmp_path: Path):
+    """pip install of pv (without its dependencies: offline) into a new virtual environment:
+    site-packages gains `pv` and its dist-info, nothing named runtime, falsifiers or pvlab."""
+    venv = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    before = {p.name for p in site.iterdir()}
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                           "--disable-pip-version-check", str(pv_wheel)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    added = {p.name for p in site.iterdir()} - before
+    assert {n for n in added if not n.endswith(".dist-info")} == {"pv"}, sorted(added)
+    assert not {"runtime", "falsifiers", "pvlab"} & {p.name for p in site.iterdir()}
+    assert (venv / "bin" / "pv").exists()  # the console script came with it
