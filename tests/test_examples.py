@@ -136,3 +136,37 @@ def test_welford_example_end_to_end(project: Project):
                      r"falsification_tests\[0\]\.predicton", output), output
     assert "did you mean 'prediction'?" in output
     assert project.run("git", "log", "--format=%s").stdout.split("\n")[0] == "adopt pv"
+
+
+def guide_commands(sections: tuple[str, ...]) -> list[str]:
+    """The shell lines of docs/adopting.md's ```bash blocks in the named sections, comments cut."""
+    text = (REPO_ROOT / "docs" / "adopting.md").read_text(encoding="utf-8")
+    lines = []
+    for section in re.split(r"\n## ", text)[1:]:
+        if not section.startswith(sections):
+            continue
+        for block in re.findall(r"```bash\n(.*?)```", section, re.S):
+            lines += [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines()]
+    return [line for line in lines if line]
+
+
+def test_adopting_guide_followed_literally(tmp_path: Path):
+    """docs/adopting.md sections 2-4 (init, the loop, commit with the hooks), command by command,
+    in a fresh git repository of a project that has only a [project] table. (Section 1 installs
+    pv, which this venv has.)"""
+    root = tmp_path / "my-lib"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "my-lib"\nversion = "0.1.0"\n')
+    (tmp_path / "home").mkdir()
+    project = Project(root, tmp_path / "home")
+    project.run("git", "init", "-q", "-b", "main")
+    project.run("git", "config", "commit.gpgsign", "false")
+
+    commands = guide_commands(("2.", "3.", "4."))
+    assert commands[0] == "pv init" and "pre-commit install" in commands and "pv status --promote" in commands
+    for line in commands:
+        project.run("bash", "-c", line.replace("pre-commit ", f"{sys.executable} -m pre_commit ", 1))
+
+    assert project.run("git", "log", "--format=%s").stdout.split() == ["Adopt", "pv"]
+    assert "status: ACTIVE_RUNTIME" in (root / "contracts" / "demo-softmax-v1.yaml").read_text()
+    assert project.run("git", "status", "--porcelain").stdout == ""  # everything pv wrote was committed
