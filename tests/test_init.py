@@ -185,3 +185,13 @@ def test_pre_commit_config_uses_pvs_hooks(here: Path):
         assert (hook["entry"], hook["files"], hook["pass_filenames"]) == (
             offered[hook_id]["entry"], offered[hook_id]["files"], offered[hook_id]["pass_filenames"])
         assert hook["language"] == "system"
+
+
+def test_a_write_that_fails_is_a_clear_error(here: Path):
+    """`.pv` is a file, so .pv/contract.schema.json cannot be written (root or not)."""
+    (here / ".pv").write_text("a file where pv wants a folder\n")
+    result = invoke("init")
+    assert result.exit_code == 1, result.output
+    assert "cannot write" in result.output and "written so far: contracts/demo-softmax-v1.yaml" in result.output
+    assert "Traceback" not in result.output
+    assert not (here / "pyproject.toml").exists()  # no [tool.pv]: the project was not half-made a pv project

@@ -108,10 +108,10 @@ def pyproject_text(existing: str | None, package: str) -> str:
 
 
 def plan(root: Path, package: str, today: datetime.date) -> list[Planned]:
-    schema_ref = schema_reference(root / "contracts", root / PROJECT_SCHEMA)
     from pv.schema import json_schema_text
 
-    files = [
+    schema_ref = schema_reference(root / "contracts", root / PROJECT_SCHEMA)
+    return [
         Planned(Path("contracts") / CONTRACT_NAME,
                 _render("demo-softmax-v1.yaml.tmpl", package=package, schema=schema_ref, today=today.isoformat())),
         Planned(Path(package) / "__init__.py", _render("package_init.py.tmpl")),
@@ -121,7 +121,6 @@ def plan(root: Path, package: str, today: datetime.date) -> list[Planned]:
         Planned(Path(".pre-commit-config.yaml"), _render("pre-commit-config.yaml.tmpl")),
         Planned(Path(PROJECT_SCHEMA), json_schema_text()),
     ]
-    return files
 
 
 # Files pv writes later with these settings: init refuses when one exists, so that `pv status`
@@ -160,9 +159,15 @@ def command(package: str | None) -> None:
             + " already exist(s); nothing was written (move them away, or use --package for another package name)")
     new_pyproject = pyproject_text(existing, package)
 
-    for f in files:
-        write_text(root / f.path, f.text)
-    write_text(pyproject_path, new_pyproject)
+    written: list[str] = []
+    try:
+        for f in files:  # pyproject.toml last: until it has [tool.pv], a rerun finds nothing to undo but these
+            write_text(root / f.path, f.text)
+            written.append(f.path.as_posix())
+        write_text(pyproject_path, new_pyproject)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write: {exc}; written so far: {', '.join(written) or 'nothing'} "
+                                   "(remove them before running `pv init` again)") from None
     action = "created" if existing is None else "added [tool.pv] to"
     click.echo(f"  {action} pyproject.toml")
     for f in files:
