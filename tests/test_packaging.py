@@ -65,8 +65,11 @@ def test_pv_wheel_holds_only_pv(pv_wheel: Path):
                    "pv/templates/test_module.py.j2", "pv/templates/init/checks.py.tmpl",
                    "pv/templates/init/demo-softmax-v1.yaml.tmpl"):
         assert needed in names, needed
-    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert entry_points
+    # the console script and the pytest plugin that adopters rely on
+    with zipfile.ZipFile(pv_wheel) as archive:
+        [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        text = archive.read(entry_points).decode()
+    assert "[console_scripts]\npv = pv.cli:main" in text and "[pytest11]\npv = pv.plugin" in text, text
 
 
 def test_pvlab_wheel_holds_only_pvlab(tmp_path: Path):
