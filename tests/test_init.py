@@ -195,3 +195,16 @@ def test_a_write_that_fails_is_a_clear_error(here: Path):
     assert "cannot write" in result.output and "written so far: contracts/demo-softmax-v1.yaml" in result.output
     assert "Traceback" not in result.output
     assert not (here / "pyproject.toml").exists()  # no [tool.pv]: the project was not half-made a pv project
+
+
+@pytest.mark.parametrize(("folder", "pyproject", "expected"), [
+    ("my-lib", {}, "my_lib_checks"),
+    ("2024 analysis", {}, "p2024_analysis_checks"),
+    ("x", {"project": {"name": "Acme.Trainer"}}, "acme_trainer_checks"),
+    ("x", {"project": {"name": ""}}, "x_checks"),
+    ("---", {}, "project_checks"),
+])
+def test_default_package_is_named_after_the_project(folder: str, pyproject: dict, expected: str):
+    from pv.commands.init import default_package
+
+    assert default_package(Path("/somewhere") / folder, pyproject) == expected
