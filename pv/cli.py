@@ -3,6 +3,7 @@ so `pv validate` (a pre-commit hook) never pays for jinja2, pytest or torch."""
 
 from __future__ import annotations
 
+import difflib
 import importlib
 
 import click
@@ -11,6 +12,7 @@ from pv import __version__
 
 # verb -> (module, attribute, one-line help shown in `pv --help`)
 VERBS: dict[str, tuple[str, str, str]] = {
+    "init": ("pv.commands.init", "command", "Make this directory a pv project (settings, a contract, a check, hooks)."),
     "validate": ("pv.commands.validate", "command", "Check contracts: schema, ids, references, bindings, expressions."),
     "generate": ("pv.commands.generate", "command", "Compile contracts into pytest modules under generated_tests/."),
     "run": ("pv.commands.run", "command", "Run falsifiers on cpu/cuda and record the evidence in the ledger."),
@@ -18,6 +20,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "strength": ("pv.commands.strength", "command", "Run falsifiers against planted bugs (mutants); kill matrix."),
     "bisect": ("pv.commands.bisect", "command", "Localise a divergence between two backends, op by op."),
     "ledger": ("pv.commands.ledger", "command", "Inspect, check and merge evidence ledgers."),
+    "schema": ("pv.commands.schema", "command", "Print the contract JSON Schema or write it into the project (editors)."),
 }
 
 
@@ -36,6 +39,15 @@ class LazyGroup(click.Group):
                 raise
             return _not_built(name)
         return getattr(module, attr)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        # click suggests near names from `self.commands`, which a lazy group leaves empty;
+        # suggest from the table instead, in click's own words (as `pv ledger chek` does).
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in VERBS:
+            near = difflib.get_close_matches(name, list(VERBS), n=1)
+            ctx.fail(f"No such command {name!r}." + (f" Did you mean {near[0]!r}?" if near else ""))
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Help text comes from the table so `pv --help` imports no verb module.

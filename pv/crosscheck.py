@@ -22,7 +22,7 @@ from pv import expr
 from pv.config import Workspace
 from pv.diagnostics import Diagnostic, Severity
 from pv.loader import SCHEMA_LINE_PREFIX, LoadedContract
-from pv.schema import CHECK_PATTERN, SCHEMA_PATH, LifecycleStatus
+from pv.schema import CHECK_PATTERN, LifecycleStatus
 from pv.staticcheck import ModuleIndex, Unresolved, in_allowed_package
 
 UNBOUND_IS_ERROR_EVERYWHERE = False
@@ -72,7 +72,7 @@ def check_file(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     if not isinstance(loaded.data, dict):
         return []
     out: list[Diagnostic] = []
-    out += schema_comment(loaded)
+    out += schema_comment(loaded, ctx.workspace.root)
     out += file_name(loaded)
     out += obligation_references(loaded)
     out += expressions(loaded)
@@ -81,8 +81,17 @@ def check_file(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     return out
 
 
-def _suggested_schema(directory: Path) -> str:
-    return os.path.relpath(SCHEMA_PATH, directory).replace(os.sep, "/")
+def _schema_hint(directory: Path, root: Path, lead: str) -> str:
+    """The first line to write, naming the project's own copy of the schema relatively (a
+    path into pv's install would hold on one machine only); says to write the copy first
+    when the project has none yet."""
+    from pv.commands.schema import PROJECT_SCHEMA, schema_reference
+
+    target = root / PROJECT_SCHEMA
+    line = f"{SCHEMA_LINE_PREFIX}{schema_reference(directory, target)}"
+    if os.path.isfile(target):
+        return f"{lead}: {line}"
+    return f"run `pv schema --write` (writes {PROJECT_SCHEMA}), then {lead}: {line}"
 
 
 _schema_targets: dict[tuple[str, str], bool] = {}
@@ -95,20 +104,19 @@ def _schema_exists(directory: str, target: str) -> bool:
     return _schema_targets[key]
 
 
-def schema_comment(loaded: LoadedContract) -> list[Diagnostic]:
+def schema_comment(loaded: LoadedContract, root: Path) -> list[Diagnostic]:
     first = loaded.text.split("\n", 1)[0].rstrip("\r")
     directory = os.path.dirname(os.path.abspath(loaded.path))
     if not first.startswith(SCHEMA_LINE_PREFIX):
         return [_d(loaded, (1, 1), "PV207", "first line is not the schema comment; editors cannot check this file",
-                   f"make the first line: {SCHEMA_LINE_PREFIX}{_suggested_schema(Path(directory))}", warning=True)]
+                   _schema_hint(Path(directory), root, "make the first line"), warning=True)]
     target = first[len(SCHEMA_LINE_PREFIX):].strip()
     if "://" in target:
         return []
     if not target or not _schema_exists(directory, target):
-        suggested = _suggested_schema(Path(directory))
         return [_d(loaded, (1, len(SCHEMA_LINE_PREFIX) + 1), "PV208",
                    f"schema comment names {target or 'nothing'!s}, which does not exist from this file",
-                   f"use {SCHEMA_LINE_PREFIX}{suggested}", warning=True)]
+                   _schema_hint(Path(directory), root, "use"), warning=True)]
     return []
 
 

@@ -110,6 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = _State(config)
     config.stash[_STATE] = state
     _CONFIG["config"] = config
+    _put_project_root_on_path(config)
     if state.mutant:
         _activate_mutant(state)
     if state.report_path is not None and not state.is_worker:
@@ -119,6 +120,23 @@ def pytest_configure(config: pytest.Config) -> None:
                       "mutant": state.mutant, "pid": os.getpid()})
     if not state.is_worker:
         _check_ledger(state)
+
+
+def _put_project_root_on_path(config: pytest.Config) -> None:
+    """Generated tests import the project's check package (`from <package>.checks import ...`);
+    plain `pytest generated_tests/` puts only the test's folder on sys.path, so the pv project
+    root (the folder of the pyproject.toml with [tool.pv]) goes first, as `pv run` has it.
+    Outside a pv project, or with unreadable settings, nothing changes (pytest runs as usual)."""
+    import sys
+
+    from pv.config import ConfigError, find_pyproject
+
+    try:
+        pyproject = find_pyproject(Path(config.invocation_params.dir))
+    except (ConfigError, OSError):
+        return
+    if pyproject is not None and str(pyproject.parent) not in sys.path:
+        sys.path.insert(0, str(pyproject.parent))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -9,6 +9,15 @@ again and compared with the old data: exactly status, version and one changelog 
 differ, the result must validate, and no falsifier definition may change (so the evidence
 stays fresh: `definition_sha256()` covers the falsifier only, not the contract's version).
 The write is atomic (pv.atomic).
+
+Changelog entries may be block mappings or flow mappings (`- {version: ..., date: ..., change: ...}`),
+and the list a block list or a flow list (`[...]`); the new entry takes the style of the last one.
+
+After the write the contract's generated test module is rewritten too (`apply`), so `pv generate
+--check` still passes: the module records the contract file's sha256 and its version, and the
+version is stamped into every ledger record the module writes. (Making the recorded hash ignore
+status, version and changelog would keep the check quiet but leave records labelled with the old
+version.)
 """
 
 from __future__ import annotations
@@ -130,6 +139,9 @@ def rewrite(text: str, *, status: str, version: str, date: datetime.date, change
             " " * key_col + f"change: {quoted_change}",
         ]
 
+    def flow_item() -> str:
+        return f"{{version: {version}, date: {date.isoformat()}, change: {quoted_change}}}"
+
     changelog = _mapping_get(metadata, "changelog")
     first_key_col = metadata.value[0][0].start_mark.column
     if changelog is None:
@@ -139,9 +151,13 @@ def rewrite(text: str, *, status: str, version: str, date: datetime.date, change
         key_node, seq = changelog
         if not isinstance(seq, yaml.SequenceNode):
             raise PromotionError("metadata.changelog is not a list")
-        if seq.flow_style and seq.value:
-            raise PromotionError("metadata.changelog is a flow list ([...]); write it as a block list to promote")
-        if seq.flow_style:  # `changelog: []` becomes a block list
+        if seq.flow_style and seq.value:  # [{...}, {...}]: one more item before the closing bracket
+            close = seq.end_mark.index - 1
+            if text[close] != "]":
+                raise PromotionError("metadata.changelog: cannot find the end of its [...] list; edit it by hand")
+            edits.append((close, close, ", " + flow_item()))
+            lines, at = [], -1
+        elif seq.flow_style:  # `changelog: []` becomes a block list
             col = key_node.start_mark.column
             start = seq.start_mark.index
             while start > 0 and text[start - 1] in " \t":
@@ -150,10 +166,13 @@ def rewrite(text: str, *, status: str, version: str, date: datetime.date, change
             edits.append((start, seq.end_mark.index, newline + block))
             lines, at = [], -1
         else:
-            first = seq.value[0]
-            if not isinstance(first, yaml.MappingNode) or first.flow_style:
-                raise PromotionError("metadata.changelog entries are not block mappings; edit it by hand")
-            lines = item(seq.start_mark.column, first.start_mark.column)
+            first, last = seq.value[0], seq.value[-1]
+            if not isinstance(last, yaml.MappingNode):
+                raise PromotionError("metadata.changelog entries are not mappings; edit it by hand")
+            if last.flow_style:  # - {version: ..., date: ..., change: ...}
+                lines = [" " * seq.start_mark.column + "- " + flow_item()]
+            else:
+                lines = item(seq.start_mark.column, first.start_mark.column)
             at = _insertion_point(text, _last_leaf_end(seq))
     if lines:
         insert = newline.join(lines) + newline
@@ -207,11 +226,13 @@ class Outcome:
     reasons: list[str] = field(default_factory=list)
     new_text: str | None = None
     file: Path | None = None
+    regenerated: list[str] = field(default_factory=list)  # generated modules rewritten by apply
 
     def describe(self) -> str:
         head = f"{self.contract} ({self.path})"
         if self.action == "promoted":
-            return f"{head}: {self.change}; version {self.old_version} → {self.new_version}"
+            regenerated = "".join(f"; updated {path}" for path in self.regenerated)
+            return f"{head}: {self.change}; version {self.old_version} → {self.new_version}{regenerated}"
         if self.action == "unchanged":
             return f"{head}: unchanged ({'; '.join(self.reasons)})"
         return f"{head}: refused\n" + "\n".join(f"    - {r}" for r in self.reasons)
@@ -287,7 +308,28 @@ def plan(
 
 
 def apply(outcome: Outcome) -> None:
-    """Write a planned promotion (atomically)."""
+    """Write a planned promotion (atomically), then the contract's generated test module."""
     if outcome.action != "promoted" or outcome.new_text is None or outcome.file is None:
         return
     write_text(outcome.file, outcome.new_text)
+    outcome.regenerated = regenerate(outcome.file)
+
+
+def regenerate(contract_file: Path) -> list[str]:
+    """Rewrite the generated module of `contract_file` if it is missing or stale; returns the
+    paths written. Nothing happens when the contracts do not compile (`pv generate` reports it)
+    or when a file pv did not generate is in the way (`pv generate --check` names it)."""
+    from pv.commands import generate
+    from pv.config import load_workspace
+
+    workspace = load_workspace(contract_file.parent)
+    plan = generate.build_plan(workspace)
+    if plan.invalid:
+        return []
+    mine = contract_file.resolve()
+    written = []
+    for target in [*plan.missing, *(t for t, _ in plan.stale)]:
+        if target.loaded.path.resolve() == mine:
+            write_text(target.path, target.text)
+            written.append(workspace.rel(target.path))
+    return written

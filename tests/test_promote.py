@@ -205,6 +205,17 @@ LAYOUTS = {
         "falsification_tests:\n  - {id: FALSIFY-DEMO-001, rule: r, prediction: x < 1, devices: [cpu], if_fails: f}\n"
     ),
     "CRLF line endings": CONTRACT.replace("\n", "\r\n"),
+    "flow-mapping entries in a block list": (
+        "metadata:\n  id: demo\n  version: 1.0.0\n  kind: pattern\n  status: DRAFT\n  description: d\n"
+        "  changelog:\n    - {version: 1.0.0, date: 2026-01-01, change: \"First version.\"}\n"
+        "equations:\n  e:\n    formula: x < 1\nfalsification_tests:\n  - {id: FALSIFY-DEMO-001, rule: r, "
+        "prediction: x < 1, devices: [cpu], if_fails: f}\n"
+    ),
+    "flow list with entries": (
+        "metadata:\n  id: demo\n  version: 1.0.0\n  kind: pattern\n  status: DRAFT\n  description: d\n"
+        "  changelog: [{version: 1.0.0, date: 2026-01-01, change: first}]  # inline\n"
+        "falsification_tests:\n  - {id: FALSIFY-DEMO-001, rule: r, prediction: x < 1, devices: [cpu], if_fails: f}\n"
+    ),
 }
 
 
@@ -222,3 +233,39 @@ def test_rewrite_refuses_flow_metadata():
     text = "metadata: {id: demo, version: 1.0.0, kind: pattern, status: DRAFT, description: d}\n"
     with pytest.raises(PromotionError, match="block"):
         rewrite(text, **EDIT)
+
+
+def test_flow_style_entries_get_a_flow_style_entry():
+    out = rewrite(LAYOUTS["flow-mapping entries in a block list"], **EDIT)
+    assert '    - {version: 1.1.0, date: 2026-05-06, change: "marked red: a \\"quoted\\" thing"}\n' in out
+    out = rewrite(LAYOUTS["flow list with entries"], **EDIT)
+    assert "change: first}, {version: 1.1.0, date: 2026-05-06, " in out and out.count("]  # inline") == 1
+
+
+def test_the_documented_example_contract_can_be_promoted():
+    """docs/contract-format.md's example is what users copy: its changelog style must promote."""
+    import re
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "contract-format.md").read_text(encoding="utf-8")
+    example = re.search(r"## A contract\n\n```yaml\n(.*?)```", doc, re.S).group(1)
+    assert "changelog:" in example
+    edit = dict(EDIT, status="DRAFT_PARTIAL_DISCHARGE")
+    _verify(example, rewrite(example, **edit), **edit)
+
+
+def test_promotion_keeps_generated_tests_in_step(ws: Path):
+    """The generated module records the contract's sha256 and version: promote rewrites it, so
+    `pv generate --check` (a pre-commit hook) passes right after a promotion."""
+    generate = CliRunner().invoke(main, ["generate"], catch_exceptions=False)
+    assert generate.exit_code == 0, generate.output
+    module = ws / "generated_tests" / "test_demo.py"
+    assert "CONTRACT_VERSION = '1.2.3'" in module.read_text()
+    evidence(ws, "PASS")
+    evidence(ws, "FAIL", mutant="demo_bug")
+
+    result = pv("--promote")
+    assert result.exit_code == 0, result.output
+    assert "updated generated_tests/test_demo.py" in result.output
+    assert "CONTRACT_VERSION = '1.3.0'" in module.read_text()
+    check = CliRunner().invoke(main, ["generate", "--check"], catch_exceptions=False)
+    assert check.exit_code == 0, check.output

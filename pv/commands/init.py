@@ -1,0 +1,186 @@
+"""`pv init [--package NAME]`: make the current directory a pv project.
+
+Writes, from pv/templates/init/:
+- the `[tool.pv]` table, appended to an existing pyproject.toml (every byte of it kept; the
+  result is parsed before it is written) or in a new one;
+- contracts/demo-softmax-v1.yaml, a first contract that validates, naming the schema below;
+- a check package: a plain-Python measurement (softmax against 50-digit decimal arithmetic),
+  the code it measures, and one planted bug that the check kills;
+- .pre-commit-config.yaml with pv's three hooks (local, offline);
+- .pv/contract.schema.json, the schema editors read (what `pv schema --write` writes).
+
+Nothing that exists is overwritten: if any target exists (or the files pv will write later,
+the ledger and the dashboard), init writes nothing and exits 2 naming them.
+
+The default check package is `<project>_checks` (the project's name from [project] or its
+directory). A generic name such as `checks` or `falsifiers` is what another installed
+distribution may also ship; pv's pytest plugin puts the project root first on sys.path, so a
+generic name would shadow (or be shadowed by) that package. A name derived from the project is
+the project's own. `--package` names it otherwise; a name that is already importable from the
+environment or the standard library is refused for the same reason.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import keyword
+import re
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+import click
+
+from pv.commands.schema import PROJECT_SCHEMA, schema_reference
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "init"
+CONTRACT_NAME = "demo-softmax-v1.yaml"
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Planned:
+    path: Path  # relative to the project root
+    text: str
+
+
+def _render(template: str, **values: str) -> str:
+    return Template((TEMPLATES / template).read_text(encoding="utf-8")).substitute(values)
+
+
+def _read_pyproject(path: Path) -> tuple[str | None, dict]:
+    if not path.is_file():
+        return None, {}
+    try:
+        text = path.read_text(encoding="utf-8")
+        return text, tomllib.loads(text)
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise click.UsageError(f"{path.name} is not valid TOML ({exc}); fix it, then run `pv init` again") from None
+
+
+def default_package(root: Path, pyproject: dict) -> str:
+    """`<project>_checks`, from [project] name or the directory name, as an identifier."""
+    name = pyproject.get("project", {}).get("name") if isinstance(pyproject.get("project"), dict) else None
+    if not isinstance(name, str) or not name.strip():
+        name = root.name
+    slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "project"
+    if slug[0].isdigit():
+        slug = "p" + slug
+    return f"{slug}_checks"
+
+
+def package_problem(name: str, root: Path) -> str | None:
+    """Why `name` cannot be the check package, or None. (One inside `root` itself is reported
+    as a file in the way, not here.)"""
+    if not IDENTIFIER.match(name) or keyword.iskeyword(name):
+        return f"{name!r} is not a Python package name (letters, digits, underscores; no dots)"
+    if name in sys.stdlib_module_names:
+        return f"{name!r} is a standard-library module; a check package of that name would shadow it"
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    locations = [spec.origin, *(spec.submodule_search_locations or [])] if spec is not None else []
+    if spec is not None and not any(loc and Path(loc).resolve().is_relative_to(root) for loc in locations):
+        where = spec.origin or ", ".join(spec.submodule_search_locations or []) or "the environment"
+        return f"a module {name!r} is already importable ({where}); the two would shadow each other"
+    return None
+
+
+def pyproject_text(existing: str | None, package: str) -> str:
+    """The pyproject.toml with the [tool.pv] table appended (or a new file holding only it)."""
+    table = _render("tool-pv.toml.tmpl", package=package)
+    if existing is None:
+        return table
+    separator = "" if not existing else ("\n" if existing.endswith("\n") else "\n\n")
+    text = existing + separator + table
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # e.g. `tool = {...}` as an inline table, or dotted `tool.pv.x` keys: a [tool.pv]
+        # header cannot be added there without rewriting the file.
+        raise click.UsageError(f"pyproject.toml: appending a [tool.pv] table would break it ({exc}); "
+                               "add the table by hand (docs/adopting.md)") from None
+    return text
+
+
+def plan(root: Path, package: str, today: datetime.date) -> list[Planned]:
+    from pv.schema import json_schema_text
+
+    schema_ref = schema_reference(root / "contracts", root / PROJECT_SCHEMA)
+    return [
+        Planned(Path("contracts") / CONTRACT_NAME,
+                _render("demo-softmax-v1.yaml.tmpl", package=package, schema=schema_ref, today=today.isoformat())),
+        Planned(Path(package) / "__init__.py", _render("package_init.py.tmpl")),
+        Planned(Path(package) / "softmax.py", _render("softmax.py.tmpl")),
+        Planned(Path(package) / "checks.py", _render("checks.py.tmpl", package=package)),
+        Planned(Path(package) / "mutants.py", _render("mutants.py.tmpl", package=package)),
+        Planned(Path(".pre-commit-config.yaml"), _render("pre-commit-config.yaml.tmpl")),
+        Planned(Path(PROJECT_SCHEMA), json_schema_text()),
+    ]
+
+
+# Files pv writes later with these settings: init refuses when one exists, so that `pv status`
+# or `pv run` never overwrite or append to a file of the project's own.
+LATER = (Path("evidence/ledger.jsonl"), Path("docs/STATUS.md"), Path("generated_tests"))
+
+
+@click.command(name="init")
+@click.option("--package", "package", metavar="NAME",
+              help="Name of the check package to create (default: <project>_checks).")
+def command(package: str | None) -> None:
+    """Make the current directory a pv project: [tool.pv], a first contract, a check package
+    with a planted bug, pre-commit hooks and the schema for editors. Overwrites nothing."""
+    from pv.atomic import write_text
+    from pv.config import ConfigError, find_pyproject
+
+    root = Path.cwd().resolve()
+    pyproject_path = root / "pyproject.toml"
+    existing, data = _read_pyproject(pyproject_path)
+    if isinstance(data.get("tool"), dict) and "pv" in data["tool"]:
+        raise click.UsageError("pyproject.toml already has a [tool.pv] table: this is a pv project already")
+    try:
+        outer = find_pyproject(root.parent) if root.parent != root else None
+    except ConfigError:
+        outer = None
+    package = package or default_package(root, data)
+    problem = package_problem(package, root)
+    if problem:
+        raise click.UsageError(f"{problem}; choose another with --package NAME")
+
+    files = plan(root, package, datetime.date.today())
+    taken = [p for p in [Path(package), *(f.path for f in files), *LATER] if (root / p).exists()]
+    if taken:
+        raise click.UsageError(
+            "refusing to overwrite: " + ", ".join(str(p) + ("/" if (root / p).is_dir() else "") for p in taken)
+            + " already exist(s); nothing was written (move them away, or use --package for another package name)")
+    new_pyproject = pyproject_text(existing, package)
+
+    written: list[str] = []
+    try:
+        for f in files:  # pyproject.toml last: until it has [tool.pv], a rerun finds nothing to undo but these
+            write_text(root / f.path, f.text)
+            written.append(f.path.as_posix())
+        write_text(pyproject_path, new_pyproject)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write: {exc}; written so far: {', '.join(written) or 'nothing'} "
+                                   "(remove them before running `pv init` again)") from None
+    action = "created" if existing is None else "added [tool.pv] to"
+    click.echo(f"  {action} pyproject.toml")
+    for f in files:
+        click.echo(f"  created  {f.path.as_posix()}")
+    if outer is not None:
+        click.echo(f"note: {outer} also has a [tool.pv] table; from here down this project's settings apply")
+    click.echo(f"""
+Next steps:
+  pv validate                     # the first contract validates
+  pv generate                     # contracts -> generated_tests/
+  pv run --all --device cpu       # run the falsifier, record evidence in evidence/ledger.jsonl
+  pv strength --device cpu        # the planted bug in {package}/mutants.py must be killed
+  pv status                       # docs/STATUS.md from the evidence
+  pre-commit install              # pv's hooks on every commit (pip install pre-commit)
+Then write a contract about your own code: copy contracts/{CONTRACT_NAME}, bind its check to a
+function in {package}/, and plant a bug it must catch in {package}/mutants.py.""")

@@ -1,0 +1,172 @@
+"""examples/welford end to end, as an adopter runs it, in a temporary copy and a fresh git
+repository: pv init → the contract → validate → generate → run → strength (the planted bug is
+killed) → plain `pytest generated_tests/` → status (+ promote) → the real pre-commit tool
+committing the project and then blocking a misspelt contract key.
+
+Every step is a subprocess of the console scripts in this venv (`pv`, `pytest`, `pre-commit`),
+run from the project root with only pv's repository on PYTHONPATH (so the example imports its
+own packages the way an adopter's checkout does: through pv, not through the test). Offline:
+the hooks are `repo: local`; HOME and PRE_COMMIT_HOME point into tmp_path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO_ROOT / "examples" / "welford"
+BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("git") is None or not (BIN / "pv").exists() or not (BIN / "pytest").exists(),
+    reason="needs git and the pv and pytest console scripts in this venv",
+)
+
+
+class Project:
+    def __init__(self, root: Path, home: Path):
+        self.root = root
+        self.env = {
+            **os.environ,
+            "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
+            # pv's own sources (this checkout), never the example's root: the plugin must add it
+            "PYTHONPATH": str(REPO_ROOT),
+            "HOME": str(home),
+            "PRE_COMMIT_HOME": str(home / "pre-commit"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_AUTHOR_NAME": "pv test", "GIT_AUTHOR_EMAIL": "pv@example.invalid",
+            "GIT_COMMITTER_NAME": "pv test", "GIT_COMMITTER_EMAIL": "pv@example.invalid",
+        }
+        for key in ("GIT_DIR", "GIT_INDEX_FILE", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PV_FORCE_NO_CUDA"):
+            self.env.pop(key, None)
+
+    def run(self, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(args, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=180)
+        if expect is not None and done.returncode != expect:
+            raise AssertionError(f"{' '.join(args)}: exit {done.returncode}, expected {expect}\n"
+                                 f"{done.stdout}\n{done.stderr}")
+        return done
+
+    def ledger(self) -> list[dict]:
+        path = self.root / "evidence" / "ledger.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    root = tmp_path / "welford"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+    (tmp_path / "home").mkdir()
+    proj = Project(root, tmp_path / "home")
+    proj.run("git", "init", "-q", "-b", "main")
+    proj.run("git", "config", "commit.gpgsign", "false")
+    return proj
+
+
+def test_welford_example_end_to_end(project: Project):
+    root = project.root
+    assert "[tool.pv]" not in (root / "pyproject.toml").read_text()  # the project starts without pv
+
+    # 1. pv init: the default check package is named after the project
+    init = project.run("pv", "init")
+    assert "created  welford_checks/mutants.py" in init.stdout, init.stdout
+    project.run("pv", "validate")  # the scaffold validates as it is
+
+    # 2. the adopter's contract, check and planted bug replace the demo
+    shutil.copytree(root / "adoption", root, dirs_exist_ok=True)
+    shutil.rmtree(root / "adoption")
+    for demo in ("contracts/demo-softmax-v1.yaml", "welford_checks/softmax.py", "welford_checks/checks.py"):
+        (root / demo).unlink()
+
+    # 3. validate and generate
+    validate = project.run("pv", "validate")
+    assert "1 contracts, 1 falsifiers: 0 errors, 0 warnings" in validate.stdout, validate.stdout
+    project.run("pv", "generate")
+    project.run("pv", "generate", "--check")
+    assert (root / "generated_tests" / "test_welford_variance.py").is_file()
+
+    # 4. run: the library passes, measured against exact arithmetic
+    run = project.run("pv", "run", "--all", "--device", "cpu")
+    assert "1 passed, 0 falsified, 0 errored" in run.stdout, run.stdout
+    [record] = project.ledger()
+    assert (record["falsifier"], record["verdict"], record["mutant"]) == ("FALSIFY-WELFORD-VARIANCE-001", "PASS", None)
+    assert 0 < record["observations"]["variance_rel_error"] < 1e-6
+
+    # 5. strength: the textbook formula is killed, by a wide margin
+    strength = project.run("pv", "strength", "--device", "cpu")
+    assert re.search(r"FALSIFY-WELFORD-VARIANCE-001\s+textbook_one_pass_variance\s+KILLED", strength.stdout), strength.stdout
+    killed = [r for r in project.ledger() if r["mutant"] == "textbook_one_pass_variance"]
+    assert [r["verdict"] for r in killed] == ["FAIL"] and killed[0]["observations"]["variance_rel_error"] > 1.0
+
+    # 6. plain pytest imports the adopter's packages (the plugin puts the project root on sys.path)
+    plain = project.run("pytest", "-q", "-p", "no:cacheprovider", "generated_tests/")
+    assert "1 passed" in plain.stdout, plain.stdout
+    assert [r["verdict"] for r in project.ledger() if r["mutant"] is None] == ["PASS", "PASS"]
+
+    # 7. status, promotion (flow-style changelog), and every check green afterwards
+    status = project.run("pv", "status")
+    assert "welford-variance: ACTIVE_RUNTIME (declared DRAFT)" in status.stdout, status.stdout
+    promote = project.run("pv", "status", "--promote")
+    assert "promoted DRAFT → ACTIVE_RUNTIME" in promote.stdout + promote.stderr
+    contract = (root / "contracts" / "welford-variance-v1.yaml").read_text()
+    assert "status: ACTIVE_RUNTIME" in contract and "- {version: 1.1.0, date: " in contract
+    project.run("pv", "validate")
+    project.run("pv", "generate", "--check")
+    project.run("pv", "status", "--check")
+
+    # 8. the real pre-commit: the adopted project commits; a misspelt key is blocked
+    project.run(sys.executable, "-m", "pre_commit", "install")
+    project.run("git", "add", "-A")
+    commit = project.run("git", "commit", "-q", "-m", "adopt pv")
+    assert "Failed" not in commit.stdout + commit.stderr
+    contract_path = root / "contracts" / "welford-variance-v1.yaml"
+    contract_path.write_text(contract.replace("    prediction: ", "    predicton: ", 1))
+    project.run("git", "add", "contracts/welford-variance-v1.yaml")
+    blocked = project.run("git", "commit", "-m", "typo", expect=1)
+    output = blocked.stdout + blocked.stderr
+    assert re.search(r"contracts/welford-variance-v1\.yaml:\d+:5: PV201 unknown key "
+                     r"falsification_tests\[0\]\.predicton", output), output
+    assert "did you mean 'prediction'?" in output
+    assert project.run("git", "log", "--format=%s").stdout.split("\n")[0] == "adopt pv"
+
+
+def guide_commands(sections: tuple[str, ...]) -> list[str]:
+    """The shell lines of docs/adopting.md's ```bash blocks in the named sections, comments cut."""
+    text = (REPO_ROOT / "docs" / "adopting.md").read_text(encoding="utf-8")
+    lines = []
+    for section in re.split(r"\n## ", text)[1:]:
+        if not section.startswith(sections):
+            continue
+        for block in re.findall(r"```bash\n(.*?)```", section, re.S):
+            lines += [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines()]
+    return [line for line in lines if line]
+
+
+def test_adopting_guide_followed_literally(tmp_path: Path):
+    """docs/adopting.md sections 2-4 (init, the loop, commit with the hooks), command by command,
+    in a fresh git repository of a project that has only a [project] table. (Section 1 installs
+    pv, which this venv has.)"""
+    root = tmp_path / "my-lib"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "my-lib"\nversion = "0.1.0"\n')
+    (tmp_path / "home").mkdir()
+    project = Project(root, tmp_path / "home")
+    project.run("git", "init", "-q", "-b", "main")
+    project.run("git", "config", "commit.gpgsign", "false")
+
+    commands = guide_commands(("2.", "3.", "4."))
+    assert commands[0] == "pv init" and "pre-commit install" in commands and "pv status --promote" in commands
+    for line in commands:
+        project.run("bash", "-c", line.replace("pre-commit ", f"{sys.executable} -m pre_commit ", 1))
+
+    assert project.run("git", "log", "--format=%s").stdout.split() == ["Adopt", "pv"]
+    assert "status: ACTIVE_RUNTIME" in (root / "contracts" / "demo-softmax-v1.yaml").read_text()
+    assert project.run("git", "status", "--porcelain").stdout == ""  # everything pv wrote was committed
