@@ -21,7 +21,7 @@ from typing import Any, Iterable
 from pv import expr
 from pv.config import Workspace
 from pv.diagnostics import Diagnostic, Severity
-from pv.loader import SCHEMA_LINE_PREFIX, LoadedContract
+from pv.safe_yaml import SCHEMA_LINE_PREFIX, LoadedContract
 from pv.schema import CHECK_PATTERN, SCHEMA_PATH, LifecycleStatus
 from pv.staticcheck import ModuleIndex, Unresolved, in_allowed_package
 

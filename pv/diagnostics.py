@@ -72,6 +72,14 @@ DEFAULT_HINTS: dict[str, str] = {
 }
 
 
+def internal_error(path: str, exc: BaseException) -> Diagnostic:
+    """PV199: pv itself failed on this file. Callers catch the failure per file, so a bug in
+    pv never hides the other files' problems (nor prints a traceback)."""
+    return Diagnostic(path=path, line=0, col=0, code="PV199",
+                      message=f"internal error while checking this file: {type(exc).__name__}: {exc}",
+                      hint=DEFAULT_HINTS["PV199"])
+
+
 def with_default_hint(d: Diagnostic) -> Diagnostic:
     """The diagnostic, with the code's default hint when it has none of its own."""
     if d.hint or d.code not in DEFAULT_HINTS:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pv.diagnostics import Diagnostic, Severity
+from pv.diagnostics import Diagnostic, Severity, internal_error
 
 _ID_KEYS = {("metadata", "id"), ("proof_obligations", "id"), ("falsification_tests", "id")}
 
@@ -147,7 +147,8 @@ def read_dialect(paths: list[Path], display: Callable[[Path], str]) -> tuple[lis
 
     from pv import expr
     from pv.crosscheck import expr_diagnostic
-    from pv.loader import _data_loc, read_yaml, schema_diagnostics
+    from pv.safe_yaml import read_yaml
+    from pv.schema_errors import data_loc, schema_diagnostics
     from pv.schema import Contract
 
     report = DialectReport(files=len(paths))
@@ -158,9 +159,7 @@ def read_dialect(paths: list[Path], display: Callable[[Path], str]) -> tuple[lis
         try:
             loaded, problems = read_yaml(path, name)
         except Exception as exc:  # noqa: BLE001
-            from pv.commands.validate import _internal
-
-            out.append(_internal(name, exc))
+            out.append(internal_error(name, exc))
             report.load_problems["PV199"] += 1
             continue
         if loaded is None:
@@ -205,7 +204,7 @@ def read_dialect(paths: list[Path], display: Callable[[Path], str]) -> tuple[lis
                     report.ids_missing[generic] += 1
                     continue
                 what = _problem_class(err, generic)
-                place = what + "@" + repr(_data_loc(data, loc)[0])
+                place = what + "@" + repr(data_loc(data, loc)[0])
                 if place not in counted_here:  # a union reports once per member; count the place once
                     counted_here.add(place)
                     report.problems[what] += 1

@@ -11,7 +11,7 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from pv.commands import generate
+from pv import codegen
 from pv.cli import main
 from pv.loader import load_contract
 from pv_workspace import falsifier, make_workspace
@@ -159,18 +159,18 @@ def test_refuses_to_overwrite_a_file_it_did_not_generate(ws):
 
 
 def test_literals_cover_non_finite_floats_and_reserved_names():
-    assert generate.literal(math.inf) == "float('inf')"
-    assert generate.literal(-math.inf) == "-float('inf')"
-    assert generate.literal({"a": [math.nan]}) == "{'a': [float('nan')]}"
-    assert eval(generate.literal({"x": -math.inf}))["x"] == -math.inf  # noqa: S307 - our own literal
-    assert generate._check_import("pkg.mod:falsify") == ("from pkg.mod import falsify as _check", "_check")
-    code, name = generate._check_import("pkg.class:run")  # a keyword: resolved at run time instead
+    assert codegen.literal(math.inf) == "float('inf')"
+    assert codegen.literal(-math.inf) == "-float('inf')"
+    assert codegen.literal({"a": [math.nan]}) == "{'a': [float('nan')]}"
+    assert eval(codegen.literal({"x": -math.inf}))["x"] == -math.inf  # noqa: S307 - our own literal
+    assert codegen._check_import("pkg.mod:falsify") == ("from pkg.mod import falsify as _check", "_check")
+    code, name = codegen._check_import("pkg.class:run")  # a keyword: resolved at run time instead
     assert "load_check('pkg.class:run')" in code and name == "_check"
 
 
 def test_template_refuses_raw_strings():
     with pytest.raises(TypeError, match="not a Code fragment"):
-        generate._finalize("raw contract text")
+        codegen._finalize("raw contract text")
 
 
 HOSTILE = [

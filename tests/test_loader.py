@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pv import loader
+from pv import loader, safe_yaml
 from pv.loader import MAX_DEPTH, MAX_NODES, load_contract, read_yaml
 
 
@@ -227,4 +227,4 @@ def test_libyaml_composer_is_used_when_available():
 
     if not yaml.__with_libyaml__:
         pytest.skip("PyYAML without libyaml")
-    assert issubclass(loader._FastSafeLoader, yaml.CSafeLoader)
+    assert issubclass(safe_yaml._FastSafeLoader, yaml.CSafeLoader)

@@ -735,7 +735,7 @@ def test_parallel_workers_report_exactly_what_one_process_does(vworkspace, monke
 
 
 def test_jobs_for(monkeypatch):
-    from pv.commands.validate import PARALLEL_MIN_FILES, jobs_for
+    from pv.validation import PARALLEL_MIN_FILES, jobs_for
 
     monkeypatch.delenv("PV_JOBS", raising=False)
     assert jobs_for(3) == 1 and jobs_for(PARALLEL_MIN_FILES - 1) == 1
