@@ -322,7 +322,7 @@ def _diag(path: str, code: str, message: str, hint: str = "", line: int = 0, col
 
 def load_all(workspace: Workspace) -> tuple[list[LoadedContract], list[Diagnostic]]:
     """Every contract of the workspace, and every problem that stops generating from them."""
-    from pv import expr
+    from pv import crosscheck
 
     loaded_all: list[LoadedContract] = []
     problems: list[Diagnostic] = []
@@ -332,48 +332,15 @@ def load_all(workspace: Workspace) -> tuple[list[LoadedContract], list[Diagnosti
         problems.extend(errors)
         if loaded is not None and loaded.contract is not None and not errors:
             loaded_all.append(loaded)
-    seen_contracts: dict[str, str] = {}
-    seen_falsifiers: dict[str, str] = {}
+    # The checks of `pv validate` that decide whether a module can be generated at all: ids
+    # name the modules and the evidence, predictions become code, params and packages are
+    # what the test passes and imports. (Bindings are not resolved here: a test whose check
+    # is missing ERRORs when it runs.)
+    problems += [d for d in crosscheck.unique_ids(loaded_all) if d.code in ("PV301", "PV302")]
     for loaded in loaded_all:
-        contract = loaded.contract
-        where = loaded.display_path
-        cid = contract.metadata.id
-        if cid in seen_contracts:
-            line, col = loaded.position(("metadata", "id"))
-            problems.append(_diag(where, "PV301", f"duplicate contract id {cid!r} (also in {seen_contracts[cid]})",
-                                  "each contract id names one file and one generated module", line, col))
-        seen_contracts.setdefault(cid, where)
-        for i, f in enumerate(contract.falsification_tests):
-            if f.id in seen_falsifiers:
-                line, col = loaded.position(("falsification_tests", i, "id"))
-                problems.append(_diag(where, "PV302", f"duplicate falsifier id {f.id!r} (also in {seen_falsifiers[f.id]})",
-                                      "falsifier ids are global: evidence is keyed by them", line, col))
-            seen_falsifiers.setdefault(f.id, where)
-            loc = ("falsification_tests", i, "prediction")
-            try:
-                parsed = expr.parse(f.prediction)
-            except expr.ExprError as exc:
-                line, col = loaded.position(loc)
-                problems.append(_diag(where, "PV401", f"{f.id}: prediction: {exc.message}", exc.hint, line, col))
-            else:
-                if not expr.is_boolean(parsed):
-                    line, col = loaded.position(loc)
-                    problems.append(_diag(where, "PV402", f"{f.id}: prediction {parsed.text!r} is not true/false "
-                                          "at the top level", "compare an observation with a bound", line, col))
-            for key in ("device", "tolerance"):
-                if key in f.params:
-                    line, col = loaded.position(("falsification_tests", i, "params", key), key=True)
-                    problems.append(_diag(where, "PV316", f"{f.id}: params must not set {key!r}: the harness "
-                                          "passes it", "devices come from `devices:`, tolerances from `tolerance:`",
-                                          line, col))
-            if f.check:
-                package = f.check.split(":", 1)[0]
-                if not any(package == p or package.startswith(p + ".") for p in workspace.check_packages):
-                    line, col = loaded.position(("falsification_tests", i, "check"))
-                    allowed = ", ".join(workspace.check_packages)
-                    problems.append(_diag(where, "PV310", f"check {f.check!r} is outside the allowed packages "
-                                          f"({allowed})", "[tool.pv] check_packages lists where checks may live",
-                                          line, col))
+        problems += [d for d in crosscheck.expressions(loaded) if d.severity is Severity.ERROR]
+        for i in range(len(loaded.contract.falsification_tests)):
+            problems += crosscheck.binding_placement(loaded, i, workspace.check_packages)
     return loaded_all, problems
 
 

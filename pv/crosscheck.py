@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from pv import expr
 from pv.config import Workspace
-from pv.diagnostics import Diagnostic, Severity
+from pv.diagnostics import Diagnostic, Severity, internal_error
 from pv.safe_yaml import SCHEMA_LINE_PREFIX, LoadedContract
 from pv.schema import CHECK_PATTERN, SCHEMA_PATH, LifecycleStatus
 from pv.staticcheck import ModuleIndex, Unresolved, in_allowed_package
@@ -69,16 +70,24 @@ def _obligations(data: Any) -> list[tuple[int, dict]]:
 
 
 def check_file(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
+    """Every per-file check. A check that fails inside pv becomes one PV199 naming it, and the
+    other checks of the file still report."""
     if not isinstance(loaded.data, dict):
         return []
     out: list[Diagnostic] = []
-    out += schema_comment(loaded)
-    out += file_name(loaded)
-    out += obligation_references(loaded)
-    out += expressions(loaded)
-    out += bindings(loaded, ctx)
-    out += mutants(loaded, ctx)
+    for check in (schema_comment, file_name, obligation_references, expressions):
+        out += _guarded(check, loaded)
+    out += _guarded(bindings, loaded, ctx)
+    out += _guarded(mutants, loaded, ctx)
     return out
+
+
+def _guarded(check: Any, loaded: LoadedContract, *args: Any) -> list[Diagnostic]:
+    try:
+        return check(loaded, *args)
+    except Exception as exc:  # noqa: BLE001 - a bug in one check must not hide the others
+        return [internal_error(loaded.display_path, RuntimeError(f"in the {check.__name__} check: "
+                                                                 f"{type(exc).__name__}: {exc}"))]
 
 
 def _suggested_schema(directory: Path) -> str:
@@ -152,6 +161,26 @@ def expr_diagnostic(loaded: LoadedContract, loc: tuple, code: str, exc: expr.Exp
     return _d(loaded, pos, code, f"{what}: {exc.message}", exc.hint)
 
 
+def non_ascii_name(loaded: LoadedContract, loc: tuple, what: str) -> Diagnostic | None:
+    """PV405 for a prediction or formula that parses but is not ASCII: the only non-ASCII
+    text Python's parser accepts there is a name, and it folds names by NFKC (`ｖal_loss` is
+    read as `val_loss`), so pv would judge a name other than the one written. Refused."""
+    text = loaded.value_at(loc)
+    if not isinstance(text, str) or text.isascii():
+        return None
+    index = next(i for i, ch in enumerate(text) if not ch.isascii())
+    word = next((m for m in _WORD.finditer(text) if m.start() <= index < m.end()), None)
+    written = word.group() if word else text[index]
+    start = word.start() if word else index
+    return _d(loaded, loaded.value_position(loc, start), "PV405",
+              f"{what}: the name {written!r} is not ASCII (Python would read it as "
+              f"{unicodedata.normalize('NFKC', written)!r})",
+              "names in pv expressions are ASCII letters, digits and _; retype the name")
+
+
+_WORD = re.compile(r"\w+")
+
+
 def expressions(loaded: LoadedContract) -> list[Diagnostic]:
     out = []
     for i, f in _falsifiers(loaded.data):
@@ -163,6 +192,10 @@ def expressions(loaded: LoadedContract) -> list[Diagnostic]:
             parsed = expr.parse(text)
         except expr.ExprError as exc:
             out.append(expr_diagnostic(loaded, loc, "PV401", exc, "prediction"))
+            continue
+        refused = non_ascii_name(loaded, loc, "prediction")
+        if refused is not None:
+            out.append(refused)
             continue
         if not expr.is_boolean(parsed):
             out.append(_d(loaded, loaded.position(loc), "PV402",
@@ -183,6 +216,10 @@ def expressions(loaded: LoadedContract) -> list[Diagnostic]:
             expr.parse(text)
         except expr.ExprError as exc:
             out.append(expr_diagnostic(loaded, loc, "PV403", exc, f"formula of {name}"))
+            continue
+        refused = non_ascii_name(loaded, loc, f"formula of {name}")
+        if refused is not None:
+            out.append(refused)
     return out
 
 
@@ -192,6 +229,27 @@ def _status(loaded: LoadedContract) -> LifecycleStatus | None:
         return LifecycleStatus(raw)
     except ValueError:
         return None
+
+
+HARNESS_KEYWORDS = ("device", "tolerance")  # what the harness passes a check itself
+
+
+def binding_placement(loaded: LoadedContract, i: int, packages: tuple[str, ...] | list[str]) -> list[Diagnostic]:
+    """What can be said of falsifier `i`'s binding without reading its module: PV310 (the
+    check lies outside the allowed packages; nothing more is checked) or PV316 (params sets
+    what the harness passes). `pv generate` refuses on these too."""
+    f = _dict(_list(_dict(loaded.data).get("falsification_tests"))[i])
+    check = f.get("check")
+    loc = ("falsification_tests", i, "check")
+    if isinstance(check, str) and _CHECK_RE.match(check) and not in_allowed_package(check.split(":")[0], packages):
+        return [_d(loaded, loaded.position(loc), "PV310",
+                   f"check {check!r} is outside the allowed packages ({', '.join(packages)})",
+                   "checks live in the packages named by [tool.pv] check_packages")]
+    params = _dict(f.get("params"))
+    return [_d(loaded, loaded.position(loc[:-1] + ("params", key), key=True), "PV316",
+               f"params must not set {key!r}: the harness passes it",
+               "devices come from `devices:`, tolerances from `tolerance:`")
+            for key in params if key in HARNESS_KEYWORDS]
 
 
 def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
@@ -213,18 +271,13 @@ def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
             continue  # the schema reports it
         loc = ("falsification_tests", i, "check")
         module, function = check.split(":")
-        if not in_allowed_package(module, packages):
-            out.append(_d(loaded, loaded.position(loc), "PV310",
-                          f"check {check!r} is outside the allowed packages ({', '.join(packages)})",
-                          "checks live in the packages named by [tool.pv] check_packages"))
+        placement = binding_placement(loaded, i, packages)
+        out += placement
+        if any(d.code == "PV310" for d in placement):
             continue
         params = f.get("params")
         params = params if isinstance(params, dict) else {}
-        reserved = [k for k in params if k in ("device", "tolerance")]
-        for key in reserved:
-            out.append(_d(loaded, loaded.position(loc[:-1] + ("params", key), key=True), "PV316",
-                          f"params must not set {key!r}: the harness passes it",
-                          "devices come from `devices:`, tolerances from `tolerance:`"))
+        reserved = [k for k in params if k in HARNESS_KEYWORDS]
         try:
             signature = ctx.index.find_function(module, function)
         except Unresolved as exc:

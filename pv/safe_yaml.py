@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pv.diagnostics import Diagnostic
+from pv.diagnostics import Diagnostic, Severity
 
 MAX_BYTES = 1_000_000
 MAX_NODES = 100_000  # after alias expansion; real contracts have a few hundred
@@ -35,6 +35,9 @@ _STR = "tag:yaml.org,2002:str"
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 _MERGE = "tag:yaml.org,2002:merge"
+_BOOL = "tag:yaml.org,2002:bool"
+# YAML 1.2 spells booleans true/false only; PyYAML (YAML 1.1) also reads yes/no/on/off.
+_PLAIN_BOOLEANS = frozenset({"true", "false", "True", "False", "TRUE", "FALSE"})
 
 
 class _FastSafeLoader(_Loader):  # type: ignore[misc, valid-type]
@@ -234,6 +237,7 @@ class _Builder:
         self.merges = merges  # False when the text has no "<<": no mapping needs flattening
         self.nodes = 0
         self.duplicates: list[tuple[Any, tuple[int, int]]] = []
+        self.yaml11_booleans: list[tuple[str, tuple[int, int]]] = []  # yes/no/on/off read as booleans
 
     def build(self, node: yaml.Node, depth: int = 1) -> Any:
         self.nodes += 1
@@ -247,6 +251,8 @@ class _Builder:
             constructor = self.constructors.get(tag)
             if constructor is None:
                 raise _tag_error(node)
+            if tag == _BOOL and node.value not in _PLAIN_BOOLEANS:
+                self.yaml11_booleans.append((node.value, _pos(node)))
             try:
                 return constructor(self.constructor, node)
             except (ValueError, TypeError, OverflowError) as exc:  # e.g. date: 2026-13-45
@@ -450,7 +456,18 @@ def read_yaml(path: Path, display: str) -> tuple[LoadedContract | None, list[Dia
               "remove or rename one of them")
         for key, (line, col) in builder.duplicates
     ]
+    problems += [_yaml11_boolean(display, word, line, col) for word, (line, col) in builder.yaml11_booleans]
     return loaded, problems
+
+
+def _yaml11_boolean(display: str, word: str, line: int, col: int) -> Diagnostic:
+    """PV209: `yes`/`no`/`on`/`off` silently became a boolean (YAML 1.1); say which, and how to
+    write what was meant."""
+    meant = "true" if word.lower() in ("yes", "on") else "false"
+    return Diagnostic(path=display, line=line, col=col, code="PV209", severity=Severity.WARNING,
+                      message=f"{word!r} is read as the boolean {meant} (a YAML 1.1 spelling); "
+                              "YAML 1.2 and most other tools read it as text",
+                      hint=f"write {meant} for a boolean, or quote it (\"{word}\") for text")
 
 
 def _yaml_diag(display: str, exc: yaml.YAMLError, code: str, hint: str = "") -> Diagnostic:

@@ -138,7 +138,8 @@ def _describe(value: Any) -> str:
 def _dotted(loc: Loc) -> str:
     text = ""
     for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        index = isinstance(part, int) and not isinstance(part, bool)  # a boolean key (`on:`) is a key
+        text += f"[{part}]" if index else (f".{part}" if text else str(part))
     return text
 
 

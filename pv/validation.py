@@ -152,6 +152,7 @@ def _check_one(item, ctx) -> tuple:
     from pv.loader import load_contract
 
     _, path, name, is_selected = item
+    loaded, problems = None, []
     try:
         loaded, problems = load_contract(path, name)
         if not is_selected:
@@ -159,8 +160,8 @@ def _check_one(item, ctx) -> tuple:
         if loaded is not None:
             problems += crosscheck.check_file(loaded, ctx)
         return loaded, problems
-    except Exception as exc:  # noqa: BLE001 - a bug in pv must not hide the other files' problems
-        return None, [internal_error(name, exc)] if is_selected else []
+    except Exception as exc:  # noqa: BLE001 - a bug in pv must not hide the other problems
+        return loaded, problems + [internal_error(name, exc)] if is_selected else []
 
 
 def _worker(item) -> tuple:

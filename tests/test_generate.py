@@ -149,7 +149,7 @@ def test_refuses_invalid_contracts_and_writes_nothing(ws):
 
 @pytest.mark.parametrize("case, code", [
     ("duplicate-falsifier", "PV302"), ("bad-prediction", "PV401"), ("foreign-package", "PV310"),
-    ("not-boolean", "PV402"), ("params-device", "PV316"),
+    ("not-boolean", "PV402"), ("params-device", "PV316"), ("folded-name", "PV405"),
 ])
 def test_refuses_contracts_that_cannot_compile(ws, case, code):
     if case == "duplicate-falsifier":
@@ -161,6 +161,8 @@ def test_refuses_contracts_that_cannot_compile(ws, case, code):
         ws.add_contract("one", [falsifier("FALSIFY-ONE-001", prediction="val_loss + 1")])
     elif case == "params-device":
         ws.add_contract("one", [falsifier("FALSIFY-ONE-001", params={"device": "cuda"})])
+    elif case == "folded-name":  # Python would read the fullwidth name as val_loss
+        ws.add_contract("one", [falsifier("FALSIFY-ONE-001", prediction="\uff56al_loss < 0.7 * ln(vocab_size)")])
     else:
         ws.add_contract("one", [falsifier("FALSIFY-ONE-001", check="os.path:join")])
     result = pv("generate")

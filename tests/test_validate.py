@@ -545,6 +545,141 @@ def test_bad_option(vworkspace):
     assert vworkspace.run("--no-such-option").exit_code == 2
 
 
+# --- attacks (issue #18): each refused or flagged with its own code, the rest still reported ---------
+
+
+@pytest.mark.parametrize("where, written, read_as", [
+    ('prediction: "val_loss < 0.7 * ln(vocab_size)"', "\uff56al_loss", "val_loss"),  # fullwidth v
+    ('formula: "val_loss < 0.7 * ln(vocab_size)"', "val_lo\u017fs", "val_loss"),  # long s
+    ('prediction: "val_loss < 0.7 * ln(vocab_size)"', "\ufb01t", "fit"),  # the fi ligature
+])
+def test_non_ascii_names_are_refused_not_folded(vworkspace, where, written, read_as):
+    new = where.replace("val_loss", written, 1)
+    _, text = vworkspace.contract((where, new))
+    result = vworkspace.run()
+    assert result.exit_code == 1
+    [d] = only(result, "PV405")
+    line = line_of(text, new)
+    assert (d.line, d.col) == (line, text.splitlines()[line - 1].index(written) + 1)  # at the name itself
+    assert repr(written) in d.message and repr(read_as) in d.message
+
+
+def test_an_ascii_name_is_not_flagged(vworkspace):
+    vworkspace.contract(('prediction: "val_loss < 0.7 * ln(vocab_size)"', 'prediction: "val_loss < 0.7 * ln(vocab_size) and vocab_size >= 2"'))
+    assert vworkspace.run().exit_code == 0
+
+
+CHANGELOG = "  changelog:\n    - {{version: 1.0.0, date: {date}, change: first}}"
+
+
+@pytest.mark.parametrize("date, why", [
+    ("0", "is not a date"),  # lax pydantic: 1970-01-01
+    ("1700000000", "is not a date"),  # lax pydantic: a Unix time
+    ("20261122", "is not a date"),
+    ('"22/11/2026"', "is not a date"),
+    ('"2026-11-22\\n"', "is not a date"),  # a trailing newline
+    ("2026-11-22 10:00:00", "is a timestamp"),  # YAML reads a datetime; lax pydantic keeps its day
+    ("2026-13-45", "cannot read"),  # YAML itself cannot build it (PV101)
+])
+def test_changelog_dates_are_iso_days_only(vworkspace, date, why):
+    _, text = vworkspace.contract(("  depends_on: []", "  depends_on: []\n" + CHANGELOG.format(date=date)))
+    result = vworkspace.run()
+    assert result.exit_code == 1
+    [d] = [d for d in parse_output(result.output) if d.code in ("PV204", "PV101")]
+    assert why in d.message and d.line == line_of(text, "changelog:") + 1
+
+
+@pytest.mark.parametrize("date", ["2026-11-22", '"2026-11-22"'])
+def test_iso_dates_are_accepted(vworkspace, date):
+    vworkspace.contract(("  depends_on: []", "  depends_on: []\n" + CHANGELOG.format(date=date)))
+    result = vworkspace.run()
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("word, meant", [("yes", "true"), ("No", "false"), ("on", "true"), ("OFF", "false")])
+def test_yaml11_booleans_are_warned_about(vworkspace, word, meant):
+    _, text = vworkspace.contract(("    mutants: [drops_bias]", f"    mutants: [drops_bias]\n    ship_blocking: {word}"))
+    result = vworkspace.run()
+    assert result.exit_code == 0, result.output  # a warning: the value is still read
+    [d] = only(result, "PV209")
+    assert d.warning and (d.line, d.col) == (line_of(text, "ship_blocking:"), len("    ship_blocking: ") + 1)
+    assert f"{word!r} is read as the boolean {meant}" in d.message
+    assert f'write {meant} for a boolean, or quote it ("{word}")' in result.output
+
+
+def test_true_false_and_quoted_words_are_not_warned_about(vworkspace):
+    vworkspace.contract(("    mutants: [drops_bias]", "    mutants: [drops_bias]\n    ship_blocking: true"),
+                        ("rule: Eval loss of a trained checkpoint is well below uniform", 'rule: "yes"'))
+    result = vworkspace.run()
+    assert "PV209" not in result.output and result.exit_code == 0, result.output
+
+
+def test_a_yaml11_boolean_key_is_warned_about_too(vworkspace):
+    _, text = vworkspace.contract(("    mutants: [drops_bias]", "    mutants: [drops_bias]\n    on: 1"))
+    result = vworkspace.run()
+    assert result.exit_code == 1
+    assert only(result, "PV209")[0].line == line_of(text, "    on: 1")
+    assert "Keys should be strings" in only(result, "PV204")[0].message  # and the schema refuses the key
+
+
+BROKEN_FILE = ("status: DRAFT", "status: DONE")  # PV204: must still be reported beside the binding's problem
+
+
+def test_an_overlong_module_name_is_that_bindings_problem_only(vworkspace):
+    check = "falsifiers." + "a" * 253 + ":measure"
+    _, text = vworkspace.contract(("check: falsifiers.demo:measure", f"check: {check}"), BROKEN_FILE)
+    result = vworkspace.run()
+    assert result.exit_code == 1
+    assert "PV199" not in codes(result)
+    [d] = only(result, "PV311")
+    assert d.line == line_of(text, "check: falsifiers.aaa") and "File name too long" in d.message
+    assert only(result, "PV204")
+
+
+def test_a_module_part_longer_than_any_file_name_is_refused_before_the_lookup(vworkspace):
+    vworkspace.contract(("check: falsifiers.demo:measure", "check: falsifiers." + "b" * 300 + ".x:measure"))
+    [d] = only(vworkspace.run(), "PV311")
+    assert "is 300 characters; no file name can be that long" in d.message
+
+
+@pytest.mark.parametrize("source", [
+    "x = " + "-" * 3000 + "1\n",  # RecursionError inside Python's parser
+    "x = " + "(" * 3000 + "1" + ")" * 3000 + "\n",  # SyntaxError: too many nested parentheses
+    "x = [" + "[" * 3000 + "]" * 3000 + "]\n",
+])
+def test_a_deeply_nested_check_module_is_that_bindings_problem_only(vworkspace, source):
+    vworkspace.write("falsifiers/deep.py", source + "def measure(*, device, checkpoint, batches=1):\n    return {}\n")
+    _, text = vworkspace.contract(("check: falsifiers.demo:measure", "check: falsifiers.deep:measure"), BROKEN_FILE)
+    result = vworkspace.run()
+    assert result.exit_code == 1
+    assert "PV199" not in codes(result)
+    [d] = only(result, "PV315")
+    assert d.line == line_of(text, "check: falsifiers.deep") and "cannot be parsed" in d.message
+    assert only(result, "PV204")
+
+
+def test_a_deeply_nested_mutants_module_declares_nothing_and_crashes_nothing(vworkspace):
+    vworkspace.write("falsifiers/mutants.py", "x = " + "-" * 3000 + "1\n")
+    vworkspace.contract(BROKEN_FILE)
+    result = vworkspace.run()
+    assert "PV199" not in codes(result)
+    assert "drops_bias" in only(result, "PV309")[0].message and only(result, "PV204")
+
+
+def test_one_failing_check_keeps_the_other_checks_of_the_file(vworkspace, monkeypatch):
+    from pv import crosscheck
+
+    def explode(loaded, ctx):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(crosscheck, "bindings", explode)
+    vworkspace.contract(('prediction: "val_loss < 0.7 * ln(vocab_size)"', 'prediction: "val_loss +"'), BROKEN_FILE)
+    result = vworkspace.run()
+    [d] = only(result, "PV199")
+    assert "in the explode check: RuntimeError: boom" in d.message
+    assert only(result, "PV401") and only(result, "PV204")
+
+
 # --- never a traceback -----------------------------------------------------------------------------
 
 
