@@ -7,7 +7,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from pv import keypaths as K
 from pv.diagnostics import Diagnostic
+from pv.keypaths import inner_model
 from pv.safe_yaml import LoadedContract, Loc, diag
 
 _TYPE_HINTS = {
@@ -103,7 +105,7 @@ def schema_diagnostics(loaded: LoadedContract, error: ValidationError) -> list[D
             seen_union.add(loc)
             code = "PV203"
             allowed = ("params values are text, numbers, booleans, null, or a flat list/mapping of those"
-                       if "params" in loc else "it matches none of the allowed forms")
+                       if K.PARAMS.key in loc else "it matches none of the allowed forms")
             message = f"{what}: {_describe(value)} is not allowed here; {allowed}"
         elif kind == "enum":
             expected = (err.get("ctx") or {}).get("expected", "").replace("'", "")
@@ -154,24 +156,10 @@ def _known_keys(loc: Loc) -> list[str]:
         fld = model.model_fields.get(part) if hasattr(model, "model_fields") else None
         if fld is None:
             return []
-        model = _inner_model(fld.annotation)
+        model = inner_model(fld.annotation)
         if model is None:
             return []
     return list(model.model_fields) if hasattr(model, "model_fields") else []
-
-
-def _inner_model(annotation: Any) -> Any:
-    import typing
-
-    from pydantic import BaseModel
-
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _inner_model(arg)
-        if found is not None:
-            return found
-    return None
 
 
 def _near(word: str, candidates: list[str]) -> str | None:
