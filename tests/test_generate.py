@@ -190,6 +190,18 @@ def test_literals_cover_non_finite_floats_and_reserved_names():
     assert "load_check('pkg.class:run')" in code and name == "_check"
 
 
+def test_a_check_named_like_the_device_parameter_still_gets_the_device(ws):
+    """`from m import device` inside `test_x(device)` would shadow the parameter: the check
+    would be called with itself as the device. It is imported under another name."""
+    (ws.root / ws.package / "named.py").write_text(
+        "def device(*, device):\n    return {'val_loss': 1.0, 'vocab_size': 1024, 'on_cpu': device == 'cpu'}\n")
+    ws.add_contract("named", [falsifier("FALSIFY-NAMED-001", check="named:device", prediction="on_cpu")])
+    assert pv("generate").exit_code == 0
+    assert f"from {ws.package}.named import device as _check" in (ws.generated / "test_named.py").read_text()
+    done = ws.pytest("-q", "--pv-no-ledger", "generated_tests/test_named.py")
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
+
+
 def test_template_refuses_raw_strings():
     with pytest.raises(TypeError, match="not a Code fragment"):
         codegen._finalize("raw contract text")
