@@ -15,6 +15,7 @@ Files are also capped in size, and binary, non-UTF-8 or empty files are rejected
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 _MERGE = "tag:yaml.org,2002:merge"
 _BOOL = "tag:yaml.org,2002:bool"
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 # YAML 1.2 spells booleans true/false only; PyYAML (YAML 1.1) also reads yes/no/on/off.
 _PLAIN_BOOLEANS = frozenset({"true", "false", "True", "False", "TRUE", "FALSE"})
 
@@ -253,6 +256,11 @@ class _Builder:
                 raise _tag_error(node)
             if tag == _BOOL and node.value not in _PLAIN_BOOLEANS:
                 self.yaml11_booleans.append((node.value, _pos(node)))
+            elif tag == _TIMESTAMP and not _ISO_DAY.fullmatch(node.value):
+                # YAML 1.1 also reads 2026-1-5 and 2026-11-22 10:00 as dates/times; pv's only
+                # dates are YYYY-MM-DD days, so anything else stays the text that was written
+                # (and the schema says it is not a date).
+                return node.value
             try:
                 return constructor(self.constructor, node)
             except (ValueError, TypeError, OverflowError) as exc:  # e.g. date: 2026-13-45

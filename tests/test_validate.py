@@ -485,7 +485,8 @@ CHANGELOG = "  changelog:\n    - {{version: 1.0.0, date: {date}, change: first}}
     ("20261122", "is not a date"),
     ('"22/11/2026"', "is not a date"),
     ('"2026-11-22\\n"', "is not a date"),  # a trailing newline
-    ("2026-11-22 10:00:00", "is a timestamp"),  # YAML reads a datetime; lax pydantic keeps its day
+    ("2026-11-22 10:00:00", "is not a date"),  # YAML 1.1 reads a datetime; lax pydantic kept its day
+    ("2026-1-5", "is not a date"),  # YAML 1.1 reads a date
     ("2026-13-45", "cannot read"),  # YAML itself cannot build it (PV101)
 ])
 def test_changelog_dates_are_iso_days_only(vworkspace, date, why):
