@@ -17,7 +17,6 @@ from __future__ import annotations
 import keyword
 import math
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -314,10 +313,6 @@ def recorded_sha(text: str) -> str | None:
         if line.startswith(SHA_PREFIX):
             return line[len(SHA_PREFIX):].strip()
     return None
-
-
-def _diag(path: str, code: str, message: str, hint: str = "", line: int = 0, col: int = 0) -> Diagnostic:
-    return Diagnostic(path=path, line=line, col=col, code=code, message=message, hint=hint)
 
 
 def load_all(workspace: Workspace) -> tuple[list[LoadedContract], list[Diagnostic]]:
