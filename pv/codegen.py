@@ -1,8 +1,9 @@
 """Compiling contracts into pytest modules (the engine of `pv generate`, used by `pv run` and
 `pv strength` through `ensure_fresh`).
 
-One module per contract (`test_<contract_id_underscored>.py`), one test per falsifier x
-device. The module records the sha256 of its contract file, so `--check` can tell a stale
+One module per contract (`test_<contract_id_underscored>.py`), one test function per
+falsifier, parametrized by device (pytest runs `test_<falsifier>[<device>]`, the name
+`test_name` gives `pv run` and `pv strength` to select). The module records the sha256 of its contract file, so `--check` can tell a stale
 file from a current one. Output is deterministic: the same contracts give the same bytes.
 
 Safety: contract text reaches the generated code only as Python literals built here
