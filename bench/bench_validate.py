@@ -9,7 +9,7 @@ Prints the best and median wall time (and the best CPU time, user + sys) of `pv 
      each contract has 3 falsifiers bound to checks, 2 obligations, 2 equations, and its own
      numbers in every expression (so no cache can share work between contracts).
 Targets (issue 2): under 0.5 s for the repository, under 2 s for 1,000 contracts.
-Also reports the in-process time of pv.commands.validate.validate() for the generated set, which
+Also reports the in-process time of pv.validation.validate() for the generated set, which
 excludes interpreter start-up and imports.
 """
 
@@ -159,7 +159,7 @@ def main() -> int:
         os.chdir(root)
         try:
             from pv.config import load_workspace
-            from pv.commands.validate import validate
+            from pv.validation import validate
 
             start = time.perf_counter()
             report = validate(load_workspace())

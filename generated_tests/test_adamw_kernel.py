@@ -17,23 +17,17 @@ import pytest
 
 from pv.harness import falsify
 
-CONTRACT = 'adamw-kernel'
-CONTRACT_VERSION = '1.1.0'
+# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
+# and runs once per device: pytest names it test_<falsifier>[<device>].
+PV_FALSIFIER = pytest.mark.pv_falsifier(contract='adamw-kernel', contract_version='1.1.0')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-ADAMW-001',
-    sha256='309f38006e7adfd75509e0a73a31fe02c1de7040e5a91a59426bd85613dd924b',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)',
-)
-def test_falsify_adamw_001__cpu() -> None:
-    """FALSIFY-ADAMW-001 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-ADAMW-001', sha256='309f38006e7adfd75509e0a73a31fe02c1de7040e5a91a59426bd85613dd924b', prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_adamw_001(device: str) -> None:
+    """FALSIFY-ADAMW-001: On the reference path, 10 steps on random gradients match float64
+        decoupled AdamW, which is at least 100 tolerances away from L2-regularised Adam
 
-    rule: On the reference path, 10 steps on random gradients match float64 decoupled AdamW,
-        which is at least 100 tolerances away from L2-regularised Adam
     prediction: max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)
     check: pvlab.falsifiers.kernel_adamw:adamw_matches_reference
     if it fails: The decay is coupled (added to the gradient), applied to biases/norms,
@@ -41,61 +35,15 @@ def test_falsify_adamw_001__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_adamw import adamw_matches_reference
 
-    falsify(
-        adamw_matches_reference,
-        params={'path': 'reference', 'steps': 10, 'lr': 0.01, 'weight_decay': 0.1, 'seed': 0},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-ADAMW-001',
-        if_fails='The decay is coupled (added to the gradient), applied to biases/norms, missing, or the bias corrections are wrong.',
-    )
+    falsify(adamw_matches_reference, device=device, falsifier='FALSIFY-ADAMW-001', prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)', params={'path': 'reference', 'steps': 10, 'lr': 0.01, 'weight_decay': 0.1, 'seed': 0}, tolerance=None, if_fails='The decay is coupled (added to the gradient), applied to biases/norms, missing, or the bias corrections are wrong.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-ADAMW-001',
-    sha256='309f38006e7adfd75509e0a73a31fe02c1de7040e5a91a59426bd85613dd924b',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)',
-)
-def test_falsify_adamw_001__cuda() -> None:
-    """FALSIFY-ADAMW-001 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-ADAMW-002', sha256='e5badb26385aa668c662881fac9dae209e46ea67773f776e69409063ea8e8de7', prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_adamw_002(device: str) -> None:
+    """FALSIFY-ADAMW-002: On the fast path (fused or foreach multi-tensor AdamW), the same 10
+        steps match the float64 decoupled AdamW
 
-    rule: On the reference path, 10 steps on random gradients match float64 decoupled AdamW,
-        which is at least 100 tolerances away from L2-regularised Adam
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)
-    check: pvlab.falsifiers.kernel_adamw:adamw_matches_reference
-    if it fails: The decay is coupled (added to the gradient), applied to biases/norms,
-        missing, or the bias corrections are wrong.
-    """
-    from pvlab.falsifiers.kernel_adamw import adamw_matches_reference
-
-    falsify(
-        adamw_matches_reference,
-        params={'path': 'reference', 'steps': 10, 'lr': 0.01, 'weight_decay': 0.1, 'seed': 0},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-ADAMW-001',
-        if_fails='The decay is coupled (added to the gradient), applied to biases/norms, missing, or the bias corrections are wrong.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-ADAMW-002',
-    sha256='e5badb26385aa668c662881fac9dae209e46ea67773f776e69409063ea8e8de7',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)',
-)
-def test_falsify_adamw_002__cpu() -> None:
-    """FALSIFY-ADAMW-002 on cpu.
-
-    rule: On the fast path (fused or foreach multi-tensor AdamW), the same 10 steps match
-        the float64 decoupled AdamW
     prediction: max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)
     check: pvlab.falsifiers.kernel_adamw:adamw_matches_reference
     if it fails: The fused kernel is configured differently from the reference (coupled
@@ -103,61 +51,15 @@ def test_falsify_adamw_002__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_adamw import adamw_matches_reference
 
-    falsify(
-        adamw_matches_reference,
-        params={'path': 'fast', 'steps': 10, 'lr': 0.01, 'weight_decay': 0.1, 'seed': 1},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-ADAMW-002',
-        if_fails='The fused kernel is configured differently from the reference (coupled decay, other betas or eps, decay on every group).',
-    )
+    falsify(adamw_matches_reference, device=device, falsifier='FALSIFY-ADAMW-002', prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)', params={'path': 'fast', 'steps': 10, 'lr': 0.01, 'weight_decay': 0.1, 'seed': 1}, tolerance=None, if_fails='The fused kernel is configured differently from the reference (coupled decay, other betas or eps, decay on every group).')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-ADAMW-002',
-    sha256='e5badb26385aa668c662881fac9dae209e46ea67773f776e69409063ea8e8de7',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)',
-)
-def test_falsify_adamw_002__cuda() -> None:
-    """FALSIFY-ADAMW-002 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-ADAMW-003', sha256='eba17e37772bf7934ef8cc48d2ec4fb3873b26c8ab456c9475f7327295e7d291', prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_adamw_003(device: str) -> None:
+    """FALSIFY-ADAMW-003: One reference-path step with all-zero gradients shrinks each decaying
+        matrix by exactly (1 - lr wd) and leaves biases and norm weights unchanged
 
-    rule: On the fast path (fused or foreach multi-tensor AdamW), the same 10 steps match
-        the float64 decoupled AdamW
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)
-    check: pvlab.falsifiers.kernel_adamw:adamw_matches_reference
-    if it fails: The fused kernel is configured differently from the reference (coupled
-        decay, other betas or eps, decay on every group).
-    """
-    from pvlab.falsifiers.kernel_adamw import adamw_matches_reference
-
-    falsify(
-        adamw_matches_reference,
-        params={'path': 'fast', 'steps': 10, 'lr': 0.01, 'weight_decay': 0.1, 'seed': 1},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-ADAMW-002',
-        if_fails='The fused kernel is configured differently from the reference (coupled decay, other betas or eps, decay on every group).',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-ADAMW-003',
-    sha256='eba17e37772bf7934ef8cc48d2ec4fb3873b26c8ab456c9475f7327295e7d291',
-    device='cpu',
-    prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7',
-)
-def test_falsify_adamw_003__cpu() -> None:
-    """FALSIFY-ADAMW-003 on cpu.
-
-    rule: One reference-path step with all-zero gradients shrinks each decaying matrix by
-        exactly (1 - lr wd) and leaves biases and norm weights unchanged
     prediction: decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7
     check: pvlab.falsifiers.kernel_adamw:adamw_zero_gradient_step
     if it fails: L2-regularised Adam moves every weight by about lr on a zero gradient; or
@@ -165,101 +67,18 @@ def test_falsify_adamw_003__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_adamw import adamw_zero_gradient_step
 
-    falsify(
-        adamw_zero_gradient_step,
-        params={'path': 'reference', 'lr': 0.01, 'weight_decay': 0.1, 'seed': 2},
-        prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-ADAMW-003',
-        if_fails='L2-regularised Adam moves every weight by about lr on a zero gradient; or biases/norms decay towards zero.',
-    )
+    falsify(adamw_zero_gradient_step, device=device, falsifier='FALSIFY-ADAMW-003', prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7', params={'path': 'reference', 'lr': 0.01, 'weight_decay': 0.1, 'seed': 2}, tolerance=None, if_fails='L2-regularised Adam moves every weight by about lr on a zero gradient; or biases/norms decay towards zero.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-ADAMW-003',
-    sha256='eba17e37772bf7934ef8cc48d2ec4fb3873b26c8ab456c9475f7327295e7d291',
-    device='cuda',
-    prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7',
-)
-def test_falsify_adamw_003__cuda() -> None:
-    """FALSIFY-ADAMW-003 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-ADAMW-004', sha256='d1ac7c3beebb7315a2d347f692c664eb7458213c19b2926debbde6358e9b320a', prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_adamw_004(device: str) -> None:
+    """FALSIFY-ADAMW-004: The same zero-gradient step on the fast path
 
-    rule: One reference-path step with all-zero gradients shrinks each decaying matrix by
-        exactly (1 - lr wd) and leaves biases and norm weights unchanged
-    prediction: decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7
-    check: pvlab.falsifiers.kernel_adamw:adamw_zero_gradient_step
-    if it fails: L2-regularised Adam moves every weight by about lr on a zero gradient; or
-        biases/norms decay towards zero.
-    """
-    from pvlab.falsifiers.kernel_adamw import adamw_zero_gradient_step
-
-    falsify(
-        adamw_zero_gradient_step,
-        params={'path': 'reference', 'lr': 0.01, 'weight_decay': 0.1, 'seed': 2},
-        prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-ADAMW-003',
-        if_fails='L2-regularised Adam moves every weight by about lr on a zero gradient; or biases/norms decay towards zero.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-ADAMW-004',
-    sha256='d1ac7c3beebb7315a2d347f692c664eb7458213c19b2926debbde6358e9b320a',
-    device='cpu',
-    prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7',
-)
-def test_falsify_adamw_004__cpu() -> None:
-    """FALSIFY-ADAMW-004 on cpu.
-
-    rule: The same zero-gradient step on the fast path
     prediction: decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7
     check: pvlab.falsifiers.kernel_adamw:adamw_zero_gradient_step
     if it fails: The fast path's parameter groups or decay differ from the reference path's.
     """
     from pvlab.falsifiers.kernel_adamw import adamw_zero_gradient_step
 
-    falsify(
-        adamw_zero_gradient_step,
-        params={'path': 'fast', 'lr': 0.01, 'weight_decay': 0.1, 'seed': 3},
-        prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-ADAMW-004',
-        if_fails="The fast path's parameter groups or decay differ from the reference path's.",
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-ADAMW-004',
-    sha256='d1ac7c3beebb7315a2d347f692c664eb7458213c19b2926debbde6358e9b320a',
-    device='cuda',
-    prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7',
-)
-def test_falsify_adamw_004__cuda() -> None:
-    """FALSIFY-ADAMW-004 on cuda.
-
-    rule: The same zero-gradient step on the fast path
-    prediction: decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7
-    check: pvlab.falsifiers.kernel_adamw:adamw_zero_gradient_step
-    if it fails: The fast path's parameter groups or decay differ from the reference path's.
-    """
-    from pvlab.falsifiers.kernel_adamw import adamw_zero_gradient_step
-
-    falsify(
-        adamw_zero_gradient_step,
-        params={'path': 'fast', 'lr': 0.01, 'weight_decay': 0.1, 'seed': 3},
-        prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-ADAMW-004',
-        if_fails="The fast path's parameter groups or decay differ from the reference path's.",
-    )
+    falsify(adamw_zero_gradient_step, device=device, falsifier='FALSIFY-ADAMW-004', prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7', params={'path': 'fast', 'lr': 0.01, 'weight_decay': 0.1, 'seed': 3}, tolerance=None, if_fails="The fast path's parameter groups or decay differ from the reference path's.")

@@ -15,22 +15,17 @@ import pytest
 
 from pv.harness import falsify
 
-CONTRACT = 'apr-cpu-forward-sanity'
-CONTRACT_VERSION = '1.1.0'
+# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
+# and runs once per device: pytest names it test_<falsifier>[<device>].
+PV_FALSIFIER = pytest.mark.pv_falsifier(contract='apr-cpu-forward-sanity', contract_version='1.1.0')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CPU-FORWARD-SANITY-001',
-    sha256='24416ba3c73853c3a2d92bde7871059875c6e766eb9518ebdf8da63228f3b94f',
-    device='cpu',
-    prediction='nonfinite_logits == 0',
-)
-def test_falsify_cpu_forward_sanity_001__cpu() -> None:
-    """FALSIFY-CPU-FORWARD-SANITY-001 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-CPU-FORWARD-SANITY-001', sha256='24416ba3c73853c3a2d92bde7871059875c6e766eb9518ebdf8da63228f3b94f', prediction='nonfinite_logits == 0')
+@pytest.mark.parametrize("device", ['cpu'])
+def test_falsify_cpu_forward_sanity_001(device: str) -> None:
+    """FALSIFY-CPU-FORWARD-SANITY-001: The CPU forward of a trained checkpoint produces no NaN
+        or Inf logits
 
-    rule: The CPU forward of a trained checkpoint produces no NaN or Inf logits
     prediction: nonfinite_logits == 0
     check: pvlab.falsifiers.forward:forward_sanity
     if it fails: A kernel overflows (softmax without max subtraction, fp16 accumulation) or
@@ -38,29 +33,14 @@ def test_falsify_cpu_forward_sanity_001__cpu() -> None:
     """
     from pvlab.falsifiers.forward import forward_sanity
 
-    falsify(
-        forward_sanity,
-        params={'checkpoint': 'tiny-trained', 'path': 'reference', 'batches': 2},
-        prediction='nonfinite_logits == 0',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-CPU-FORWARD-SANITY-001',
-        if_fails='A kernel overflows (softmax without max subtraction, fp16 accumulation) or a tensor was loaded as garbage.',
-    )
+    falsify(forward_sanity, device=device, falsifier='FALSIFY-CPU-FORWARD-SANITY-001', prediction='nonfinite_logits == 0', params={'checkpoint': 'tiny-trained', 'path': 'reference', 'batches': 2}, tolerance=None, if_fails='A kernel overflows (softmax without max subtraction, fp16 accumulation) or a tensor was loaded as garbage.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CPU-FORWARD-SANITY-002',
-    sha256='14df0c176872c029a56c3b88528fb9ca455bda5cc76b44596f138827c51d29a0',
-    device='cpu',
-    prediction='logit_std > 0.01',
-)
-def test_falsify_cpu_forward_sanity_002__cpu() -> None:
-    """FALSIFY-CPU-FORWARD-SANITY-002 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-CPU-FORWARD-SANITY-002', sha256='14df0c176872c029a56c3b88528fb9ca455bda5cc76b44596f138827c51d29a0', prediction='logit_std > 0.01')
+@pytest.mark.parametrize("device", ['cpu'])
+def test_falsify_cpu_forward_sanity_002(device: str) -> None:
+    """FALSIFY-CPU-FORWARD-SANITY-002: Logits vary across the vocabulary (std above 0.01)
 
-    rule: Logits vary across the vocabulary (std above 0.01)
     prediction: logit_std > 0.01
     check: pvlab.falsifiers.forward:forward_sanity
     if it fails: The head or the final norm produces a constant; an uninitialised or zeroed
@@ -68,29 +48,15 @@ def test_falsify_cpu_forward_sanity_002__cpu() -> None:
     """
     from pvlab.falsifiers.forward import forward_sanity
 
-    falsify(
-        forward_sanity,
-        params={'checkpoint': 'tiny-trained', 'path': 'reference', 'batches': 2},
-        prediction='logit_std > 0.01',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-CPU-FORWARD-SANITY-002',
-        if_fails='The head or the final norm produces a constant; an uninitialised or zeroed tensor reached the forward.',
-    )
+    falsify(forward_sanity, device=device, falsifier='FALSIFY-CPU-FORWARD-SANITY-002', prediction='logit_std > 0.01', params={'checkpoint': 'tiny-trained', 'path': 'reference', 'batches': 2}, tolerance=None, if_fails='The head or the final norm produces a constant; an uninitialised or zeroed tensor reached the forward.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CPU-FORWARD-SANITY-003',
-    sha256='b89996b5eb12614a90426207a59d55fb3f53e5f37afa47994b46885baab263b7',
-    device='cpu',
-    prediction='peak_to_mean > 1.5',
-)
-def test_falsify_cpu_forward_sanity_003__cpu() -> None:
-    """FALSIFY-CPU-FORWARD-SANITY-003 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-CPU-FORWARD-SANITY-003', sha256='b89996b5eb12614a90426207a59d55fb3f53e5f37afa47994b46885baab263b7', prediction='peak_to_mean > 1.5')
+@pytest.mark.parametrize("device", ['cpu'])
+def test_falsify_cpu_forward_sanity_003(device: str) -> None:
+    """FALSIFY-CPU-FORWARD-SANITY-003: The next-token distribution is peaked (peak-to-mean
+        above 1.5)
 
-    rule: The next-token distribution is peaked (peak-to-mean above 1.5)
     prediction: peak_to_mean > 1.5
     check: pvlab.falsifiers.forward:forward_sanity
     if it fails: The model is near-uniform; weights did not populate, or the head is not
@@ -98,29 +64,14 @@ def test_falsify_cpu_forward_sanity_003__cpu() -> None:
     """
     from pvlab.falsifiers.forward import forward_sanity
 
-    falsify(
-        forward_sanity,
-        params={'checkpoint': 'tiny-trained', 'path': 'reference', 'batches': 2},
-        prediction='peak_to_mean > 1.5',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-CPU-FORWARD-SANITY-003',
-        if_fails='The model is near-uniform; weights did not populate, or the head is not tied to the trained embeddings.',
-    )
+    falsify(forward_sanity, device=device, falsifier='FALSIFY-CPU-FORWARD-SANITY-003', prediction='peak_to_mean > 1.5', params={'checkpoint': 'tiny-trained', 'path': 'reference', 'batches': 2}, tolerance=None, if_fails='The model is near-uniform; weights did not populate, or the head is not tied to the trained embeddings.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CPU-FORWARD-SANITY-004',
-    sha256='58bfa8af64281f137b6d7b9171d54dfec066b3690c05323b56ce9f22c5af3f64',
-    device='cpu',
-    prediction='argmax_min >= 0 and argmax_max < vocab_size',
-)
-def test_falsify_cpu_forward_sanity_004__cpu() -> None:
-    """FALSIFY-CPU-FORWARD-SANITY-004 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-CPU-FORWARD-SANITY-004', sha256='58bfa8af64281f137b6d7b9171d54dfec066b3690c05323b56ce9f22c5af3f64', prediction='argmax_min >= 0 and argmax_max < vocab_size')
+@pytest.mark.parametrize("device", ['cpu'])
+def test_falsify_cpu_forward_sanity_004(device: str) -> None:
+    """FALSIFY-CPU-FORWARD-SANITY-004: Every argmax is a token id inside [0, vocab_size)
 
-    rule: Every argmax is a token id inside [0, vocab_size)
     prediction: argmax_min >= 0 and argmax_max < vocab_size
     check: pvlab.falsifiers.forward:forward_sanity
     if it fails: The head has the wrong output width, or the logits are read with the wrong
@@ -128,29 +79,15 @@ def test_falsify_cpu_forward_sanity_004__cpu() -> None:
     """
     from pvlab.falsifiers.forward import forward_sanity
 
-    falsify(
-        forward_sanity,
-        params={'checkpoint': 'tiny-trained', 'path': 'reference', 'batches': 2},
-        prediction='argmax_min >= 0 and argmax_max < vocab_size',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-CPU-FORWARD-SANITY-004',
-        if_fails='The head has the wrong output width, or the logits are read with the wrong stride.',
-    )
+    falsify(forward_sanity, device=device, falsifier='FALSIFY-CPU-FORWARD-SANITY-004', prediction='argmax_min >= 0 and argmax_max < vocab_size', params={'checkpoint': 'tiny-trained', 'path': 'reference', 'batches': 2}, tolerance=None, if_fails='The head has the wrong output width, or the logits are read with the wrong stride.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CPU-FORWARD-SANITY-005',
-    sha256='ff8e58ac526fe3a3fe58dc542e8d45d658f7557b29c52e3e548f0ab93e079b76',
-    device='cpu',
-    prediction='tensors_populated == tensors_expected and tensors_missing == 0 and tensors_extra == 0',
-)
-def test_falsify_cpu_forward_sanity_005__cpu() -> None:
-    """FALSIFY-CPU-FORWARD-SANITY-005 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-CPU-FORWARD-SANITY-005', sha256='ff8e58ac526fe3a3fe58dc542e8d45d658f7557b29c52e3e548f0ab93e079b76', prediction='tensors_populated == tensors_expected and tensors_missing == 0 and tensors_extra == 0')
+@pytest.mark.parametrize("device", ['cpu'])
+def test_falsify_cpu_forward_sanity_005(device: str) -> None:
+    """FALSIFY-CPU-FORWARD-SANITY-005: Populate coverage is N/N with no extra or mis-shaped
+        tensor
 
-    rule: Populate coverage is N/N with no extra or mis-shaped tensor
     prediction: tensors_populated == tensors_expected and tensors_missing == 0 and tensors_extra == 0
     check: pvlab.falsifiers.forward:populate_coverage
     if it fails: The loader silently dropped an optional tensor (Q/K/V biases) or ignored a
@@ -158,12 +95,4 @@ def test_falsify_cpu_forward_sanity_005__cpu() -> None:
     """
     from pvlab.falsifiers.forward import populate_coverage
 
-    falsify(
-        populate_coverage,
-        params={'checkpoint': 'tiny-trained', 'path': 'reference'},
-        prediction='tensors_populated == tensors_expected and tensors_missing == 0 and tensors_extra == 0',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-CPU-FORWARD-SANITY-005',
-        if_fails='The loader silently dropped an optional tensor (Q/K/V biases) or ignored a tensor it does not know.',
-    )
+    falsify(populate_coverage, device=device, falsifier='FALSIFY-CPU-FORWARD-SANITY-005', prediction='tensors_populated == tensors_expected and tensors_missing == 0 and tensors_extra == 0', params={'checkpoint': 'tiny-trained', 'path': 'reference'}, tolerance=None, if_fails='The loader silently dropped an optional tensor (Q/K/V biases) or ignored a tensor it does not know.')

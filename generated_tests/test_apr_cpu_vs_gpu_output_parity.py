@@ -15,24 +15,18 @@ import pytest
 
 from pv.harness import falsify
 
-CONTRACT = 'apr-cpu-vs-gpu-output-parity'
-CONTRACT_VERSION = '1.2.0'
+# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
+# and runs once per device: pytest names it test_<falsifier>[<device>].
+PV_FALSIFIER = pytest.mark.pv_falsifier(contract='apr-cpu-vs-gpu-output-parity', contract_version='1.2.0')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CPU-GPU-001',
-    sha256='69f0b3a49213b7d3eb9373c1301dc739b6ad81dcd5f24cd7493ab772e0c68e17',
-    device='cpu',
-    prediction='consistent_prefix >= 32',
-)
-def test_falsify_cpu_gpu_001__cpu() -> None:
-    """FALSIFY-CPU-GPU-001 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-CPU-GPU-001', sha256='69f0b3a49213b7d3eb9373c1301dc739b6ad81dcd5f24cd7493ab772e0c68e17', prediction='consistent_prefix >= 32')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_cpu_gpu_001(device: str) -> None:
+    """FALSIFY-CPU-GPU-001: Greedy decoding of a trained checkpoint on the device backend
+        picks, for at least 32 tokens, only tokens the reference backend would pick from the
+        same prefix, up to near-ties within the bf16 logit tolerance
 
-    rule: Greedy decoding of a trained checkpoint on the device backend picks, for at least
-        32 tokens, only tokens the reference backend would pick from the same prefix, up to
-        near-ties within the bf16 logit tolerance
     prediction: consistent_prefix >= 32
     check: pvlab.falsifiers.parity:greedy_decode_parity
     if it fails: The device path diverges (sampling where greedy was asked, a KV-cache
@@ -40,62 +34,15 @@ def test_falsify_cpu_gpu_001__cpu() -> None:
     """
     from pvlab.falsifiers.parity import greedy_decode_parity
 
-    falsify(
-        greedy_decode_parity,
-        params={'checkpoint': 'tiny-trained', 'prompts': 6, 'prompt_tokens': 8, 'new_tokens': 32},
-        prediction='consistent_prefix >= 32',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-CPU-GPU-001',
-        if_fails='The device path diverges (sampling where greedy was asked, a KV-cache position error, dropped biases); run `pv bisect`.',
-    )
+    falsify(greedy_decode_parity, device=device, falsifier='FALSIFY-CPU-GPU-001', prediction='consistent_prefix >= 32', params={'checkpoint': 'tiny-trained', 'prompts': 6, 'prompt_tokens': 8, 'new_tokens': 32}, tolerance=None, if_fails='The device path diverges (sampling where greedy was asked, a KV-cache position error, dropped biases); run `pv bisect`.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CPU-GPU-001',
-    sha256='69f0b3a49213b7d3eb9373c1301dc739b6ad81dcd5f24cd7493ab772e0c68e17',
-    device='cuda',
-    prediction='consistent_prefix >= 32',
-)
-def test_falsify_cpu_gpu_001__cuda() -> None:
-    """FALSIFY-CPU-GPU-001 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-CPU-GPU-002', sha256='62f2dd8e85e28fac9a822d5f8af7279526cd5cdf9e9fed6c8528c7e40d8734f5', prediction='min_cosine >= 0.99')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_cpu_gpu_002(device: str) -> None:
+    """FALSIFY-CPU-GPU-002: Logits cosine similarity between the reference backend and the
+        device backend is at least 0.99
 
-    rule: Greedy decoding of a trained checkpoint on the device backend picks, for at least
-        32 tokens, only tokens the reference backend would pick from the same prefix, up to
-        near-ties within the bf16 logit tolerance
-    prediction: consistent_prefix >= 32
-    check: pvlab.falsifiers.parity:greedy_decode_parity
-    if it fails: The device path diverges (sampling where greedy was asked, a KV-cache
-        position error, dropped biases); run `pv bisect`.
-    """
-    from pvlab.falsifiers.parity import greedy_decode_parity
-
-    falsify(
-        greedy_decode_parity,
-        params={'checkpoint': 'tiny-trained', 'prompts': 6, 'prompt_tokens': 8, 'new_tokens': 32},
-        prediction='consistent_prefix >= 32',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-CPU-GPU-001',
-        if_fails='The device path diverges (sampling where greedy was asked, a KV-cache position error, dropped biases); run `pv bisect`.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CPU-GPU-002',
-    sha256='62f2dd8e85e28fac9a822d5f8af7279526cd5cdf9e9fed6c8528c7e40d8734f5',
-    device='cpu',
-    prediction='min_cosine >= 0.99',
-)
-def test_falsify_cpu_gpu_002__cpu() -> None:
-    """FALSIFY-CPU-GPU-002 on cpu.
-
-    rule: Logits cosine similarity between the reference backend and the device backend is
-        at least 0.99
     prediction: min_cosine >= 0.99
     check: pvlab.falsifiers.parity:logits_parity
     if it fails: A structural defect on the device path; `pv bisect` names the first op out
@@ -103,61 +50,15 @@ def test_falsify_cpu_gpu_002__cpu() -> None:
     """
     from pvlab.falsifiers.parity import logits_parity
 
-    falsify(
-        logits_parity,
-        params={'checkpoint': 'tiny-trained', 'batches': 1},
-        prediction='min_cosine >= 0.99',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-CPU-GPU-002',
-        if_fails='A structural defect on the device path; `pv bisect` names the first op out of tolerance.',
-    )
+    falsify(logits_parity, device=device, falsifier='FALSIFY-CPU-GPU-002', prediction='min_cosine >= 0.99', params={'checkpoint': 'tiny-trained', 'batches': 1}, tolerance=None, if_fails='A structural defect on the device path; `pv bisect` names the first op out of tolerance.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CPU-GPU-002',
-    sha256='62f2dd8e85e28fac9a822d5f8af7279526cd5cdf9e9fed6c8528c7e40d8734f5',
-    device='cuda',
-    prediction='min_cosine >= 0.99',
-)
-def test_falsify_cpu_gpu_002__cuda() -> None:
-    """FALSIFY-CPU-GPU-002 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-CPU-GPU-003', sha256='02bccf05abeec688e1cba19667d3dc3bba902d8af43b13967931bd777d105e03', prediction='gate_refused_diverging == 1 and gate_accepted_faithful == 1')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_cpu_gpu_003(device: str) -> None:
+    """FALSIFY-CPU-GPU-003: The parity gate at model init refuses a model whose device logits
+        diverge and accepts a faithful one
 
-    rule: Logits cosine similarity between the reference backend and the device backend is
-        at least 0.99
-    prediction: min_cosine >= 0.99
-    check: pvlab.falsifiers.parity:logits_parity
-    if it fails: A structural defect on the device path; `pv bisect` names the first op out
-        of tolerance.
-    """
-    from pvlab.falsifiers.parity import logits_parity
-
-    falsify(
-        logits_parity,
-        params={'checkpoint': 'tiny-trained', 'batches': 1},
-        prediction='min_cosine >= 0.99',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-CPU-GPU-002',
-        if_fails='A structural defect on the device path; `pv bisect` names the first op out of tolerance.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CPU-GPU-003',
-    sha256='02bccf05abeec688e1cba19667d3dc3bba902d8af43b13967931bd777d105e03',
-    device='cpu',
-    prediction='gate_refused_diverging == 1 and gate_accepted_faithful == 1',
-)
-def test_falsify_cpu_gpu_003__cpu() -> None:
-    """FALSIFY-CPU-GPU-003 on cpu.
-
-    rule: The parity gate at model init refuses a model whose device logits diverge and
-        accepts a faithful one
     prediction: gate_refused_diverging == 1 and gate_accepted_faithful == 1
     check: pvlab.falsifiers.parity:parity_gate
     if it fails: The gate compares nothing (or compares the device with itself); a diverging
@@ -165,72 +66,18 @@ def test_falsify_cpu_gpu_003__cpu() -> None:
     """
     from pvlab.falsifiers.parity import parity_gate
 
-    falsify(
-        parity_gate,
-        params={'checkpoint': 'tiny-trained'},
-        prediction='gate_refused_diverging == 1 and gate_accepted_faithful == 1',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-CPU-GPU-003',
-        if_fails='The gate compares nothing (or compares the device with itself); a diverging model would ship.',
-    )
+    falsify(parity_gate, device=device, falsifier='FALSIFY-CPU-GPU-003', prediction='gate_refused_diverging == 1 and gate_accepted_faithful == 1', params={'checkpoint': 'tiny-trained'}, tolerance=None, if_fails='The gate compares nothing (or compares the device with itself); a diverging model would ship.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CPU-GPU-003',
-    sha256='02bccf05abeec688e1cba19667d3dc3bba902d8af43b13967931bd777d105e03',
-    device='cuda',
-    prediction='gate_refused_diverging == 1 and gate_accepted_faithful == 1',
-)
-def test_falsify_cpu_gpu_003__cuda() -> None:
-    """FALSIFY-CPU-GPU-003 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-CPU-GPU-004', sha256='ce302ca8579a3bd3295ffde9aaf05a600610cbeb782f99545836ad641c8b4bd2', prediction='cuda_context_created == 0 and generated_tokens > 0')
+@pytest.mark.parametrize("device", ['cuda'])
+def test_falsify_cpu_gpu_004(device: str) -> None:
+    """FALSIFY-CPU-GPU-004: `run --no-gpu` on a machine with a GPU creates no CUDA context
 
-    rule: The parity gate at model init refuses a model whose device logits diverge and
-        accepts a faithful one
-    prediction: gate_refused_diverging == 1 and gate_accepted_faithful == 1
-    check: pvlab.falsifiers.parity:parity_gate
-    if it fails: The gate compares nothing (or compares the device with itself); a diverging
-        model would ship.
-    """
-    from pvlab.falsifiers.parity import parity_gate
-
-    falsify(
-        parity_gate,
-        params={'checkpoint': 'tiny-trained'},
-        prediction='gate_refused_diverging == 1 and gate_accepted_faithful == 1',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-CPU-GPU-003',
-        if_fails='The gate compares nothing (or compares the device with itself); a diverging model would ship.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CPU-GPU-004',
-    sha256='ce302ca8579a3bd3295ffde9aaf05a600610cbeb782f99545836ad641c8b4bd2',
-    device='cuda',
-    prediction='cuda_context_created == 0 and generated_tokens > 0',
-)
-def test_falsify_cpu_gpu_004__cuda() -> None:
-    """FALSIFY-CPU-GPU-004 on cuda.
-
-    rule: `run --no-gpu` on a machine with a GPU creates no CUDA context
     prediction: cuda_context_created == 0 and generated_tokens > 0
     check: pvlab.falsifiers.parity:no_gpu_context
     if it fails: Some import or default touches torch.cuda before the flag is honoured.
     """
     from pvlab.falsifiers.parity import no_gpu_context
 
-    falsify(
-        no_gpu_context,
-        params={'checkpoint': 'tiny-trained', 'prompt': 'def ', 'max_tokens': 16},
-        prediction='cuda_context_created == 0 and generated_tokens > 0',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-CPU-GPU-004',
-        if_fails='Some import or default touches torch.cuda before the flag is honoured.',
-    )
+    falsify(no_gpu_context, device=device, falsifier='FALSIFY-CPU-GPU-004', prediction='cuda_context_created == 0 and generated_tokens > 0', params={'checkpoint': 'tiny-trained', 'prompt': 'def ', 'max_tokens': 16}, tolerance=None, if_fails='Some import or default touches torch.cuda before the flag is honoured.')

@@ -14,22 +14,17 @@ import pytest
 
 from pv.harness import falsify
 
-CONTRACT = 'apr-pretrain-cuda-forward-parity'
-CONTRACT_VERSION = '1.1.0'
+# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
+# and runs once per device: pytest names it test_<falsifier>[<device>].
+PV_FALSIFIER = pytest.mark.pv_falsifier(contract='apr-pretrain-cuda-forward-parity', contract_version='1.1.0')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CUDA-FORWARD-PARITY-001',
-    sha256='d3612dcd9c9f0a3436153943b0b8d4f0fa9fb137eb07ecc06e6a6eaadaf732f2',
-    device='cpu',
-    prediction='val_loss < 0.7 * ln(vocab_size)',
-)
-def test_falsify_cuda_forward_parity_001__cpu() -> None:
-    """FALSIFY-CUDA-FORWARD-PARITY-001 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-CUDA-FORWARD-PARITY-001', sha256='d3612dcd9c9f0a3436153943b0b8d4f0fa9fb137eb07ecc06e6a6eaadaf732f2', prediction='val_loss < 0.7 * ln(vocab_size)')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_cuda_forward_parity_001(device: str) -> None:
+    """FALSIFY-CUDA-FORWARD-PARITY-001: Fast-path eval loss of a trained checkpoint is well
+        below uniform
 
-    rule: Fast-path eval loss of a trained checkpoint is well below uniform
     prediction: val_loss < 0.7 * ln(vocab_size)
     check: pvlab.falsifiers.evaluation:eval_loss
     if it fails: The fast path drops Q/K/V biases or has another structural defect; run `pv
@@ -37,60 +32,15 @@ def test_falsify_cuda_forward_parity_001__cpu() -> None:
     """
     from pvlab.falsifiers.evaluation import eval_loss
 
-    falsify(
-        eval_loss,
-        params={'checkpoint': 'tiny-trained', 'path': 'fast', 'batches': 4},
-        prediction='val_loss < 0.7 * ln(vocab_size)',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-CUDA-FORWARD-PARITY-001',
-        if_fails='The fast path drops Q/K/V biases or has another structural defect; run `pv bisect` against cpu:reference.',
-    )
+    falsify(eval_loss, device=device, falsifier='FALSIFY-CUDA-FORWARD-PARITY-001', prediction='val_loss < 0.7 * ln(vocab_size)', params={'checkpoint': 'tiny-trained', 'path': 'fast', 'batches': 4}, tolerance=None, if_fails='The fast path drops Q/K/V biases or has another structural defect; run `pv bisect` against cpu:reference.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CUDA-FORWARD-PARITY-001',
-    sha256='d3612dcd9c9f0a3436153943b0b8d4f0fa9fb137eb07ecc06e6a6eaadaf732f2',
-    device='cuda',
-    prediction='val_loss < 0.7 * ln(vocab_size)',
-)
-def test_falsify_cuda_forward_parity_001__cuda() -> None:
-    """FALSIFY-CUDA-FORWARD-PARITY-001 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-CUDA-FORWARD-PARITY-002', sha256='ea87586ca98d99909c2bf51116b81e8c06f3e35b9464d8ad5d1789277ac1f9bd', prediction='qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_cuda_forward_parity_002(device: str) -> None:
+    """FALSIFY-CUDA-FORWARD-PARITY-002: When the config uses attention biases, every Q/K/V bias
+        tensor is present on the device
 
-    rule: Fast-path eval loss of a trained checkpoint is well below uniform
-    prediction: val_loss < 0.7 * ln(vocab_size)
-    check: pvlab.falsifiers.evaluation:eval_loss
-    if it fails: The fast path drops Q/K/V biases or has another structural defect; run `pv
-        bisect` against cpu:reference.
-    """
-    from pvlab.falsifiers.evaluation import eval_loss
-
-    falsify(
-        eval_loss,
-        params={'checkpoint': 'tiny-trained', 'path': 'fast', 'batches': 4},
-        prediction='val_loss < 0.7 * ln(vocab_size)',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-CUDA-FORWARD-PARITY-001',
-        if_fails='The fast path drops Q/K/V biases or has another structural defect; run `pv bisect` against cpu:reference.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CUDA-FORWARD-PARITY-002',
-    sha256='ea87586ca98d99909c2bf51116b81e8c06f3e35b9464d8ad5d1789277ac1f9bd',
-    device='cpu',
-    prediction='qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected',
-)
-def test_falsify_cuda_forward_parity_002__cpu() -> None:
-    """FALSIFY-CUDA-FORWARD-PARITY-002 on cpu.
-
-    rule: When the config uses attention biases, every Q/K/V bias tensor is present on the
-        device
     prediction: qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected
     check: pvlab.falsifiers.bias:qkv_bias_presence
     if it fails: Upload or populate skips optional tensors; the device model has no bias
@@ -98,61 +48,15 @@ def test_falsify_cuda_forward_parity_002__cpu() -> None:
     """
     from pvlab.falsifiers.bias import qkv_bias_presence
 
-    falsify(
-        qkv_bias_presence,
-        params={'checkpoint': 'tiny-trained', 'path': 'fast'},
-        prediction='qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-CUDA-FORWARD-PARITY-002',
-        if_fails='Upload or populate skips optional tensors; the device model has no bias fields.',
-    )
+    falsify(qkv_bias_presence, device=device, falsifier='FALSIFY-CUDA-FORWARD-PARITY-002', prediction='qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected', params={'checkpoint': 'tiny-trained', 'path': 'fast'}, tolerance=None, if_fails='Upload or populate skips optional tensors; the device model has no bias fields.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CUDA-FORWARD-PARITY-002',
-    sha256='ea87586ca98d99909c2bf51116b81e8c06f3e35b9464d8ad5d1789277ac1f9bd',
-    device='cuda',
-    prediction='qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected',
-)
-def test_falsify_cuda_forward_parity_002__cuda() -> None:
-    """FALSIFY-CUDA-FORWARD-PARITY-002 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-CUDA-FORWARD-PARITY-003', sha256='e26e34fb22f0a0383f65d9822ee57f87854949934f47c357cb91f0538375e778', prediction='bias_effect_max_abs > 1e-3')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_cuda_forward_parity_003(device: str) -> None:
+    """FALSIFY-CUDA-FORWARD-PARITY-003: With zeroed projection weights and non-zero biases, the
+        attention output still changes when the biases do
 
-    rule: When the config uses attention biases, every Q/K/V bias tensor is present on the
-        device
-    prediction: qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected
-    check: pvlab.falsifiers.bias:qkv_bias_presence
-    if it fails: Upload or populate skips optional tensors; the device model has no bias
-        fields.
-    """
-    from pvlab.falsifiers.bias import qkv_bias_presence
-
-    falsify(
-        qkv_bias_presence,
-        params={'checkpoint': 'tiny-trained', 'path': 'fast'},
-        prediction='qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-CUDA-FORWARD-PARITY-002',
-        if_fails='Upload or populate skips optional tensors; the device model has no bias fields.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CUDA-FORWARD-PARITY-003',
-    sha256='e26e34fb22f0a0383f65d9822ee57f87854949934f47c357cb91f0538375e778',
-    device='cpu',
-    prediction='bias_effect_max_abs > 1e-3',
-)
-def test_falsify_cuda_forward_parity_003__cpu() -> None:
-    """FALSIFY-CUDA-FORWARD-PARITY-003 on cpu.
-
-    rule: With zeroed projection weights and non-zero biases, the attention output still
-        changes when the biases do
     prediction: bias_effect_max_abs > 1e-3
     check: pvlab.falsifiers.bias:qkv_bias_effect
     if it fails: The forward ignores the bias tensors even though they are loaded (a GEMM
@@ -160,43 +64,4 @@ def test_falsify_cuda_forward_parity_003__cpu() -> None:
     """
     from pvlab.falsifiers.bias import qkv_bias_effect
 
-    falsify(
-        qkv_bias_effect,
-        params={'checkpoint': 'tiny-trained', 'path': 'fast', 'layer': 0, 'seq': 9, 'seed': 0},
-        prediction='bias_effect_max_abs > 1e-3',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-CUDA-FORWARD-PARITY-003',
-        if_fails='The forward ignores the bias tensors even though they are loaded (a GEMM without the bias add).',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-CUDA-FORWARD-PARITY-003',
-    sha256='e26e34fb22f0a0383f65d9822ee57f87854949934f47c357cb91f0538375e778',
-    device='cuda',
-    prediction='bias_effect_max_abs > 1e-3',
-)
-def test_falsify_cuda_forward_parity_003__cuda() -> None:
-    """FALSIFY-CUDA-FORWARD-PARITY-003 on cuda.
-
-    rule: With zeroed projection weights and non-zero biases, the attention output still
-        changes when the biases do
-    prediction: bias_effect_max_abs > 1e-3
-    check: pvlab.falsifiers.bias:qkv_bias_effect
-    if it fails: The forward ignores the bias tensors even though they are loaded (a GEMM
-        without the bias add).
-    """
-    from pvlab.falsifiers.bias import qkv_bias_effect
-
-    falsify(
-        qkv_bias_effect,
-        params={'checkpoint': 'tiny-trained', 'path': 'fast', 'layer': 0, 'seq': 9, 'seed': 0},
-        prediction='bias_effect_max_abs > 1e-3',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-CUDA-FORWARD-PARITY-003',
-        if_fails='The forward ignores the bias tensors even though they are loaded (a GEMM without the bias add).',
-    )
+    falsify(qkv_bias_effect, device=device, falsifier='FALSIFY-CUDA-FORWARD-PARITY-003', prediction='bias_effect_max_abs > 1e-3', params={'checkpoint': 'tiny-trained', 'path': 'fast', 'layer': 0, 'seq': 9, 'seed': 0}, tolerance=None, if_fails='The forward ignores the bias tensors even though they are loaded (a GEMM without the bias add).')

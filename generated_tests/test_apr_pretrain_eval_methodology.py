@@ -15,22 +15,16 @@ import pytest
 
 from pv.harness import falsify
 
-CONTRACT = 'apr-pretrain-eval-methodology'
-CONTRACT_VERSION = '1.1.0'
+# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
+# and runs once per device: pytest names it test_<falsifier>[<device>].
+PV_FALSIFIER = pytest.mark.pv_falsifier(contract='apr-pretrain-eval-methodology', contract_version='1.1.0')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001',
-    sha256='54c45ce7093daeb8843d50dfba61b2188f7941f3b8219681a5f37a1cbb47de67',
-    device='cpu',
-    prediction='0.5 <= val_loss <= 1.5 * ln(vocab_size)',
-)
-def test_falsify_apr_pretrain_eval_methodology_001__cpu() -> None:
-    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001', sha256='54c45ce7093daeb8843d50dfba61b2188f7941f3b8219681a5f37a1cbb47de67', prediction='0.5 <= val_loss <= 1.5 * ln(vocab_size)')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_apr_pretrain_eval_methodology_001(device: str) -> None:
+    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001: Random-init eval loss lies in [0.5, 1.5 ln V]
 
-    rule: Random-init eval loss lies in [0.5, 1.5 ln V]
     prediction: 0.5 <= val_loss <= 1.5 * ln(vocab_size)
     check: pvlab.falsifiers.evaluation:eval_loss
     if it fails: Eval scores the wrong targets (targets equal inputs gives a loss near zero)
@@ -38,60 +32,15 @@ def test_falsify_apr_pretrain_eval_methodology_001__cpu() -> None:
     """
     from pvlab.falsifiers.evaluation import eval_loss
 
-    falsify(
-        eval_loss,
-        params={'checkpoint': 'tiny-random', 'batches': 4},
-        prediction='0.5 <= val_loss <= 1.5 * ln(vocab_size)',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001',
-        if_fails='Eval scores the wrong targets (targets equal inputs gives a loss near zero) or the loss is mis-normalised.',
-    )
+    falsify(eval_loss, device=device, falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001', prediction='0.5 <= val_loss <= 1.5 * ln(vocab_size)', params={'checkpoint': 'tiny-random', 'batches': 4}, tolerance=None, if_fails='Eval scores the wrong targets (targets equal inputs gives a loss near zero) or the loss is mis-normalised.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001',
-    sha256='54c45ce7093daeb8843d50dfba61b2188f7941f3b8219681a5f37a1cbb47de67',
-    device='cuda',
-    prediction='0.5 <= val_loss <= 1.5 * ln(vocab_size)',
-)
-def test_falsify_apr_pretrain_eval_methodology_001__cuda() -> None:
-    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002', sha256='b3dc7b65b9740a3935f48310e10eaf2cddf812333c812cbd37fa0ba2cbd35757', prediction='relative_drop < 0.95')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_apr_pretrain_eval_methodology_002(device: str) -> None:
+    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002: One train step on another batch lowers the
+        eval loss of a fixed batch by less than 95 %
 
-    rule: Random-init eval loss lies in [0.5, 1.5 ln V]
-    prediction: 0.5 <= val_loss <= 1.5 * ln(vocab_size)
-    check: pvlab.falsifiers.evaluation:eval_loss
-    if it fails: Eval scores the wrong targets (targets equal inputs gives a loss near zero)
-        or the loss is mis-normalised.
-    """
-    from pvlab.falsifiers.evaluation import eval_loss
-
-    falsify(
-        eval_loss,
-        params={'checkpoint': 'tiny-random', 'batches': 4},
-        prediction='0.5 <= val_loss <= 1.5 * ln(vocab_size)',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001',
-        if_fails='Eval scores the wrong targets (targets equal inputs gives a loss near zero) or the loss is mis-normalised.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002',
-    sha256='b3dc7b65b9740a3935f48310e10eaf2cddf812333c812cbd37fa0ba2cbd35757',
-    device='cpu',
-    prediction='relative_drop < 0.95',
-)
-def test_falsify_apr_pretrain_eval_methodology_002__cpu() -> None:
-    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002 on cpu.
-
-    rule: One train step on another batch lowers the eval loss of a fixed batch by less than
-        95 %
     prediction: relative_drop < 0.95
     check: pvlab.falsifiers.evaluation:eval_pollution
     if it fails: Eval reads a buffer that training wrote (stale activations, cached logits,
@@ -99,60 +48,15 @@ def test_falsify_apr_pretrain_eval_methodology_002__cpu() -> None:
     """
     from pvlab.falsifiers.evaluation import eval_pollution
 
-    falsify(
-        eval_pollution,
-        params={'checkpoint': 'tiny-trained', 'eval_batch': 0, 'train_seed': 1},
-        prediction='relative_drop < 0.95',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002',
-        if_fails='Eval reads a buffer that training wrote (stale activations, cached logits, shared targets).',
-    )
+    falsify(eval_pollution, device=device, falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002', prediction='relative_drop < 0.95', params={'checkpoint': 'tiny-trained', 'eval_batch': 0, 'train_seed': 1}, tolerance=None, if_fails='Eval reads a buffer that training wrote (stale activations, cached logits, shared targets).')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002',
-    sha256='b3dc7b65b9740a3935f48310e10eaf2cddf812333c812cbd37fa0ba2cbd35757',
-    device='cuda',
-    prediction='relative_drop < 0.95',
-)
-def test_falsify_apr_pretrain_eval_methodology_002__cuda() -> None:
-    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003', sha256='7e5220bb12542f1135e890b22215ffff59c7a9df046c234c60e7f93d26c88d32', prediction='label_mismatches == 0 and labels_checked > 0')
+@pytest.mark.parametrize("device", ['cpu'])
+def test_falsify_apr_pretrain_eval_methodology_003(device: str) -> None:
+    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003: Every eval target is the input token one
+        position later
 
-    rule: One train step on another batch lowers the eval loss of a fixed batch by less than
-        95 %
-    prediction: relative_drop < 0.95
-    check: pvlab.falsifiers.evaluation:eval_pollution
-    if it fails: Eval reads a buffer that training wrote (stale activations, cached logits,
-        shared targets).
-    """
-    from pvlab.falsifiers.evaluation import eval_pollution
-
-    falsify(
-        eval_pollution,
-        params={'checkpoint': 'tiny-trained', 'eval_batch': 0, 'train_seed': 1},
-        prediction='relative_drop < 0.95',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002',
-        if_fails='Eval reads a buffer that training wrote (stale activations, cached logits, shared targets).',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003',
-    sha256='7e5220bb12542f1135e890b22215ffff59c7a9df046c234c60e7f93d26c88d32',
-    device='cpu',
-    prediction='label_mismatches == 0 and labels_checked > 0',
-)
-def test_falsify_apr_pretrain_eval_methodology_003__cpu() -> None:
-    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003 on cpu.
-
-    rule: Every eval target is the input token one position later
     prediction: label_mismatches == 0 and labels_checked > 0
     check: pvlab.falsifiers.evaluation:label_integrity
     if it fails: Batch construction does not shift targets (eval predicts the current token,
@@ -160,29 +64,15 @@ def test_falsify_apr_pretrain_eval_methodology_003__cpu() -> None:
     """
     from pvlab.falsifiers.evaluation import label_integrity
 
-    falsify(
-        label_integrity,
-        params={'checkpoint': 'tiny-trained', 'batches': 2},
-        prediction='label_mismatches == 0 and labels_checked > 0',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003',
-        if_fails='Batch construction does not shift targets (eval predicts the current token, not the next).',
-    )
+    falsify(label_integrity, device=device, falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003', prediction='label_mismatches == 0 and labels_checked > 0', params={'checkpoint': 'tiny-trained', 'batches': 2}, tolerance=None, if_fails='Batch construction does not shift targets (eval predicts the current token, not the next).')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004',
-    sha256='af1c591dee248e64e4906ab7859f06c77c50529e4729bfb819cefac5aceeb0e6',
-    device='cpu',
-    prediction='overlapping_documents == 0 and heldout_documents > 0',
-)
-def test_falsify_apr_pretrain_eval_methodology_004__cpu() -> None:
-    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004', sha256='af1c591dee248e64e4906ab7859f06c77c50529e4729bfb819cefac5aceeb0e6', prediction='overlapping_documents == 0 and heldout_documents > 0')
+@pytest.mark.parametrize("device", ['cpu'])
+def test_falsify_apr_pretrain_eval_methodology_004(device: str) -> None:
+    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004: No held-out sequence also appears in the
+        training split
 
-    rule: No held-out sequence also appears in the training split
     prediction: overlapping_documents == 0 and heldout_documents > 0
     check: pvlab.falsifiers.evaluation:heldout_disjoint
     if it fails: The split leaks training documents into validation; val_loss then flatters
@@ -190,29 +80,15 @@ def test_falsify_apr_pretrain_eval_methodology_004__cpu() -> None:
     """
     from pvlab.falsifiers.evaluation import heldout_disjoint
 
-    falsify(
-        heldout_disjoint,
-        params={'checkpoint': 'tiny-trained'},
-        prediction='overlapping_documents == 0 and heldout_documents > 0',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004',
-        if_fails='The split leaks training documents into validation; val_loss then flatters the model.',
-    )
+    falsify(heldout_disjoint, device=device, falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004', prediction='overlapping_documents == 0 and heldout_documents > 0', params={'checkpoint': 'tiny-trained'}, tolerance=None, if_fails='The split leaks training documents into validation; val_loss then flatters the model.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005',
-    sha256='3e06b090ead5d3d2ff48ca5132bdfacbb63648f2c452fb04347f6c3948e74178',
-    device='cpu',
-    prediction='max(train_loss / val_loss, val_loss / train_loss) < 3',
-)
-def test_falsify_apr_pretrain_eval_methodology_005__cpu() -> None:
-    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005', sha256='3e06b090ead5d3d2ff48ca5132bdfacbb63648f2c452fb04347f6c3948e74178', prediction='max(train_loss / val_loss, val_loss / train_loss) < 3')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_apr_pretrain_eval_methodology_005(device: str) -> None:
+    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005: At one model state, train and val loss differ
+        by less than a factor of 3
 
-    rule: At one model state, train and val loss differ by less than a factor of 3
     prediction: max(train_loss / val_loss, val_loss / train_loss) < 3
     check: pvlab.falsifiers.evaluation:train_val_ratio
     if it fails: Train and eval compute different quantities (the bug hunt saw a 1500x gap);
@@ -220,42 +96,4 @@ def test_falsify_apr_pretrain_eval_methodology_005__cpu() -> None:
     """
     from pvlab.falsifiers.evaluation import train_val_ratio
 
-    falsify(
-        train_val_ratio,
-        params={'checkpoint': 'tiny-trained', 'batches': 2},
-        prediction='max(train_loss / val_loss, val_loss / train_loss) < 3',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005',
-        if_fails='Train and eval compute different quantities (the bug hunt saw a 1500x gap); compare their code paths.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005',
-    sha256='3e06b090ead5d3d2ff48ca5132bdfacbb63648f2c452fb04347f6c3948e74178',
-    device='cuda',
-    prediction='max(train_loss / val_loss, val_loss / train_loss) < 3',
-)
-def test_falsify_apr_pretrain_eval_methodology_005__cuda() -> None:
-    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005 on cuda.
-
-    rule: At one model state, train and val loss differ by less than a factor of 3
-    prediction: max(train_loss / val_loss, val_loss / train_loss) < 3
-    check: pvlab.falsifiers.evaluation:train_val_ratio
-    if it fails: Train and eval compute different quantities (the bug hunt saw a 1500x gap);
-        compare their code paths.
-    """
-    from pvlab.falsifiers.evaluation import train_val_ratio
-
-    falsify(
-        train_val_ratio,
-        params={'checkpoint': 'tiny-trained', 'batches': 2},
-        prediction='max(train_loss / val_loss, val_loss / train_loss) < 3',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005',
-        if_fails='Train and eval compute different quantities (the bug hunt saw a 1500x gap); compare their code paths.',
-    )
+    falsify(train_val_ratio, device=device, falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005', prediction='max(train_loss / val_loss, val_loss / train_loss) < 3', params={'checkpoint': 'tiny-trained', 'batches': 2}, tolerance=None, if_fails='Train and eval compute different quantities (the bug hunt saw a 1500x gap); compare their code paths.')

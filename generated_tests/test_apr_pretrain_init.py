@@ -13,123 +13,36 @@ import pytest
 
 from pv.harness import falsify
 
-CONTRACT = 'apr-pretrain-init'
-CONTRACT_VERSION = '1.1.0'
+# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
+# and runs once per device: pytest names it test_<falsifier>[<device>].
+PV_FALSIFIER = pytest.mark.pv_falsifier(contract='apr-pretrain-init', contract_version='1.1.0')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-002',
-    sha256='efd51e3efb9ab2429d70a8fa8e3c600043520da89e5f1dbc81d98134e51be6b6',
-    device='cpu',
-    prediction='rejected_cases == cases and cases >= 2',
-)
-def test_falsify_apr_pretrain_init_cuda_002__cpu() -> None:
-    """FALSIFY-APR-PRETRAIN-INIT-CUDA-002 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-002', sha256='efd51e3efb9ab2429d70a8fa8e3c600043520da89e5f1dbc81d98134e51be6b6', prediction='rejected_cases == cases and cases >= 2')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_apr_pretrain_init_cuda_002(device: str) -> None:
+    """FALSIFY-APR-PRETRAIN-INIT-CUDA-002: An architecture given without weights, or weights
+        without an architecture, is rejected
 
-    rule: An architecture given without weights, or weights without an architecture, is
-        rejected
     prediction: rejected_cases == cases and cases >= 2
     check: pvlab.falsifiers.init:unpaired_arguments_rejected
     if it fails: Init silently falls back to random weights or a default architecture.
     """
     from pvlab.falsifiers.init import unpaired_arguments_rejected
 
-    falsify(
-        unpaired_arguments_rejected,
-        params={'checkpoint': 'tiny-trained'},
-        prediction='rejected_cases == cases and cases >= 2',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-002',
-        if_fails='Init silently falls back to random weights or a default architecture.',
-    )
+    falsify(unpaired_arguments_rejected, device=device, falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-002', prediction='rejected_cases == cases and cases >= 2', params={'checkpoint': 'tiny-trained'}, tolerance=None, if_fails='Init silently falls back to random weights or a default architecture.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-002',
-    sha256='efd51e3efb9ab2429d70a8fa8e3c600043520da89e5f1dbc81d98134e51be6b6',
-    device='cuda',
-    prediction='rejected_cases == cases and cases >= 2',
-)
-def test_falsify_apr_pretrain_init_cuda_002__cuda() -> None:
-    """FALSIFY-APR-PRETRAIN-INIT-CUDA-002 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-003', sha256='6b874081b2478b6d66217d98c22690bee600da0631e06450dffb70772705728c', prediction='rejected_cases == cases and cases >= 1')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_apr_pretrain_init_cuda_003(device: str) -> None:
+    """FALSIFY-APR-PRETRAIN-INIT-CUDA-003: A checkpoint of an encoder architecture is rejected
+        before any weights are loaded
 
-    rule: An architecture given without weights, or weights without an architecture, is
-        rejected
-    prediction: rejected_cases == cases and cases >= 2
-    check: pvlab.falsifiers.init:unpaired_arguments_rejected
-    if it fails: Init silently falls back to random weights or a default architecture.
-    """
-    from pvlab.falsifiers.init import unpaired_arguments_rejected
-
-    falsify(
-        unpaired_arguments_rejected,
-        params={'checkpoint': 'tiny-trained'},
-        prediction='rejected_cases == cases and cases >= 2',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-002',
-        if_fails='Init silently falls back to random weights or a default architecture.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-003',
-    sha256='6b874081b2478b6d66217d98c22690bee600da0631e06450dffb70772705728c',
-    device='cpu',
-    prediction='rejected_cases == cases and cases >= 1',
-)
-def test_falsify_apr_pretrain_init_cuda_003__cpu() -> None:
-    """FALSIFY-APR-PRETRAIN-INIT-CUDA-003 on cpu.
-
-    rule: A checkpoint of an encoder architecture is rejected before any weights are loaded
     prediction: rejected_cases == cases and cases >= 1
     check: pvlab.falsifiers.init:encoder_rejected
     if it fails: The loader maps encoder weights onto a decoder by name and trains nonsense.
     """
     from pvlab.falsifiers.init import encoder_rejected
 
-    falsify(
-        encoder_rejected,
-        params={},
-        prediction='rejected_cases == cases and cases >= 1',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-003',
-        if_fails='The loader maps encoder weights onto a decoder by name and trains nonsense.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-003',
-    sha256='6b874081b2478b6d66217d98c22690bee600da0631e06450dffb70772705728c',
-    device='cuda',
-    prediction='rejected_cases == cases and cases >= 1',
-)
-def test_falsify_apr_pretrain_init_cuda_003__cuda() -> None:
-    """FALSIFY-APR-PRETRAIN-INIT-CUDA-003 on cuda.
-
-    rule: A checkpoint of an encoder architecture is rejected before any weights are loaded
-    prediction: rejected_cases == cases and cases >= 1
-    check: pvlab.falsifiers.init:encoder_rejected
-    if it fails: The loader maps encoder weights onto a decoder by name and trains nonsense.
-    """
-    from pvlab.falsifiers.init import encoder_rejected
-
-    falsify(
-        encoder_rejected,
-        params={},
-        prediction='rejected_cases == cases and cases >= 1',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-003',
-        if_fails='The loader maps encoder weights onto a decoder by name and trains nonsense.',
-    )
+    falsify(encoder_rejected, device=device, falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-003', prediction='rejected_cases == cases and cases >= 1', params={}, tolerance=None, if_fails='The loader maps encoder weights onto a decoder by name and trains nonsense.')

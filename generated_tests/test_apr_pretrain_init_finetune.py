@@ -13,23 +13,17 @@ import pytest
 
 from pv.harness import falsify
 
-CONTRACT = 'apr-pretrain-init-finetune'
-CONTRACT_VERSION = '1.1.0'
+# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
+# and runs once per device: pytest names it test_<falsifier>[<device>].
+PV_FALSIFIER = pytest.mark.pv_falsifier(contract='apr-pretrain-init-finetune', contract_version='1.1.0')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001',
-    sha256='806bfce4fd346486d7f4645f36f05cd7f2d91d820256990e111dae44654ac48d',
-    device='cpu',
-    prediction='abs(first_val_loss - checkpoint_val_loss) <= 1e-4 * checkpoint_val_loss',
-)
-def test_falsify_apr_pretrain_init_finetune_001__cpu() -> None:
-    """FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001', sha256='806bfce4fd346486d7f4645f36f05cd7f2d91d820256990e111dae44654ac48d', prediction='abs(first_val_loss - checkpoint_val_loss) <= 1e-4 * checkpoint_val_loss')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_apr_pretrain_init_finetune_001(device: str) -> None:
+    """FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001: The first eval of a fine-tune started from a
+        checkpoint equals that checkpoint's eval
 
-    rule: The first eval of a fine-tune started from a checkpoint equals that checkpoint's
-        eval
     prediction: abs(first_val_loss - checkpoint_val_loss) <= 1e-4 * checkpoint_val_loss
     check: pvlab.falsifiers.training:finetune_from_checkpoint
     if it fails: --init did not load the weights (random init, a dropped tensor, an untied
@@ -37,60 +31,14 @@ def test_falsify_apr_pretrain_init_finetune_001__cpu() -> None:
     """
     from pvlab.falsifiers.training import finetune_from_checkpoint
 
-    falsify(
-        finetune_from_checkpoint,
-        params={'checkpoint': 'tiny-trained', 'steps': 30, 'lr': 0.0001, 'eval_batches': 2},
-        prediction='abs(first_val_loss - checkpoint_val_loss) <= 1e-4 * checkpoint_val_loss',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001',
-        if_fails='--init did not load the weights (random init, a dropped tensor, an untied head).',
-    )
+    falsify(finetune_from_checkpoint, device=device, falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001', prediction='abs(first_val_loss - checkpoint_val_loss) <= 1e-4 * checkpoint_val_loss', params={'checkpoint': 'tiny-trained', 'steps': 30, 'lr': 0.0001, 'eval_batches': 2}, tolerance=None, if_fails='--init did not load the weights (random init, a dropped tensor, an untied head).')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001',
-    sha256='806bfce4fd346486d7f4645f36f05cd7f2d91d820256990e111dae44654ac48d',
-    device='cuda',
-    prediction='abs(first_val_loss - checkpoint_val_loss) <= 1e-4 * checkpoint_val_loss',
-)
-def test_falsify_apr_pretrain_init_finetune_001__cuda() -> None:
-    """FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002', sha256='ed497c32db4af0c458ebd4eb2d88e953c10808b419d6595ec0af8d2bcaf9edc9', prediction='final_val_loss < first_val_loss')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_apr_pretrain_init_finetune_002(device: str) -> None:
+    """FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002: A few fine-tuning steps lower the held-out loss
 
-    rule: The first eval of a fine-tune started from a checkpoint equals that checkpoint's
-        eval
-    prediction: abs(first_val_loss - checkpoint_val_loss) <= 1e-4 * checkpoint_val_loss
-    check: pvlab.falsifiers.training:finetune_from_checkpoint
-    if it fails: --init did not load the weights (random init, a dropped tensor, an untied
-        head).
-    """
-    from pvlab.falsifiers.training import finetune_from_checkpoint
-
-    falsify(
-        finetune_from_checkpoint,
-        params={'checkpoint': 'tiny-trained', 'steps': 30, 'lr': 0.0001, 'eval_batches': 2},
-        prediction='abs(first_val_loss - checkpoint_val_loss) <= 1e-4 * checkpoint_val_loss',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001',
-        if_fails='--init did not load the weights (random init, a dropped tensor, an untied head).',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002',
-    sha256='ed497c32db4af0c458ebd4eb2d88e953c10808b419d6595ec0af8d2bcaf9edc9',
-    device='cpu',
-    prediction='final_val_loss < first_val_loss',
-)
-def test_falsify_apr_pretrain_init_finetune_002__cpu() -> None:
-    """FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002 on cpu.
-
-    rule: A few fine-tuning steps lower the held-out loss
     prediction: final_val_loss < first_val_loss
     check: pvlab.falsifiers.training:finetune_from_checkpoint
     if it fails: The optimizer does not update the loaded weights (frozen, wrong parameter
@@ -98,42 +46,4 @@ def test_falsify_apr_pretrain_init_finetune_002__cpu() -> None:
     """
     from pvlab.falsifiers.training import finetune_from_checkpoint
 
-    falsify(
-        finetune_from_checkpoint,
-        params={'checkpoint': 'tiny-trained', 'steps': 30, 'lr': 0.0001, 'eval_batches': 2},
-        prediction='final_val_loss < first_val_loss',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002',
-        if_fails='The optimizer does not update the loaded weights (frozen, wrong parameter group, lr 0).',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002',
-    sha256='ed497c32db4af0c458ebd4eb2d88e953c10808b419d6595ec0af8d2bcaf9edc9',
-    device='cuda',
-    prediction='final_val_loss < first_val_loss',
-)
-def test_falsify_apr_pretrain_init_finetune_002__cuda() -> None:
-    """FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002 on cuda.
-
-    rule: A few fine-tuning steps lower the held-out loss
-    prediction: final_val_loss < first_val_loss
-    check: pvlab.falsifiers.training:finetune_from_checkpoint
-    if it fails: The optimizer does not update the loaded weights (frozen, wrong parameter
-        group, lr 0).
-    """
-    from pvlab.falsifiers.training import finetune_from_checkpoint
-
-    falsify(
-        finetune_from_checkpoint,
-        params={'checkpoint': 'tiny-trained', 'steps': 30, 'lr': 0.0001, 'eval_batches': 2},
-        prediction='final_val_loss < first_val_loss',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002',
-        if_fails='The optimizer does not update the loaded weights (frozen, wrong parameter group, lr 0).',
-    )
+    falsify(finetune_from_checkpoint, device=device, falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002', prediction='final_val_loss < first_val_loss', params={'checkpoint': 'tiny-trained', 'steps': 30, 'lr': 0.0001, 'eval_batches': 2}, tolerance=None, if_fails='The optimizer does not update the loaded weights (frozen, wrong parameter group, lr 0).')

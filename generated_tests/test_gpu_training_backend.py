@@ -13,22 +13,16 @@ import pytest
 
 from pv.harness import falsify
 
-CONTRACT = 'gpu-training-backend'
-CONTRACT_VERSION = '1.1.0'
+# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
+# and runs once per device: pytest names it test_<falsifier>[<device>].
+PV_FALSIFIER = pytest.mark.pv_falsifier(contract='gpu-training-backend', contract_version='1.1.0')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-INV-ARCH-370M-001',
-    sha256='b7331341c503f9251f931cab3c239db9f8c6497c255d571048a7527fa40efa48',
-    device='cpu',
-    prediction='366e6 <= param_count <= 374e6',
-)
-def test_falsify_inv_arch_370m_001__cpu() -> None:
-    """FALSIFY-INV-ARCH-370M-001 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-INV-ARCH-370M-001', sha256='b7331341c503f9251f931cab3c239db9f8c6497c255d571048a7527fa40efa48', prediction='366e6 <= param_count <= 374e6')
+@pytest.mark.parametrize("device", ['cpu'])
+def test_falsify_inv_arch_370m_001(device: str) -> None:
+    """FALSIFY-INV-ARCH-370M-001: The llama-370m preset's parameter count lies in [366M, 374M]
 
-    rule: The llama-370m preset's parameter count lies in [366M, 374M]
     prediction: 366e6 <= param_count <= 374e6
     check: pvlab.falsifiers.training:param_count
     if it fails: A layer dimension, the vocabulary or head tying changed; the preset no
@@ -36,29 +30,14 @@ def test_falsify_inv_arch_370m_001__cpu() -> None:
     """
     from pvlab.falsifiers.training import param_count
 
-    falsify(
-        param_count,
-        params={'preset': 'llama-370m'},
-        prediction='366e6 <= param_count <= 374e6',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-INV-ARCH-370M-001',
-        if_fails='A layer dimension, the vocabulary or head tying changed; the preset no longer describes a 370M model.',
-    )
+    falsify(param_count, device=device, falsifier='FALSIFY-INV-ARCH-370M-001', prediction='366e6 <= param_count <= 374e6', params={'preset': 'llama-370m'}, tolerance=None, if_fails='A layer dimension, the vocabulary or head tying changed; the preset no longer describes a 370M model.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-INV-TRAIN-007',
-    sha256='9d1b3a265ec8ae87619e82273ee1325da2846224e13e19b0b0dba47c465d60e3',
-    device='cpu',
-    prediction='nonfinite_losses == 0 and steps > 0',
-)
-def test_falsify_inv_train_007__cpu() -> None:
-    """FALSIFY-INV-TRAIN-007 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-INV-TRAIN-007', sha256='9d1b3a265ec8ae87619e82273ee1325da2846224e13e19b0b0dba47c465d60e3', prediction='nonfinite_losses == 0 and steps > 0')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_inv_train_007(device: str) -> None:
+    """FALSIFY-INV-TRAIN-007: Every loss over a short training run is finite
 
-    rule: Every loss over a short training run is finite
     prediction: nonfinite_losses == 0 and steps > 0
     check: pvlab.falsifiers.training:finite_loss
     if it fails: A kernel overflows in the training dtype (softmax without max subtraction,
@@ -66,60 +45,15 @@ def test_falsify_inv_train_007__cpu() -> None:
     """
     from pvlab.falsifiers.training import finite_loss
 
-    falsify(
-        finite_loss,
-        params={'checkpoint': 'tiny-random', 'steps': 10, 'seed': 0},
-        prediction='nonfinite_losses == 0 and steps > 0',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-INV-TRAIN-007',
-        if_fails='A kernel overflows in the training dtype (softmax without max subtraction, bf16 accumulation).',
-    )
+    falsify(finite_loss, device=device, falsifier='FALSIFY-INV-TRAIN-007', prediction='nonfinite_losses == 0 and steps > 0', params={'checkpoint': 'tiny-random', 'steps': 10, 'seed': 0}, tolerance=None, if_fails='A kernel overflows in the training dtype (softmax without max subtraction, bf16 accumulation).')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-INV-TRAIN-007',
-    sha256='9d1b3a265ec8ae87619e82273ee1325da2846224e13e19b0b0dba47c465d60e3',
-    device='cuda',
-    prediction='nonfinite_losses == 0 and steps > 0',
-)
-def test_falsify_inv_train_007__cuda() -> None:
-    """FALSIFY-INV-TRAIN-007 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-INV-TRAIN-008', sha256='65cb72d12c8f62c0f247efccc3ffbcf5047c6e289cf8fbbcb250b710b02d6ee0', prediction='grad_norm >= 0 and abs(grad_norm - reference_grad_norm) <= 1e-4 * reference_grad_norm + 1e-8')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_inv_train_008(device: str) -> None:
+    """FALSIFY-INV-TRAIN-008: The reported grad norm is non-negative and equals the global L2
+        norm of all gradients
 
-    rule: Every loss over a short training run is finite
-    prediction: nonfinite_losses == 0 and steps > 0
-    check: pvlab.falsifiers.training:finite_loss
-    if it fails: A kernel overflows in the training dtype (softmax without max subtraction,
-        bf16 accumulation).
-    """
-    from pvlab.falsifiers.training import finite_loss
-
-    falsify(
-        finite_loss,
-        params={'checkpoint': 'tiny-random', 'steps': 10, 'seed': 0},
-        prediction='nonfinite_losses == 0 and steps > 0',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-INV-TRAIN-007',
-        if_fails='A kernel overflows in the training dtype (softmax without max subtraction, bf16 accumulation).',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-INV-TRAIN-008',
-    sha256='65cb72d12c8f62c0f247efccc3ffbcf5047c6e289cf8fbbcb250b710b02d6ee0',
-    device='cpu',
-    prediction='grad_norm >= 0 and abs(grad_norm - reference_grad_norm) <= 1e-4 * reference_grad_norm + 1e-8',
-)
-def test_falsify_inv_train_008__cpu() -> None:
-    """FALSIFY-INV-TRAIN-008 on cpu.
-
-    rule: The reported grad norm is non-negative and equals the global L2 norm of all
-        gradients
     prediction: grad_norm >= 0 and abs(grad_norm - reference_grad_norm) <= 1e-4 * reference_grad_norm + 1e-8
     check: pvlab.falsifiers.training:grad_norm
     if it fails: The norm is taken after clipping, over a subset of parameters, or per
@@ -127,60 +61,15 @@ def test_falsify_inv_train_008__cpu() -> None:
     """
     from pvlab.falsifiers.training import grad_norm
 
-    falsify(
-        grad_norm,
-        params={'checkpoint': 'tiny-random', 'grad_clip': 0.5, 'seed': 0},
-        prediction='grad_norm >= 0 and abs(grad_norm - reference_grad_norm) <= 1e-4 * reference_grad_norm + 1e-8',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-INV-TRAIN-008',
-        if_fails='The norm is taken after clipping, over a subset of parameters, or per tensor instead of globally.',
-    )
+    falsify(grad_norm, device=device, falsifier='FALSIFY-INV-TRAIN-008', prediction='grad_norm >= 0 and abs(grad_norm - reference_grad_norm) <= 1e-4 * reference_grad_norm + 1e-8', params={'checkpoint': 'tiny-random', 'grad_clip': 0.5, 'seed': 0}, tolerance=None, if_fails='The norm is taken after clipping, over a subset of parameters, or per tensor instead of globally.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-INV-TRAIN-008',
-    sha256='65cb72d12c8f62c0f247efccc3ffbcf5047c6e289cf8fbbcb250b710b02d6ee0',
-    device='cuda',
-    prediction='grad_norm >= 0 and abs(grad_norm - reference_grad_norm) <= 1e-4 * reference_grad_norm + 1e-8',
-)
-def test_falsify_inv_train_008__cuda() -> None:
-    """FALSIFY-INV-TRAIN-008 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-INV-TRAIN-003', sha256='1c67f5f3ba8616db3106493bb8f82d1a4c3e6327821b84e2ff4a6c3877f19a43', prediction='digest_mismatches == 0 and runs == 2')
+@pytest.mark.parametrize("device", ['cpu'])
+def test_falsify_inv_train_003(device: str) -> None:
+    """FALSIFY-INV-TRAIN-003: Two runs with the same seed end with the same optimizer-state
+        digest
 
-    rule: The reported grad norm is non-negative and equals the global L2 norm of all
-        gradients
-    prediction: grad_norm >= 0 and abs(grad_norm - reference_grad_norm) <= 1e-4 * reference_grad_norm + 1e-8
-    check: pvlab.falsifiers.training:grad_norm
-    if it fails: The norm is taken after clipping, over a subset of parameters, or per
-        tensor instead of globally.
-    """
-    from pvlab.falsifiers.training import grad_norm
-
-    falsify(
-        grad_norm,
-        params={'checkpoint': 'tiny-random', 'grad_clip': 0.5, 'seed': 0},
-        prediction='grad_norm >= 0 and abs(grad_norm - reference_grad_norm) <= 1e-4 * reference_grad_norm + 1e-8',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-INV-TRAIN-008',
-        if_fails='The norm is taken after clipping, over a subset of parameters, or per tensor instead of globally.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-INV-TRAIN-003',
-    sha256='1c67f5f3ba8616db3106493bb8f82d1a4c3e6327821b84e2ff4a6c3877f19a43',
-    device='cpu',
-    prediction='digest_mismatches == 0 and runs == 2',
-)
-def test_falsify_inv_train_003__cpu() -> None:
-    """FALSIFY-INV-TRAIN-003 on cpu.
-
-    rule: Two runs with the same seed end with the same optimizer-state digest
     prediction: digest_mismatches == 0 and runs == 2
     check: pvlab.falsifiers.training:optimizer_digest
     if it fails: Unseeded randomness (data order, dropout, init) or non-deterministic
@@ -188,12 +77,4 @@ def test_falsify_inv_train_003__cpu() -> None:
     """
     from pvlab.falsifiers.training import optimizer_digest
 
-    falsify(
-        optimizer_digest,
-        params={'steps': 5, 'seed': 0},
-        prediction='digest_mismatches == 0 and runs == 2',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-INV-TRAIN-003',
-        if_fails='Unseeded randomness (data order, dropout, init) or non-deterministic kernels on the training path.',
-    )
+    falsify(optimizer_digest, device=device, falsifier='FALSIFY-INV-TRAIN-003', prediction='digest_mismatches == 0 and runs == 2', params={'steps': 5, 'seed': 0}, tolerance=None, if_fails='Unseeded randomness (data order, dropout, init) or non-deterministic kernels on the training path.')

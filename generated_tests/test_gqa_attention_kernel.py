@@ -16,23 +16,17 @@ import pytest
 
 from pv.harness import falsify
 
-CONTRACT = 'gqa-attention-kernel'
-CONTRACT_VERSION = '1.1.0'
+# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
+# and runs once per device: pytest names it test_<falsifier>[<device>].
+PV_FALSIFIER = pytest.mark.pv_falsifier(contract='gqa-attention-kernel', contract_version='1.1.0')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-001',
-    sha256='424c91607f05902ec72a83057d0d48304a76a5a38684a5946081222bf6af6c57',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_gqa_attention_001__cpu() -> None:
-    """FALSIFY-GQA-ATTENTION-001 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-001', sha256='424c91607f05902ec72a83057d0d48304a76a5a38684a5946081222bf6af6c57', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_gqa_attention_001(device: str) -> None:
+    """FALSIFY-GQA-ATTENTION-001: In float32, attention_fast over 19 positions with 6 query
+        heads on 2 KV heads equals the float64 explicit attention
 
-    rule: In float32, attention_fast over 19 positions with 6 query heads on 2 KV heads
-        equals the float64 explicit attention
     prediction: max_abs_diff <= atol + rtol * max_abs_ref
     check: pvlab.falsifiers.kernel_attention:attention_matches_reference
     if it fails: The query-to-KV head grouping is wrong (h % KV instead of h // groups), the
@@ -40,165 +34,30 @@ def test_falsify_gqa_attention_001__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_attention import attention_matches_reference
 
-    falsify(
-        attention_matches_reference,
-        params={
-            'kernel': 'fast',
-            'dtype': 'float32',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'queries': 19,
-            'keys': 19,
-            'head_dim': 16,
-            'scale': 1.0,
-            'seed': 0,
-        },
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-001',
-        if_fails='The query-to-KV head grouping is wrong (h % KV instead of h // groups), the scale is not 1/sqrt(D), or the mask is off.',
-    )
+    falsify(attention_matches_reference, device=device, falsifier='FALSIFY-GQA-ATTENTION-001', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'kernel': 'fast', 'dtype': 'float32', 'batch': 2, 'heads': 6, 'kv_heads': 2, 'queries': 19, 'keys': 19, 'head_dim': 16, 'scale': 1.0, 'seed': 0}, tolerance=None, if_fails='The query-to-KV head grouping is wrong (h % KV instead of h // groups), the scale is not 1/sqrt(D), or the mask is off.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-001',
-    sha256='424c91607f05902ec72a83057d0d48304a76a5a38684a5946081222bf6af6c57',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_gqa_attention_001__cuda() -> None:
-    """FALSIFY-GQA-ATTENTION-001 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-002', sha256='be40caf69ed1a139cf9ccb1f02f5c59eb8b4201e0ee8a59c2949195fce17c80f', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_gqa_attention_002(device: str) -> None:
+    """FALSIFY-GQA-ATTENTION-002: In float32, attention_reference with larger scores (q, k
+        scaled by 4) equals the float64 explicit attention
 
-    rule: In float32, attention_fast over 19 positions with 6 query heads on 2 KV heads
-        equals the float64 explicit attention
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref
-    check: pvlab.falsifiers.kernel_attention:attention_matches_reference
-    if it fails: The query-to-KV head grouping is wrong (h % KV instead of h // groups), the
-        scale is not 1/sqrt(D), or the mask is off.
-    """
-    from pvlab.falsifiers.kernel_attention import attention_matches_reference
-
-    falsify(
-        attention_matches_reference,
-        params={
-            'kernel': 'fast',
-            'dtype': 'float32',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'queries': 19,
-            'keys': 19,
-            'head_dim': 16,
-            'scale': 1.0,
-            'seed': 0,
-        },
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-001',
-        if_fails='The query-to-KV head grouping is wrong (h % KV instead of h // groups), the scale is not 1/sqrt(D), or the mask is off.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-002',
-    sha256='be40caf69ed1a139cf9ccb1f02f5c59eb8b4201e0ee8a59c2949195fce17c80f',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_gqa_attention_002__cpu() -> None:
-    """FALSIFY-GQA-ATTENTION-002 on cpu.
-
-    rule: In float32, attention_reference with larger scores (q, k scaled by 4) equals the
-        float64 explicit attention
     prediction: max_abs_diff <= atol + rtol * max_abs_ref
     check: pvlab.falsifiers.kernel_attention:attention_matches_reference
     if it fails: repeat_kv, the causal mask or the softmax of the reference path is wrong.
     """
     from pvlab.falsifiers.kernel_attention import attention_matches_reference
 
-    falsify(
-        attention_matches_reference,
-        params={
-            'kernel': 'reference',
-            'dtype': 'float32',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'queries': 19,
-            'keys': 19,
-            'head_dim': 16,
-            'scale': 4.0,
-            'seed': 1,
-        },
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-002',
-        if_fails='repeat_kv, the causal mask or the softmax of the reference path is wrong.',
-    )
+    falsify(attention_matches_reference, device=device, falsifier='FALSIFY-GQA-ATTENTION-002', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'kernel': 'reference', 'dtype': 'float32', 'batch': 2, 'heads': 6, 'kv_heads': 2, 'queries': 19, 'keys': 19, 'head_dim': 16, 'scale': 4.0, 'seed': 1}, tolerance=None, if_fails='repeat_kv, the causal mask or the softmax of the reference path is wrong.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-002',
-    sha256='be40caf69ed1a139cf9ccb1f02f5c59eb8b4201e0ee8a59c2949195fce17c80f',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_gqa_attention_002__cuda() -> None:
-    """FALSIFY-GQA-ATTENTION-002 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-003', sha256='9971fb23b71f0462b951410a6bf78c6d434b3d30bd4dbd55211b50d7bcb425b5', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_gqa_attention_003(device: str) -> None:
+    """FALSIFY-GQA-ATTENTION-003: Five new queries after 11 cached positions (the masked,
+        offset case) give the float64 attention at their absolute positions
 
-    rule: In float32, attention_reference with larger scores (q, k scaled by 4) equals the
-        float64 explicit attention
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref
-    check: pvlab.falsifiers.kernel_attention:attention_matches_reference
-    if it fails: repeat_kv, the causal mask or the softmax of the reference path is wrong.
-    """
-    from pvlab.falsifiers.kernel_attention import attention_matches_reference
-
-    falsify(
-        attention_matches_reference,
-        params={
-            'kernel': 'reference',
-            'dtype': 'float32',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'queries': 19,
-            'keys': 19,
-            'head_dim': 16,
-            'scale': 4.0,
-            'seed': 1,
-        },
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-002',
-        if_fails='repeat_kv, the causal mask or the softmax of the reference path is wrong.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-003',
-    sha256='9971fb23b71f0462b951410a6bf78c6d434b3d30bd4dbd55211b50d7bcb425b5',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_gqa_attention_003__cpu() -> None:
-    """FALSIFY-GQA-ATTENTION-003 on cpu.
-
-    rule: Five new queries after 11 cached positions (the masked, offset case) give the
-        float64 attention at their absolute positions
     prediction: max_abs_diff <= atol + rtol * max_abs_ref
     check: pvlab.falsifiers.kernel_attention:attention_matches_reference
     if it fails: The causal mask is aligned top-left (SDPA's is_causal) instead of to the
@@ -206,83 +65,15 @@ def test_falsify_gqa_attention_003__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_attention import attention_matches_reference
 
-    falsify(
-        attention_matches_reference,
-        params={
-            'kernel': 'fast',
-            'dtype': 'float32',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'queries': 5,
-            'keys': 16,
-            'head_dim': 16,
-            'scale': 1.0,
-            'seed': 2,
-        },
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-003',
-        if_fails="The causal mask is aligned top-left (SDPA's is_causal) instead of to the end of the cache.",
-    )
+    falsify(attention_matches_reference, device=device, falsifier='FALSIFY-GQA-ATTENTION-003', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'kernel': 'fast', 'dtype': 'float32', 'batch': 2, 'heads': 6, 'kv_heads': 2, 'queries': 5, 'keys': 16, 'head_dim': 16, 'scale': 1.0, 'seed': 2}, tolerance=None, if_fails="The causal mask is aligned top-left (SDPA's is_causal) instead of to the end of the cache.")
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-003',
-    sha256='9971fb23b71f0462b951410a6bf78c6d434b3d30bd4dbd55211b50d7bcb425b5',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_gqa_attention_003__cuda() -> None:
-    """FALSIFY-GQA-ATTENTION-003 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-004', sha256='a15c4df3644d358ce753dc2cd8a954f4e9ebf6707377389edbebd4704694fbdf', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_gqa_attention_004(device: str) -> None:
+    """FALSIFY-GQA-ATTENTION-004: One new query after 15 cached positions attends to all 16
+        keys, as the float64 attention does
 
-    rule: Five new queries after 11 cached positions (the masked, offset case) give the
-        float64 attention at their absolute positions
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref
-    check: pvlab.falsifiers.kernel_attention:attention_matches_reference
-    if it fails: The causal mask is aligned top-left (SDPA's is_causal) instead of to the
-        end of the cache.
-    """
-    from pvlab.falsifiers.kernel_attention import attention_matches_reference
-
-    falsify(
-        attention_matches_reference,
-        params={
-            'kernel': 'fast',
-            'dtype': 'float32',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'queries': 5,
-            'keys': 16,
-            'head_dim': 16,
-            'scale': 1.0,
-            'seed': 2,
-        },
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-003',
-        if_fails="The causal mask is aligned top-left (SDPA's is_causal) instead of to the end of the cache.",
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-004',
-    sha256='a15c4df3644d358ce753dc2cd8a954f4e9ebf6707377389edbebd4704694fbdf',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_gqa_attention_004__cpu() -> None:
-    """FALSIFY-GQA-ATTENTION-004 on cpu.
-
-    rule: One new query after 15 cached positions attends to all 16 keys, as the float64
-        attention does
     prediction: max_abs_diff <= atol + rtol * max_abs_ref
     check: pvlab.falsifiers.kernel_attention:attention_matches_reference
     if it fails: The single-token decode step masks keys it should see (or drops the first
@@ -290,83 +81,15 @@ def test_falsify_gqa_attention_004__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_attention import attention_matches_reference
 
-    falsify(
-        attention_matches_reference,
-        params={
-            'kernel': 'fast',
-            'dtype': 'float32',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'queries': 1,
-            'keys': 16,
-            'head_dim': 16,
-            'scale': 1.0,
-            'seed': 3,
-        },
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-004',
-        if_fails='The single-token decode step masks keys it should see (or drops the first cached key).',
-    )
+    falsify(attention_matches_reference, device=device, falsifier='FALSIFY-GQA-ATTENTION-004', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'kernel': 'fast', 'dtype': 'float32', 'batch': 2, 'heads': 6, 'kv_heads': 2, 'queries': 1, 'keys': 16, 'head_dim': 16, 'scale': 1.0, 'seed': 3}, tolerance=None, if_fails='The single-token decode step masks keys it should see (or drops the first cached key).')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-004',
-    sha256='a15c4df3644d358ce753dc2cd8a954f4e9ebf6707377389edbebd4704694fbdf',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_gqa_attention_004__cuda() -> None:
-    """FALSIFY-GQA-ATTENTION-004 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-005', sha256='73fdb1266bc482718f57c9fd2cf70c02975c9a0e03cec01ef3029d72c20c50e0', prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_gqa_attention_005(device: str) -> None:
+    """FALSIFY-GQA-ATTENTION-005: Replacing the keys and values of positions >= c changes no
+        attention output at positions < c (fused kernel), and position 0 returns its own value
 
-    rule: One new query after 15 cached positions attends to all 16 keys, as the float64
-        attention does
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref
-    check: pvlab.falsifiers.kernel_attention:attention_matches_reference
-    if it fails: The single-token decode step masks keys it should see (or drops the first
-        cached key).
-    """
-    from pvlab.falsifiers.kernel_attention import attention_matches_reference
-
-    falsify(
-        attention_matches_reference,
-        params={
-            'kernel': 'fast',
-            'dtype': 'float32',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'queries': 1,
-            'keys': 16,
-            'head_dim': 16,
-            'scale': 1.0,
-            'seed': 3,
-        },
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-004',
-        if_fails='The single-token decode step masks keys it should see (or drops the first cached key).',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-005',
-    sha256='73fdb1266bc482718f57c9fd2cf70c02975c9a0e03cec01ef3029d72c20c50e0',
-    device='cpu',
-    prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5',
-)
-def test_falsify_gqa_attention_005__cpu() -> None:
-    """FALSIFY-GQA-ATTENTION-005 on cpu.
-
-    rule: Replacing the keys and values of positions >= c changes no attention output at
-        positions < c (fused kernel), and position 0 returns its own value
     prediction: future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5
     check: pvlab.falsifiers.kernel_attention:attention_is_causal
     if it fails: The fused kernel runs without a causal mask; training sees the future and
@@ -374,77 +97,15 @@ def test_falsify_gqa_attention_005__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_attention import attention_is_causal
 
-    falsify(
-        attention_is_causal,
-        params={
-            'kernel': 'fast',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'seq': 17,
-            'head_dim': 16,
-            'seed': 4,
-        },
-        prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-005',
-        if_fails='The fused kernel runs without a causal mask; training sees the future and eval looks far too good.',
-    )
+    falsify(attention_is_causal, device=device, falsifier='FALSIFY-GQA-ATTENTION-005', prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5', params={'kernel': 'fast', 'batch': 2, 'heads': 6, 'kv_heads': 2, 'seq': 17, 'head_dim': 16, 'seed': 4}, tolerance=None, if_fails='The fused kernel runs without a causal mask; training sees the future and eval looks far too good.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-005',
-    sha256='73fdb1266bc482718f57c9fd2cf70c02975c9a0e03cec01ef3029d72c20c50e0',
-    device='cuda',
-    prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5',
-)
-def test_falsify_gqa_attention_005__cuda() -> None:
-    """FALSIFY-GQA-ATTENTION-005 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-006', sha256='5cd7ba738dd1fa068e2551a65d43454d24dfa0f5fce75fd50224da60c04b2828', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_gqa_attention_006(device: str) -> None:
+    """FALSIFY-GQA-ATTENTION-006: In bfloat16, attention_fast equals the float64 attention of
+        its bf16 inputs within bf16 tolerance
 
-    rule: Replacing the keys and values of positions >= c changes no attention output at
-        positions < c (fused kernel), and position 0 returns its own value
-    prediction: future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5
-    check: pvlab.falsifiers.kernel_attention:attention_is_causal
-    if it fails: The fused kernel runs without a causal mask; training sees the future and
-        eval looks far too good.
-    """
-    from pvlab.falsifiers.kernel_attention import attention_is_causal
-
-    falsify(
-        attention_is_causal,
-        params={
-            'kernel': 'fast',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'seq': 17,
-            'head_dim': 16,
-            'seed': 4,
-        },
-        prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-005',
-        if_fails='The fused kernel runs without a causal mask; training sees the future and eval looks far too good.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-006',
-    sha256='5cd7ba738dd1fa068e2551a65d43454d24dfa0f5fce75fd50224da60c04b2828',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_gqa_attention_006__cpu() -> None:
-    """FALSIFY-GQA-ATTENTION-006 on cpu.
-
-    rule: In bfloat16, attention_fast equals the float64 attention of its bf16 inputs within
-        bf16 tolerance
     prediction: max_abs_diff <= atol + rtol * max_abs_ref
     check: pvlab.falsifiers.kernel_attention:attention_matches_reference
     if it fails: The fused bf16 kernel accumulates scores or the softmax sum in bf16, or
@@ -452,139 +113,18 @@ def test_falsify_gqa_attention_006__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_attention import attention_matches_reference
 
-    falsify(
-        attention_matches_reference,
-        params={
-            'kernel': 'fast',
-            'dtype': 'bfloat16',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'queries': 19,
-            'keys': 19,
-            'head_dim': 16,
-            'scale': 1.0,
-            'seed': 5,
-        },
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-006',
-        if_fails='The fused bf16 kernel accumulates scores or the softmax sum in bf16, or picks a different mask in bf16.',
-    )
+    falsify(attention_matches_reference, device=device, falsifier='FALSIFY-GQA-ATTENTION-006', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'kernel': 'fast', 'dtype': 'bfloat16', 'batch': 2, 'heads': 6, 'kv_heads': 2, 'queries': 19, 'keys': 19, 'head_dim': 16, 'scale': 1.0, 'seed': 5}, tolerance=None, if_fails='The fused bf16 kernel accumulates scores or the softmax sum in bf16, or picks a different mask in bf16.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-006',
-    sha256='5cd7ba738dd1fa068e2551a65d43454d24dfa0f5fce75fd50224da60c04b2828',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_gqa_attention_006__cuda() -> None:
-    """FALSIFY-GQA-ATTENTION-006 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-007', sha256='854c0fc309c9c99d503ea210259c9726699e2f4a2be403d79d80d637c64e3117', prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_gqa_attention_007(device: str) -> None:
+    """FALSIFY-GQA-ATTENTION-007: The reference kernel is causal too (same perturbation test)
 
-    rule: In bfloat16, attention_fast equals the float64 attention of its bf16 inputs within
-        bf16 tolerance
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref
-    check: pvlab.falsifiers.kernel_attention:attention_matches_reference
-    if it fails: The fused bf16 kernel accumulates scores or the softmax sum in bf16, or
-        picks a different mask in bf16.
-    """
-    from pvlab.falsifiers.kernel_attention import attention_matches_reference
-
-    falsify(
-        attention_matches_reference,
-        params={
-            'kernel': 'fast',
-            'dtype': 'bfloat16',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'queries': 19,
-            'keys': 19,
-            'head_dim': 16,
-            'scale': 1.0,
-            'seed': 5,
-        },
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-006',
-        if_fails='The fused bf16 kernel accumulates scores or the softmax sum in bf16, or picks a different mask in bf16.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-007',
-    sha256='854c0fc309c9c99d503ea210259c9726699e2f4a2be403d79d80d637c64e3117',
-    device='cpu',
-    prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5',
-)
-def test_falsify_gqa_attention_007__cpu() -> None:
-    """FALSIFY-GQA-ATTENTION-007 on cpu.
-
-    rule: The reference kernel is causal too (same perturbation test)
     prediction: future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5
     check: pvlab.falsifiers.kernel_attention:attention_is_causal
     if it fails: causal_mask is wrong (off by one, transposed) on the reference path.
     """
     from pvlab.falsifiers.kernel_attention import attention_is_causal
 
-    falsify(
-        attention_is_causal,
-        params={
-            'kernel': 'reference',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'seq': 17,
-            'head_dim': 16,
-            'seed': 6,
-        },
-        prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-007',
-        if_fails='causal_mask is wrong (off by one, transposed) on the reference path.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-GQA-ATTENTION-007',
-    sha256='854c0fc309c9c99d503ea210259c9726699e2f4a2be403d79d80d637c64e3117',
-    device='cuda',
-    prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5',
-)
-def test_falsify_gqa_attention_007__cuda() -> None:
-    """FALSIFY-GQA-ATTENTION-007 on cuda.
-
-    rule: The reference kernel is causal too (same perturbation test)
-    prediction: future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5
-    check: pvlab.falsifiers.kernel_attention:attention_is_causal
-    if it fails: causal_mask is wrong (off by one, transposed) on the reference path.
-    """
-    from pvlab.falsifiers.kernel_attention import attention_is_causal
-
-    falsify(
-        attention_is_causal,
-        params={
-            'kernel': 'reference',
-            'batch': 2,
-            'heads': 6,
-            'kv_heads': 2,
-            'seq': 17,
-            'head_dim': 16,
-            'seed': 6,
-        },
-        prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-GQA-ATTENTION-007',
-        if_fails='causal_mask is wrong (off by one, transposed) on the reference path.',
-    )
+    falsify(attention_is_causal, device=device, falsifier='FALSIFY-GQA-ATTENTION-007', prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5', params={'kernel': 'reference', 'batch': 2, 'heads': 6, 'kv_heads': 2, 'seq': 17, 'head_dim': 16, 'seed': 6}, tolerance=None, if_fails='causal_mask is wrong (off by one, transposed) on the reference path.')

@@ -17,23 +17,17 @@ import pytest
 
 from pv.harness import falsify
 
-CONTRACT = 'kv-cache-kernel'
-CONTRACT_VERSION = '1.1.0'
+# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
+# and runs once per device: pytest names it test_<falsifier>[<device>].
+PV_FALSIFIER = pytest.mark.pv_falsifier(contract='kv-cache-kernel', contract_version='1.1.0')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-KV-CACHE-001',
-    sha256='9d03a0098a15b5fb9181c3f7986acd4b53dfb757c4e72de401d596f1b2ded8f6',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length',
-)
-def test_falsify_kv_cache_001__cpu() -> None:
-    """FALSIFY-KV-CACHE-001 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-KV-CACHE-001', sha256='9d03a0098a15b5fb9181c3f7986acd4b53dfb757c4e72de401d596f1b2ded8f6', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_kv_cache_001(device: str) -> None:
+    """FALSIFY-KV-CACHE-001: On the reference path, a 7-token prompt then 24 tokens one at a
+        time give the full forward's logits at all 31 positions, and the cache ends 31 long
 
-    rule: On the reference path, a 7-token prompt then 24 tokens one at a time give the full
-        forward's logits at all 31 positions, and the cache ends 31 long
     prediction: max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length
     check: pvlab.falsifiers.kernel_kv_cache:cached_decode_matches_full_forward
     if it fails: The cache stores keys before RoPE (or after, twice), new tokens get
@@ -41,61 +35,15 @@ def test_falsify_kv_cache_001__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_kv_cache import cached_decode_matches_full_forward
 
-    falsify(
-        cached_decode_matches_full_forward,
-        params={'path': 'reference', 'prompt': 7, 'steps': 24, 'chunk': 1, 'seed': 0},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-KV-CACHE-001',
-        if_fails='The cache stores keys before RoPE (or after, twice), new tokens get positions from 0, or the cache drops/duplicates an entry.',
-    )
+    falsify(cached_decode_matches_full_forward, device=device, falsifier='FALSIFY-KV-CACHE-001', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length', params={'path': 'reference', 'prompt': 7, 'steps': 24, 'chunk': 1, 'seed': 0}, tolerance=None, if_fails='The cache stores keys before RoPE (or after, twice), new tokens get positions from 0, or the cache drops/duplicates an entry.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-KV-CACHE-001',
-    sha256='9d03a0098a15b5fb9181c3f7986acd4b53dfb757c4e72de401d596f1b2ded8f6',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length',
-)
-def test_falsify_kv_cache_001__cuda() -> None:
-    """FALSIFY-KV-CACHE-001 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-KV-CACHE-002', sha256='89b4683f79e87a00f3b7eaaef20087ecc90ab9ffde66b084c97dc3d024dec25e', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_kv_cache_002(device: str) -> None:
+    """FALSIFY-KV-CACHE-002: On the reference path, the same sequence fed 3 tokens at a time
+        after the prompt gives the full forward's logits
 
-    rule: On the reference path, a 7-token prompt then 24 tokens one at a time give the full
-        forward's logits at all 31 positions, and the cache ends 31 long
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length
-    check: pvlab.falsifiers.kernel_kv_cache:cached_decode_matches_full_forward
-    if it fails: The cache stores keys before RoPE (or after, twice), new tokens get
-        positions from 0, or the cache drops/duplicates an entry.
-    """
-    from pvlab.falsifiers.kernel_kv_cache import cached_decode_matches_full_forward
-
-    falsify(
-        cached_decode_matches_full_forward,
-        params={'path': 'reference', 'prompt': 7, 'steps': 24, 'chunk': 1, 'seed': 0},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-KV-CACHE-001',
-        if_fails='The cache stores keys before RoPE (or after, twice), new tokens get positions from 0, or the cache drops/duplicates an entry.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-KV-CACHE-002',
-    sha256='89b4683f79e87a00f3b7eaaef20087ecc90ab9ffde66b084c97dc3d024dec25e',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length',
-)
-def test_falsify_kv_cache_002__cpu() -> None:
-    """FALSIFY-KV-CACHE-002 on cpu.
-
-    rule: On the reference path, the same sequence fed 3 tokens at a time after the prompt
-        gives the full forward's logits
     prediction: max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length
     check: pvlab.falsifiers.kernel_kv_cache:cached_decode_matches_full_forward
     if it fails: The causal mask for several new tokens after a cache is aligned to the
@@ -103,61 +51,15 @@ def test_falsify_kv_cache_002__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_kv_cache import cached_decode_matches_full_forward
 
-    falsify(
-        cached_decode_matches_full_forward,
-        params={'path': 'reference', 'prompt': 7, 'steps': 24, 'chunk': 3, 'seed': 1},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-KV-CACHE-002',
-        if_fails='The causal mask for several new tokens after a cache is aligned to the start instead of the end.',
-    )
+    falsify(cached_decode_matches_full_forward, device=device, falsifier='FALSIFY-KV-CACHE-002', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length', params={'path': 'reference', 'prompt': 7, 'steps': 24, 'chunk': 3, 'seed': 1}, tolerance=None, if_fails='The causal mask for several new tokens after a cache is aligned to the start instead of the end.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-KV-CACHE-002',
-    sha256='89b4683f79e87a00f3b7eaaef20087ecc90ab9ffde66b084c97dc3d024dec25e',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length',
-)
-def test_falsify_kv_cache_002__cuda() -> None:
-    """FALSIFY-KV-CACHE-002 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-KV-CACHE-003', sha256='f1b32f46ecc1dee99b191b1c8a7d0edbe7287646a4eef831d706bcafaee564bc', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_kv_cache_003(device: str) -> None:
+    """FALSIFY-KV-CACHE-003: On the fast path (bf16, fused attention), token-by-token cached
+        decoding gives the fast full forward's logits within a measured bf16 bound
 
-    rule: On the reference path, the same sequence fed 3 tokens at a time after the prompt
-        gives the full forward's logits
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length
-    check: pvlab.falsifiers.kernel_kv_cache:cached_decode_matches_full_forward
-    if it fails: The causal mask for several new tokens after a cache is aligned to the
-        start instead of the end.
-    """
-    from pvlab.falsifiers.kernel_kv_cache import cached_decode_matches_full_forward
-
-    falsify(
-        cached_decode_matches_full_forward,
-        params={'path': 'reference', 'prompt': 7, 'steps': 24, 'chunk': 3, 'seed': 1},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-KV-CACHE-002',
-        if_fails='The causal mask for several new tokens after a cache is aligned to the start instead of the end.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-KV-CACHE-003',
-    sha256='f1b32f46ecc1dee99b191b1c8a7d0edbe7287646a4eef831d706bcafaee564bc',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length',
-)
-def test_falsify_kv_cache_003__cpu() -> None:
-    """FALSIFY-KV-CACHE-003 on cpu.
-
-    rule: On the fast path (bf16, fused attention), token-by-token cached decoding gives the
-        fast full forward's logits within a measured bf16 bound
     prediction: max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length
     check: pvlab.falsifiers.kernel_kv_cache:cached_decode_matches_full_forward
     if it fails: The fused single-token branch of attention_fast masks or drops cached keys,
@@ -165,67 +67,15 @@ def test_falsify_kv_cache_003__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_kv_cache import cached_decode_matches_full_forward
 
-    falsify(
-        cached_decode_matches_full_forward,
-        params={'path': 'fast', 'prompt': 7, 'steps': 24, 'chunk': 1, 'seed': 2},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length',
-        device='cpu',
-        tolerance={
-            'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.kernel_kv_cache:cached_decode_matches_full_forward --seeds 100 -p path=fast` on CPU gave worst max_abs_diff/max_abs_ref = 1.15e-2: bf16 activations are rounded differently when the full forward and the one-token step take different SDPA branches, through two layers. rtol 3e-2 is 2.6x that worst case; an off-by-one position or a lost cache entry moves logits by O(max |logit|).\n',
-            'bfloat16': {'rtol': 0.03, 'atol': 1e-05},
-        },
-        falsifier='FALSIFY-KV-CACHE-003',
-        if_fails='The fused single-token branch of attention_fast masks or drops cached keys, or the fast path caches a different tensor than it attends to.',
-    )
+    falsify(cached_decode_matches_full_forward, device=device, falsifier='FALSIFY-KV-CACHE-003', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length', params={'path': 'fast', 'prompt': 7, 'steps': 24, 'chunk': 1, 'seed': 2}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.kernel_kv_cache:cached_decode_matches_full_forward --seeds 100 -p path=fast` on CPU gave worst max_abs_diff/max_abs_ref = 1.15e-2: bf16 activations are rounded differently when the full forward and the one-token step take different SDPA branches, through two layers. rtol 3e-2 is 2.6x that worst case; an off-by-one position or a lost cache entry moves logits by O(max |logit|).\n', 'bfloat16': {'rtol': 0.03, 'atol': 1e-05}}, if_fails='The fused single-token branch of attention_fast masks or drops cached keys, or the fast path caches a different tensor than it attends to.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-KV-CACHE-003',
-    sha256='f1b32f46ecc1dee99b191b1c8a7d0edbe7287646a4eef831d706bcafaee564bc',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length',
-)
-def test_falsify_kv_cache_003__cuda() -> None:
-    """FALSIFY-KV-CACHE-003 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-KV-CACHE-004', sha256='bb2b0244b861bdf390813f85e84bf0cde13aff52a859592fd512478e12e7c549', prediction='agreeing_prefix >= new_tokens')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_kv_cache_004(device: str) -> None:
+    """FALSIFY-KV-CACHE-004: Greedy generate() of 32 tokens from 3 random prompts gives
+        identical tokens with and without the cache (reference path)
 
-    rule: On the fast path (bf16, fused attention), token-by-token cached decoding gives the
-        fast full forward's logits within a measured bf16 bound
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length
-    check: pvlab.falsifiers.kernel_kv_cache:cached_decode_matches_full_forward
-    if it fails: The fused single-token branch of attention_fast masks or drops cached keys,
-        or the fast path caches a different tensor than it attends to.
-    """
-    from pvlab.falsifiers.kernel_kv_cache import cached_decode_matches_full_forward
-
-    falsify(
-        cached_decode_matches_full_forward,
-        params={'path': 'fast', 'prompt': 7, 'steps': 24, 'chunk': 1, 'seed': 2},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length',
-        device='cuda',
-        tolerance={
-            'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.kernel_kv_cache:cached_decode_matches_full_forward --seeds 100 -p path=fast` on CPU gave worst max_abs_diff/max_abs_ref = 1.15e-2: bf16 activations are rounded differently when the full forward and the one-token step take different SDPA branches, through two layers. rtol 3e-2 is 2.6x that worst case; an off-by-one position or a lost cache entry moves logits by O(max |logit|).\n',
-            'bfloat16': {'rtol': 0.03, 'atol': 1e-05},
-        },
-        falsifier='FALSIFY-KV-CACHE-003',
-        if_fails='The fused single-token branch of attention_fast masks or drops cached keys, or the fast path caches a different tensor than it attends to.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-KV-CACHE-004',
-    sha256='bb2b0244b861bdf390813f85e84bf0cde13aff52a859592fd512478e12e7c549',
-    device='cpu',
-    prediction='agreeing_prefix >= new_tokens',
-)
-def test_falsify_kv_cache_004__cpu() -> None:
-    """FALSIFY-KV-CACHE-004 on cpu.
-
-    rule: Greedy generate() of 32 tokens from 3 random prompts gives identical tokens with
-        and without the cache (reference path)
     prediction: agreeing_prefix >= new_tokens
     check: pvlab.falsifiers.kernel_kv_cache:cached_greedy_matches_uncached
     if it fails: generate() feeds the wrong token or position after the prompt, or the cache
@@ -233,43 +83,4 @@ def test_falsify_kv_cache_004__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_kv_cache import cached_greedy_matches_uncached
 
-    falsify(
-        cached_greedy_matches_uncached,
-        params={'path': 'reference', 'prompt': 5, 'new_tokens': 32, 'prompts': 3, 'seed': 3},
-        prediction='agreeing_prefix >= new_tokens',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-KV-CACHE-004',
-        if_fails='generate() feeds the wrong token or position after the prompt, or the cache and no-cache branches diverge.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-KV-CACHE-004',
-    sha256='bb2b0244b861bdf390813f85e84bf0cde13aff52a859592fd512478e12e7c549',
-    device='cuda',
-    prediction='agreeing_prefix >= new_tokens',
-)
-def test_falsify_kv_cache_004__cuda() -> None:
-    """FALSIFY-KV-CACHE-004 on cuda.
-
-    rule: Greedy generate() of 32 tokens from 3 random prompts gives identical tokens with
-        and without the cache (reference path)
-    prediction: agreeing_prefix >= new_tokens
-    check: pvlab.falsifiers.kernel_kv_cache:cached_greedy_matches_uncached
-    if it fails: generate() feeds the wrong token or position after the prompt, or the cache
-        and no-cache branches diverge.
-    """
-    from pvlab.falsifiers.kernel_kv_cache import cached_greedy_matches_uncached
-
-    falsify(
-        cached_greedy_matches_uncached,
-        params={'path': 'reference', 'prompt': 5, 'new_tokens': 32, 'prompts': 3, 'seed': 3},
-        prediction='agreeing_prefix >= new_tokens',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-KV-CACHE-004',
-        if_fails='generate() feeds the wrong token or position after the prompt, or the cache and no-cache branches diverge.',
-    )
+    falsify(cached_greedy_matches_uncached, device=device, falsifier='FALSIFY-KV-CACHE-004', prediction='agreeing_prefix >= new_tokens', params={'path': 'reference', 'prompt': 5, 'new_tokens': 32, 'prompts': 3, 'seed': 3}, tolerance=None, if_fails='generate() feeds the wrong token or position after the prompt, or the cache and no-cache branches diverge.')

@@ -15,23 +15,17 @@ import pytest
 
 from pv.harness import falsify
 
-CONTRACT = 'rmsnorm-kernel'
-CONTRACT_VERSION = '1.1.0'
+# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
+# and runs once per device: pytest names it test_<falsifier>[<device>].
+PV_FALSIFIER = pytest.mark.pv_falsifier(contract='rmsnorm-kernel', contract_version='1.1.0')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-RMSNORM-001',
-    sha256='9f3d2f2ed6a159d07c9f9bd0b6606dd502759cf768fef81ccaa1c2bc75645d22',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol',
-)
-def test_falsify_rmsnorm_001__cpu() -> None:
-    """FALSIFY-RMSNORM-001 on cpu.
+@PV_FALSIFIER(falsifier='FALSIFY-RMSNORM-001', sha256='9f3d2f2ed6a159d07c9f9bd0b6606dd502759cf768fef81ccaa1c2bc75645d22', prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_rmsnorm_001(device: str) -> None:
+    """FALSIFY-RMSNORM-001: In float32, rms_norm equals the float64 reference on odd-sized
+        inputs (37 x 97), and a zero row stays zero
 
-    rule: In float32, rms_norm equals the float64 reference on odd-sized inputs (37 x 97),
-        and a zero row stays zero
     prediction: max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol
     check: pvlab.falsifiers.kernel_rmsnorm:rms_norm_matches_reference
     if it fails: The normalisation is wrong (mean instead of mean of squares, eps outside
@@ -39,61 +33,15 @@ def test_falsify_rmsnorm_001__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_rmsnorm import rms_norm_matches_reference
 
-    falsify(
-        rms_norm_matches_reference,
-        params={'dtype': 'float32', 'rows': 37, 'hidden': 97, 'scale': 1.0, 'seed': 0},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-RMSNORM-001',
-        if_fails='The normalisation is wrong (mean instead of mean of squares, eps outside the sqrt, weight dropped or applied twice, wrong axis).',
-    )
+    falsify(rms_norm_matches_reference, device=device, falsifier='FALSIFY-RMSNORM-001', prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol', params={'dtype': 'float32', 'rows': 37, 'hidden': 97, 'scale': 1.0, 'seed': 0}, tolerance=None, if_fails='The normalisation is wrong (mean instead of mean of squares, eps outside the sqrt, weight dropped or applied twice, wrong axis).')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-RMSNORM-001',
-    sha256='9f3d2f2ed6a159d07c9f9bd0b6606dd502759cf768fef81ccaa1c2bc75645d22',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol',
-)
-def test_falsify_rmsnorm_001__cuda() -> None:
-    """FALSIFY-RMSNORM-001 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-RMSNORM-002', sha256='f0e2ad667c1f9c4da3747669cc120ffba9062a9ef3a8874893924fbc1ec10a1c', prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_rmsnorm_002(device: str) -> None:
+    """FALSIFY-RMSNORM-002: In bfloat16, rms_norm equals the float64 reference of its bf16
+        input within bf16 tolerance
 
-    rule: In float32, rms_norm equals the float64 reference on odd-sized inputs (37 x 97),
-        and a zero row stays zero
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol
-    check: pvlab.falsifiers.kernel_rmsnorm:rms_norm_matches_reference
-    if it fails: The normalisation is wrong (mean instead of mean of squares, eps outside
-        the sqrt, weight dropped or applied twice, wrong axis).
-    """
-    from pvlab.falsifiers.kernel_rmsnorm import rms_norm_matches_reference
-
-    falsify(
-        rms_norm_matches_reference,
-        params={'dtype': 'float32', 'rows': 37, 'hidden': 97, 'scale': 1.0, 'seed': 0},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-RMSNORM-001',
-        if_fails='The normalisation is wrong (mean instead of mean of squares, eps outside the sqrt, weight dropped or applied twice, wrong axis).',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-RMSNORM-002',
-    sha256='f0e2ad667c1f9c4da3747669cc120ffba9062a9ef3a8874893924fbc1ec10a1c',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol',
-)
-def test_falsify_rmsnorm_002__cpu() -> None:
-    """FALSIFY-RMSNORM-002 on cpu.
-
-    rule: In bfloat16, rms_norm equals the float64 reference of its bf16 input within bf16
-        tolerance
     prediction: max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol
     check: pvlab.falsifiers.kernel_rmsnorm:rms_norm_matches_reference
     if it fails: The statistic is accumulated in bf16 (mean of squares loses precision) or
@@ -101,61 +49,15 @@ def test_falsify_rmsnorm_002__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_rmsnorm import rms_norm_matches_reference
 
-    falsify(
-        rms_norm_matches_reference,
-        params={'dtype': 'bfloat16', 'rows': 37, 'hidden': 97, 'scale': 1.0, 'seed': 1},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-RMSNORM-002',
-        if_fails='The statistic is accumulated in bf16 (mean of squares loses precision) or the output dtype handling is wrong.',
-    )
+    falsify(rms_norm_matches_reference, device=device, falsifier='FALSIFY-RMSNORM-002', prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol', params={'dtype': 'bfloat16', 'rows': 37, 'hidden': 97, 'scale': 1.0, 'seed': 1}, tolerance=None, if_fails='The statistic is accumulated in bf16 (mean of squares loses precision) or the output dtype handling is wrong.')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-RMSNORM-002',
-    sha256='f0e2ad667c1f9c4da3747669cc120ffba9062a9ef3a8874893924fbc1ec10a1c',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol',
-)
-def test_falsify_rmsnorm_002__cuda() -> None:
-    """FALSIFY-RMSNORM-002 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-RMSNORM-003', sha256='db22b206758d53bf59a12d99ee6e0a906ab2266c6314d739c86fe182dd152a91', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_rmsnorm_003(device: str) -> None:
+    """FALSIFY-RMSNORM-003: With inputs of magnitude 1e-4 (mean square 1e-8, far below eps =
+        1e-6) the kernel still matches the reference, eps included
 
-    rule: In bfloat16, rms_norm equals the float64 reference of its bf16 input within bf16
-        tolerance
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol
-    check: pvlab.falsifiers.kernel_rmsnorm:rms_norm_matches_reference
-    if it fails: The statistic is accumulated in bf16 (mean of squares loses precision) or
-        the output dtype handling is wrong.
-    """
-    from pvlab.falsifiers.kernel_rmsnorm import rms_norm_matches_reference
-
-    falsify(
-        rms_norm_matches_reference,
-        params={'dtype': 'bfloat16', 'rows': 37, 'hidden': 97, 'scale': 1.0, 'seed': 1},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-RMSNORM-002',
-        if_fails='The statistic is accumulated in bf16 (mean of squares loses precision) or the output dtype handling is wrong.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-RMSNORM-003',
-    sha256='db22b206758d53bf59a12d99ee6e0a906ab2266c6314d739c86fe182dd152a91',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_rmsnorm_003__cpu() -> None:
-    """FALSIFY-RMSNORM-003 on cpu.
-
-    rule: With inputs of magnitude 1e-4 (mean square 1e-8, far below eps = 1e-6) the kernel
-        still matches the reference, eps included
     prediction: max_abs_diff <= atol + rtol * max_abs_ref
     check: pvlab.falsifiers.kernel_rmsnorm:rms_norm_matches_reference
     if it fails: eps is ignored, added outside the square root, or a different eps than the
@@ -163,61 +65,15 @@ def test_falsify_rmsnorm_003__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_rmsnorm import rms_norm_matches_reference
 
-    falsify(
-        rms_norm_matches_reference,
-        params={'dtype': 'float32', 'rows': 37, 'hidden': 97, 'scale': 0.0001, 'eps': 1e-06, 'seed': 2},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-RMSNORM-003',
-        if_fails="eps is ignored, added outside the square root, or a different eps than the config's is used.",
-    )
+    falsify(rms_norm_matches_reference, device=device, falsifier='FALSIFY-RMSNORM-003', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'dtype': 'float32', 'rows': 37, 'hidden': 97, 'scale': 0.0001, 'eps': 1e-06, 'seed': 2}, tolerance=None, if_fails="eps is ignored, added outside the square root, or a different eps than the config's is used.")
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-RMSNORM-003',
-    sha256='db22b206758d53bf59a12d99ee6e0a906ab2266c6314d739c86fe182dd152a91',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_rmsnorm_003__cuda() -> None:
-    """FALSIFY-RMSNORM-003 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-RMSNORM-004', sha256='03e10f2935f2ba6ca04b35c16ead8664c70e16f453cf6e9f9efbe8cd054b6565', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
+@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+def test_falsify_rmsnorm_004(device: str) -> None:
+    """FALSIFY-RMSNORM-004: With inputs of magnitude 1e15 (mean square 1e30) in bfloat16 the
+        kernel is finite and matches the reference
 
-    rule: With inputs of magnitude 1e-4 (mean square 1e-8, far below eps = 1e-6) the kernel
-        still matches the reference, eps included
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref
-    check: pvlab.falsifiers.kernel_rmsnorm:rms_norm_matches_reference
-    if it fails: eps is ignored, added outside the square root, or a different eps than the
-        config's is used.
-    """
-    from pvlab.falsifiers.kernel_rmsnorm import rms_norm_matches_reference
-
-    falsify(
-        rms_norm_matches_reference,
-        params={'dtype': 'float32', 'rows': 37, 'hidden': 97, 'scale': 0.0001, 'eps': 1e-06, 'seed': 2},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-RMSNORM-003',
-        if_fails="eps is ignored, added outside the square root, or a different eps than the config's is used.",
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-RMSNORM-004',
-    sha256='03e10f2935f2ba6ca04b35c16ead8664c70e16f453cf6e9f9efbe8cd054b6565',
-    device='cpu',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_rmsnorm_004__cpu() -> None:
-    """FALSIFY-RMSNORM-004 on cpu.
-
-    rule: With inputs of magnitude 1e15 (mean square 1e30) in bfloat16 the kernel is finite
-        and matches the reference
     prediction: max_abs_diff <= atol + rtol * max_abs_ref
     check: pvlab.falsifiers.kernel_rmsnorm:rms_norm_matches_reference
     if it fails: The square is taken in a narrow type and overflows, or the result is not
@@ -225,43 +81,4 @@ def test_falsify_rmsnorm_004__cpu() -> None:
     """
     from pvlab.falsifiers.kernel_rmsnorm import rms_norm_matches_reference
 
-    falsify(
-        rms_norm_matches_reference,
-        params={'dtype': 'bfloat16', 'rows': 37, 'hidden': 97, 'scale': 1000000000000000.0, 'seed': 3},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cpu',
-        tolerance=None,
-        falsifier='FALSIFY-RMSNORM-004',
-        if_fails='The square is taken in a narrow type and overflows, or the result is not rescaled correctly.',
-    )
-
-
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-RMSNORM-004',
-    sha256='03e10f2935f2ba6ca04b35c16ead8664c70e16f453cf6e9f9efbe8cd054b6565',
-    device='cuda',
-    prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-)
-def test_falsify_rmsnorm_004__cuda() -> None:
-    """FALSIFY-RMSNORM-004 on cuda.
-
-    rule: With inputs of magnitude 1e15 (mean square 1e30) in bfloat16 the kernel is finite
-        and matches the reference
-    prediction: max_abs_diff <= atol + rtol * max_abs_ref
-    check: pvlab.falsifiers.kernel_rmsnorm:rms_norm_matches_reference
-    if it fails: The square is taken in a narrow type and overflows, or the result is not
-        rescaled correctly.
-    """
-    from pvlab.falsifiers.kernel_rmsnorm import rms_norm_matches_reference
-
-    falsify(
-        rms_norm_matches_reference,
-        params={'dtype': 'bfloat16', 'rows': 37, 'hidden': 97, 'scale': 1000000000000000.0, 'seed': 3},
-        prediction='max_abs_diff <= atol + rtol * max_abs_ref',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-RMSNORM-004',
-        if_fails='The square is taken in a narrow type and overflows, or the result is not rescaled correctly.',
-    )
+    falsify(rms_norm_matches_reference, device=device, falsifier='FALSIFY-RMSNORM-004', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'dtype': 'bfloat16', 'rows': 37, 'hidden': 97, 'scale': 1000000000000000.0, 'seed': 3}, tolerance=None, if_fails='The square is taken in a narrow type and overflows, or the result is not rescaled correctly.')

@@ -22,24 +22,18 @@ import pytest
 
 from pv.harness import falsify
 
-CONTRACT = 'runtime-performance'
-CONTRACT_VERSION = '1.0.0'
+# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
+# and runs once per device: pytest names it test_<falsifier>[<device>].
+PV_FALSIFIER = pytest.mark.pv_falsifier(contract='runtime-performance', contract_version='1.0.0')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-PERF-DECODE-001',
-    sha256='e29247b1327744710c4e1ab3f8a7fb8181a519e306e9b9e6f48e7e7a61b3f520',
-    device='cuda',
-    prediction='speedup >= 2',
-)
-def test_falsify_perf_decode_001__cuda() -> None:
-    """FALSIFY-PERF-DECODE-001 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-PERF-DECODE-001', sha256='e29247b1327744710c4e1ab3f8a7fb8181a519e306e9b9e6f48e7e7a61b3f520', prediction='speedup >= 2')
+@pytest.mark.parametrize("device", ['cuda'])
+def test_falsify_perf_decode_001(device: str) -> None:
+    """FALSIFY-PERF-DECODE-001: On an H100, greedy decoding of the qwen2-0.5b shape with the KV
+        cache is at least twice as fast on the GPU (bf16 fast path) as on the same machine's CPU
+        (fp32 reference path)
 
-    rule: On an H100, greedy decoding of the qwen2-0.5b shape with the KV cache is at least
-        twice as fast on the GPU (bf16 fast path) as on the same machine's CPU (fp32 reference
-        path)
     prediction: speedup >= 2
     check: pvlab.falsifiers.performance:decode_speed_vs_cpu
     if it fails: Decoding is launch- or sync-bound (a host synchronisation per op, the cache
@@ -49,37 +43,15 @@ def test_falsify_perf_decode_001__cuda() -> None:
     """
     from pvlab.falsifiers.performance import decode_speed_vs_cpu
 
-    falsify(
-        decode_speed_vs_cpu,
-        params={
-            'config': 'qwen2-0.5b',
-            'prompt_tokens': 32,
-            'new_tokens': 32,
-            'repeats': 5,
-            'max_spread': 0.3,
-            'gpu': 'H100',
-        },
-        prediction='speedup >= 2',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-PERF-DECODE-001',
-        if_fails='Decoding is launch- or sync-bound (a host synchronisation per op, the cache rebuilt by concatenation every step, rotary tables recomputed per token), or the cache is bypassed and the whole sequence recomputed. Profile one decode step with torch.profiler.\n',
-    )
+    falsify(decode_speed_vs_cpu, device=device, falsifier='FALSIFY-PERF-DECODE-001', prediction='speedup >= 2', params={'config': 'qwen2-0.5b', 'prompt_tokens': 32, 'new_tokens': 32, 'repeats': 5, 'max_spread': 0.3, 'gpu': 'H100'}, tolerance=None, if_fails='Decoding is launch- or sync-bound (a host synchronisation per op, the cache rebuilt by concatenation every step, rotary tables recomputed per token), or the cache is bypassed and the whole sequence recomputed. Profile one decode step with torch.profiler.\n')
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-PERF-MFU-001',
-    sha256='a3361f7b3856c76f548b6dc253c1bfd98bcd75b5ada7d66fd5ee40ff539bf3ad',
-    device='cuda',
-    prediction='mfu >= 0.10',
-)
-def test_falsify_perf_mfu_001__cuda() -> None:
-    """FALSIFY-PERF-MFU-001 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-PERF-MFU-001', sha256='a3361f7b3856c76f548b6dc253c1bfd98bcd75b5ada7d66fd5ee40ff539bf3ad', prediction='mfu >= 0.10')
+@pytest.mark.parametrize("device", ['cuda'])
+def test_falsify_perf_mfu_001(device: str) -> None:
+    """FALSIFY-PERF-MFU-001: On an H100, fast-path training of the qwen2-0.5b shape at batch 8
+        x 1024 reaches at least 10% model FLOPs utilisation of the dense bf16 peak
 
-    rule: On an H100, fast-path training of the qwen2-0.5b shape at batch 8 x 1024 reaches
-        at least 10% model FLOPs utilisation of the dense bf16 peak
     prediction: mfu >= 0.10
     check: pvlab.falsifiers.performance:training_mfu
     if it fails: The fast path lost bf16 autocast, fused SDPA, the chunked cross-entropy or
@@ -88,37 +60,15 @@ def test_falsify_perf_mfu_001__cuda() -> None:
     """
     from pvlab.falsifiers.performance import training_mfu
 
-    falsify(
-        training_mfu,
-        params={
-            'gpu': 'H100',
-            'config': 'qwen2-0.5b',
-            'batch': 8,
-            'seq': 1024,
-            'repeats': 5,
-            'max_spread': 0.2,
-        },
-        prediction='mfu >= 0.10',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-PERF-MFU-001',
-        if_fails="The fast path lost bf16 autocast, fused SDPA, the chunked cross-entropy or the fused AdamW, or a host synchronisation entered the step. bench/bench_vs_hf.py puts the figure beside transformers'.\n",
-    )
+    falsify(training_mfu, device=device, falsifier='FALSIFY-PERF-MFU-001', prediction='mfu >= 0.10', params={'gpu': 'H100', 'config': 'qwen2-0.5b', 'batch': 8, 'seq': 1024, 'repeats': 5, 'max_spread': 0.2}, tolerance=None, if_fails="The fast path lost bf16 autocast, fused SDPA, the chunked cross-entropy or the fused AdamW, or a host synchronisation entered the step. bench/bench_vs_hf.py puts the figure beside transformers'.\n")
 
 
-@pytest.mark.pv_falsifier(
-    contract=CONTRACT,
-    contract_version=CONTRACT_VERSION,
-    falsifier='FALSIFY-PERF-FAST-001',
-    sha256='b04ecf19f97528f9cee73a16f27852abe5e2ad85b1f368d7d2ca44414212a7d2',
-    device='cuda',
-    prediction='ratio >= 1.0',
-)
-def test_falsify_perf_fast_001__cuda() -> None:
-    """FALSIFY-PERF-FAST-001 on cuda.
+@PV_FALSIFIER(falsifier='FALSIFY-PERF-FAST-001', sha256='b04ecf19f97528f9cee73a16f27852abe5e2ad85b1f368d7d2ca44414212a7d2', prediction='ratio >= 1.0')
+@pytest.mark.parametrize("device", ['cuda'])
+def test_falsify_perf_fast_001(device: str) -> None:
+    """FALSIFY-PERF-FAST-001: On the GPU, the fast path's training tokens/s is at least the
+        fp32 reference path's for the same model and batches
 
-    rule: On the GPU, the fast path's training tokens/s is at least the fp32 reference
-        path's for the same model and batches
     prediction: ratio >= 1.0
     check: pvlab.falsifiers.performance:fast_vs_reference_training
     if it fails: The fast path runs in fp32, falls back to the math attention backend, or
@@ -126,12 +76,4 @@ def test_falsify_perf_fast_001__cuda() -> None:
     """
     from pvlab.falsifiers.performance import fast_vs_reference_training
 
-    falsify(
-        fast_vs_reference_training,
-        params={'config': 'qwen2-0.5b', 'batch': 8, 'seq': 1024, 'repeats': 5, 'max_spread': 0.3},
-        prediction='ratio >= 1.0',
-        device='cuda',
-        tolerance=None,
-        falsifier='FALSIFY-PERF-FAST-001',
-        if_fails='The fast path runs in fp32, falls back to the math attention backend, or synchronises with the host; profile both paths.',
-    )
+    falsify(fast_vs_reference_training, device=device, falsifier='FALSIFY-PERF-FAST-001', prediction='ratio >= 1.0', params={'config': 'qwen2-0.5b', 'batch': 8, 'seq': 1024, 'repeats': 5, 'max_spread': 0.3}, tolerance=None, if_fails='The fast path runs in fp32, falls back to the math attention backend, or synchronises with the host; profile both paths.')

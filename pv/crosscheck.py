@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from pv import expr
+from pv import keypaths as K
 from pv.config import Workspace
-from pv.diagnostics import Diagnostic, Severity
-from pv.loader import SCHEMA_LINE_PREFIX, LoadedContract
-from pv.schema import CHECK_PATTERN, LifecycleStatus
+from pv.diagnostics import Diagnostic, Severity, internal_error
+from pv.safe_yaml import SCHEMA_LINE_PREFIX, LoadedContract
+from pv.schema import CHECK_PATTERN, PROJECT_SCHEMA, LifecycleStatus, schema_reference
 from pv.staticcheck import ModuleIndex, Unresolved, in_allowed_package
 
 UNBOUND_IS_ERROR_EVERYWHERE = False
@@ -58,35 +60,42 @@ def _list(value: Any) -> list:
 
 
 def _falsifiers(data: Any) -> list[tuple[int, dict]]:
-    return [(i, f) for i, f in enumerate(_list(_dict(data).get("falsification_tests"))) if isinstance(f, dict)]
+    return [(i, f) for i, f in enumerate(_list(_dict(data).get(K.FALSIFIERS.key))) if isinstance(f, dict)]
 
 
 def _obligations(data: Any) -> list[tuple[int, dict]]:
-    return [(i, o) for i, o in enumerate(_list(_dict(data).get("proof_obligations"))) if isinstance(o, dict)]
+    return [(i, o) for i, o in enumerate(_list(_dict(data).get(K.OBLIGATIONS.key))) if isinstance(o, dict)]
 
 
 # --- per file --------------------------------------------------------------------------------
 
 
 def check_file(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
+    """Every per-file check. A check that fails inside pv becomes one PV199 naming it, and the
+    other checks of the file still report."""
     if not isinstance(loaded.data, dict):
         return []
     out: list[Diagnostic] = []
-    out += schema_comment(loaded, ctx.workspace.root)
-    out += file_name(loaded)
-    out += obligation_references(loaded)
-    out += expressions(loaded)
-    out += bindings(loaded, ctx)
-    out += mutants(loaded, ctx)
+    for check in (file_name, obligation_references, expressions):
+        out += _guarded(check, loaded)
+    out += _guarded(schema_comment, loaded, ctx.workspace.root)
+    out += _guarded(bindings, loaded, ctx)
+    out += _guarded(mutants, loaded, ctx)
     return out
+
+
+def _guarded(check: Any, loaded: LoadedContract, *args: Any) -> list[Diagnostic]:
+    try:
+        return check(loaded, *args)
+    except Exception as exc:  # noqa: BLE001 - a bug in one check must not hide the others
+        return [internal_error(loaded.display_path, RuntimeError(f"in the {check.__name__} check: "
+                                                                 f"{type(exc).__name__}: {exc}"))]
 
 
 def _schema_hint(directory: Path, root: Path, lead: str) -> str:
     """The first line to write, naming the project's own copy of the schema relatively (a
     path into pv's install would hold on one machine only); says to write the copy first
     when the project has none yet."""
-    from pv.commands.schema import PROJECT_SCHEMA, schema_reference
-
     target = root / PROJECT_SCHEMA
     line = f"{SCHEMA_LINE_PREFIX}{schema_reference(directory, target)}"
     if os.path.isfile(target):
@@ -121,8 +130,8 @@ def schema_comment(loaded: LoadedContract, root: Path) -> list[Diagnostic]:
 
 
 def file_name(loaded: LoadedContract) -> list[Diagnostic]:
-    meta = _dict(loaded.data.get("metadata"))
-    cid, version = meta.get("id"), meta.get("version")
+    meta = _dict(loaded.data.get(K.METADATA.key))
+    cid, version = meta.get(K.CONTRACT_ID.key), meta.get(K.CONTRACT_VERSION.key)
     if not isinstance(cid, str) or not isinstance(version, str):
         return []
     major = version.split(".", 1)[0]
@@ -131,20 +140,21 @@ def file_name(loaded: LoadedContract) -> list[Diagnostic]:
     expected = f"{cid}-v{int(major)}.yaml"
     if loaded.path.name == expected:
         return []
-    return [_d(loaded, loaded.position(("metadata", "id")), "PV304",
+    return [_d(loaded, loaded.position(K.CONTRACT_ID.at()), "PV304",
                f"file is named {loaded.path.name!r} but metadata.id {cid!r} version {version} wants {expected!r}",
                f"rename the file to {expected} (or fix metadata.id / metadata.version)")]
 
 
 def obligation_references(loaded: LoadedContract) -> list[Diagnostic]:
-    known = {f.get("id") for _, f in _falsifiers(loaded.data) if isinstance(f.get("id"), str)}
+    known = {f.get(K.FALSIFIER_ID.key) for _, f in _falsifiers(loaded.data)
+             if isinstance(f.get(K.FALSIFIER_ID.key), str)}
     out = []
     for i, ob in _obligations(loaded.data):
-        for j, fid in enumerate(_list(ob.get("falsifiers"))):
+        for j, fid in enumerate(_list(ob.get(K.OBLIGATION_FALSIFIERS.key))):
             if isinstance(fid, str) and fid not in known:
                 near = _near(fid, sorted(known))
-                out.append(_d(loaded, loaded.position(("proof_obligations", i, "falsifiers", j)), "PV305",
-                              f"obligation {ob.get('id')!s} names falsifier {fid!r}, which this contract does not define",
+                out.append(_d(loaded, loaded.position(K.OBLIGATION_FALSIFIERS.at(i) + (j,)), "PV305",
+                              f"obligation {ob.get(K.OBLIGATION_ID.key)!s} names falsifier {fid!r}, which this contract does not define",
                               f"did you mean {near!r}?" if near else
                               "obligations may only name falsifiers of the same contract"))
     return out
@@ -160,17 +170,41 @@ def expr_diagnostic(loaded: LoadedContract, loc: tuple, code: str, exc: expr.Exp
     return _d(loaded, pos, code, f"{what}: {exc.message}", exc.hint)
 
 
+def non_ascii_name(loaded: LoadedContract, loc: tuple, what: str) -> Diagnostic | None:
+    """PV405 for a prediction or formula that parses but is not ASCII: the only non-ASCII
+    text Python's parser accepts there is a name, and it folds names by NFKC (`ｖal_loss` is
+    read as `val_loss`), so pv would judge a name other than the one written. Refused."""
+    text = loaded.value_at(loc)
+    if not isinstance(text, str) or text.isascii():
+        return None
+    index = next(i for i, ch in enumerate(text) if not ch.isascii())
+    word = next((m for m in _WORD.finditer(text) if m.start() <= index < m.end()), None)
+    written = word.group() if word else text[index]
+    start = word.start() if word else index
+    return _d(loaded, loaded.value_position(loc, start), "PV405",
+              f"{what}: the name {written!r} is not ASCII (Python would read it as "
+              f"{unicodedata.normalize('NFKC', written)!r})",
+              "names in pv expressions are ASCII letters, digits and _; retype the name")
+
+
+_WORD = re.compile(r"\w+")
+
+
 def expressions(loaded: LoadedContract) -> list[Diagnostic]:
     out = []
     for i, f in _falsifiers(loaded.data):
-        text = f.get("prediction")
+        text = f.get(K.PREDICTION.key)
         if not isinstance(text, str) or not text.strip():
             continue  # the schema reports missing or non-text predictions
-        loc = ("falsification_tests", i, "prediction")
+        loc = K.PREDICTION.at(i)
         try:
             parsed = expr.parse(text)
         except expr.ExprError as exc:
             out.append(expr_diagnostic(loaded, loc, "PV401", exc, "prediction"))
+            continue
+        refused = non_ascii_name(loaded, loc, "prediction")
+        if refused is not None:
+            out.append(refused)
             continue
         if not expr.is_boolean(parsed):
             out.append(_d(loaded, loaded.position(loc), "PV402",
@@ -180,26 +214,51 @@ def expressions(loaded: LoadedContract) -> list[Diagnostic]:
             out.append(_d(loaded, loaded.position(loc), "PV404",
                           f"prediction {parsed.text!r} mentions no observation, so it can never fail",
                           "compare an observation the check returns with a bound"))
-    for name, eq in _dict(loaded.data.get("equations")).items():
+    for name, eq in _dict(loaded.data.get(K.EQUATIONS.key)).items():
         if not isinstance(eq, dict):
             continue
-        text = eq.get("formula")
+        text = eq.get(K.FORMULA.key)
         if not isinstance(text, str) or not text.strip():
             continue
-        loc = ("equations", name, "formula")
+        loc = K.FORMULA.at(name)
         try:
             expr.parse(text)
         except expr.ExprError as exc:
             out.append(expr_diagnostic(loaded, loc, "PV403", exc, f"formula of {name}"))
+            continue
+        refused = non_ascii_name(loaded, loc, f"formula of {name}")
+        if refused is not None:
+            out.append(refused)
     return out
 
 
 def _status(loaded: LoadedContract) -> LifecycleStatus | None:
-    raw = _dict(loaded.data.get("metadata")).get("status")
+    raw = _dict(loaded.data.get(K.METADATA.key)).get(K.STATUS.key)
     try:
         return LifecycleStatus(raw)
     except ValueError:
         return None
+
+
+HARNESS_KEYWORDS = ("device", "tolerance")  # what the harness passes a check itself
+
+
+def binding_placement(loaded: LoadedContract, i: int, packages: tuple[str, ...] | list[str]) -> list[Diagnostic]:
+    """What can be said of falsifier `i`'s binding without reading its module: PV310 (the
+    check lies outside the allowed packages; nothing more is checked) or PV316 (params sets
+    what the harness passes). `pv generate` refuses on these too."""
+    f = _dict(_list(_dict(loaded.data).get(K.FALSIFIERS.key))[i])
+    check = f.get(K.CHECK.key)
+    loc = K.CHECK.at(i)
+    if isinstance(check, str) and _CHECK_RE.match(check) and not in_allowed_package(check.split(":")[0], packages):
+        return [_d(loaded, loaded.position(loc), "PV310",
+                   f"check {check!r} is outside the allowed packages ({', '.join(packages)})",
+                   "checks live in the packages named by [tool.pv] check_packages")]
+    params = _dict(f.get(K.PARAMS.key))
+    return [_d(loaded, loaded.position(K.PARAMS.at(i) + (key,), key=True), "PV316",
+               f"params must not set {key!r}: the harness passes it",
+               "devices come from `devices:`, tolerances from `tolerance:`")
+            for key in params if key in HARNESS_KEYWORDS]
 
 
 def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
@@ -208,31 +267,26 @@ def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     unbound_is_error = ctx.strict_bindings or (status is not None and status is not LifecycleStatus.DRAFT)
     packages = ctx.workspace.check_packages
     for i, f in _falsifiers(loaded.data):
-        fid = f.get("id") if isinstance(f.get("id"), str) else f"falsification_tests[{i}]"
-        check = f.get("check")
+        fid = f.get(K.FALSIFIER_ID.key)
+        fid = fid if isinstance(fid, str) else f"{K.FALSIFIERS}[{i}]"
+        check = f.get(K.CHECK.key)
         if check is None:
             where = "" if unbound_is_error else " (a warning while the contract is DRAFT)"
-            out.append(_d(loaded, loaded.position(("falsification_tests", i, "id")), "PV308",
+            out.append(_d(loaded, loaded.position(K.FALSIFIER_ID.at(i)), "PV308",
                           f"falsifier {fid} has no `check:`, so nothing can run it{where}",
                           "bind it to a check: `check: <package>.<module>:<function>`",
                           warning=not unbound_is_error))
             continue
         if not isinstance(check, str) or not _CHECK_RE.match(check):
             continue  # the schema reports it
-        loc = ("falsification_tests", i, "check")
+        loc = K.CHECK.at(i)
         module, function = check.split(":")
-        if not in_allowed_package(module, packages):
-            out.append(_d(loaded, loaded.position(loc), "PV310",
-                          f"check {check!r} is outside the allowed packages ({', '.join(packages)})",
-                          "checks live in the packages named by [tool.pv] check_packages"))
+        placement = binding_placement(loaded, i, packages)
+        out += placement
+        if any(d.code == "PV310" for d in placement):
             continue
-        params = f.get("params")
-        params = params if isinstance(params, dict) else {}
-        reserved = [k for k in params if k in ("device", "tolerance")]
-        for key in reserved:
-            out.append(_d(loaded, loaded.position(loc[:-1] + ("params", key), key=True), "PV316",
-                          f"params must not set {key!r}: the harness passes it",
-                          "devices come from `devices:`, tolerances from `tolerance:`"))
+        params = _dict(f.get(K.PARAMS.key))
+        reserved = [k for k in params if k in HARNESS_KEYWORDS]
         try:
             signature = ctx.index.find_function(module, function)
         except Unresolved as exc:
@@ -240,21 +294,21 @@ def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
             continue
         keys = [k for k in params if isinstance(k, str) and k not in reserved]
         problems = signature.problems(keys)
-        if isinstance(f.get("tolerance"), dict) and not signature.names("tolerance"):
-            out.append(_d(loaded, loaded.position(loc[:-1] + ("tolerance",), key=True), "PV317",
+        if isinstance(f.get(K.TOLERANCE.key), dict) and not signature.names("tolerance"):
+            out.append(_d(loaded, loaded.position(K.TOLERANCE.at(i), key=True), "PV317",
                           f"falsifier {fid} sets `tolerance:` but check {check!r} has no `tolerance` parameter, "
                           "so the harness never passes it", "add `tolerance=None` to the check, or drop the override",
                           warning=True))
         where = f"{ctx.workspace.rel(signature.path)}:{signature.line}" if problems else ""
         for code, message, key in problems:
-            pos = loaded.position(loc[:-1] + ("params", key), key=True) if key else loaded.position(loc)
+            pos = loaded.position(K.PARAMS.at(i) + (key,), key=True) if key else loaded.position(loc)
             out.append(_d(loaded, pos, code, f"check {check!r}: {message}", f"see {where}"))
     return out
 
 
 def mutants(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     declared = [(i, j, m) for i, f in _falsifiers(loaded.data)
-                for j, m in enumerate(_list(f.get("mutants"))) if isinstance(m, str)]
+                for j, m in enumerate(_list(f.get(K.MUTANTS.key))) if isinstance(m, str)]
     if not declared:
         return []
     module = ctx.workspace.mutants_module
@@ -269,7 +323,7 @@ def mutants(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
         if known is not None:
             near = _near(name, sorted(known))
             hint = f"did you mean {near!r}?" if near else f"declare it in {module} with @mutant({name!r})"
-        out.append(_d(loaded, loaded.position(("falsification_tests", i, "mutants", j)), "PV309",
+        out.append(_d(loaded, loaded.position(K.MUTANTS.at(i) + (j,)), "PV309",
                       f"unknown mutant {name!r}", hint))
     return out
 
@@ -299,15 +353,15 @@ def check_all(files: Iterable[LoadedContract]) -> list[Diagnostic]:
 def unique_ids(files: list[LoadedContract]) -> list[Diagnostic]:
     sites: dict[tuple[str, str], list[_Site]] = {}
     for loaded in files:
-        cid = _dict(loaded.data.get("metadata")).get("id")
+        cid = _dict(loaded.data.get(K.METADATA.key)).get(K.CONTRACT_ID.key)
         if isinstance(cid, str):
-            sites.setdefault(("PV301", cid), []).append(_Site(loaded, ("metadata", "id")))
+            sites.setdefault(("PV301", cid), []).append(_Site(loaded, K.CONTRACT_ID.at()))
         for i, f in _falsifiers(loaded.data):
-            if isinstance(f.get("id"), str):
-                sites.setdefault(("PV302", f["id"]), []).append(_Site(loaded, ("falsification_tests", i, "id")))
+            if isinstance(f.get(K.FALSIFIER_ID.key), str):
+                sites.setdefault(("PV302", f[K.FALSIFIER_ID.key]), []).append(_Site(loaded, K.FALSIFIER_ID.at(i)))
         for i, o in _obligations(loaded.data):
-            if isinstance(o.get("id"), str):
-                sites.setdefault(("PV303", o["id"]), []).append(_Site(loaded, ("proof_obligations", i, "id")))
+            if isinstance(o.get(K.OBLIGATION_ID.key), str):
+                sites.setdefault(("PV303", o[K.OBLIGATION_ID.key]), []).append(_Site(loaded, K.OBLIGATION_ID.at(i)))
     words = {"PV301": "contract", "PV302": "falsifier", "PV303": "obligation"}
     out = []
     for (code, ident), where in sites.items():
@@ -323,16 +377,16 @@ def unique_ids(files: list[LoadedContract]) -> list[Diagnostic]:
 def dependencies(files: list[LoadedContract]) -> list[Diagnostic]:
     owner: dict[str, LoadedContract] = {}
     for loaded in files:
-        cid = _dict(loaded.data.get("metadata")).get("id")
+        cid = _dict(loaded.data.get(K.METADATA.key)).get(K.CONTRACT_ID.key)
         if isinstance(cid, str):
             owner.setdefault(cid, loaded)
     edges: dict[str, list[tuple[str, tuple]]] = {}
     out = []
     for cid, loaded in owner.items():
-        for j, target in enumerate(_list(_dict(loaded.data.get("metadata")).get("depends_on"))):
+        for j, target in enumerate(_list(_dict(loaded.data.get(K.METADATA.key)).get(K.DEPENDS_ON.key))):
             if not isinstance(target, str):
                 continue
-            loc = ("metadata", "depends_on", j)
+            loc = K.DEPENDS_ON.at() + (j,)
             if target in owner:
                 edges.setdefault(cid, []).append((target, loc))
                 continue

@@ -60,6 +60,7 @@ DEFAULT_HINTS: dict[str, str] = {
     "PV203": "docs/contract-format.md gives each key's type",
     "PV204": "docs/contract-format.md gives each key's allowed values",
     "PV205": "remove or rename one of them",
+    "PV209": "write true / false for a boolean, or quote the word for text",
     "PV301": "ids are unique across the contracts dir; rename one",
     "PV302": "ids are unique across the contracts dir; rename one",
     "PV303": "ids are unique across the contracts dir; rename one",
@@ -68,8 +69,17 @@ DEFAULT_HINTS: dict[str, str] = {
     "PV306": "depends_on names metadata.id of a contract in the contracts dir",
     "PV307": "a contract cannot depend on itself, directly or through others",
     "PV401": "allowed: numbers, names, + - * / ** %, comparisons, and/or/not, ln log log2 log10 exp sqrt abs min max",
+    "PV405": "names in pv expressions are ASCII letters, digits and _",
     "PV403": "allowed: numbers, names, + - * / ** %, comparisons, and/or/not, ln log log2 log10 exp sqrt abs min max",
 }
+
+
+def internal_error(path: str, exc: BaseException) -> Diagnostic:
+    """PV199: pv itself failed on this file. Callers catch the failure per file, so a bug in
+    pv never hides the other files' problems (nor prints a traceback)."""
+    return Diagnostic(path=path, line=0, col=0, code="PV199",
+                      message=f"internal error while checking this file: {type(exc).__name__}: {exc}",
+                      hint=DEFAULT_HINTS["PV199"])
 
 
 def with_default_hint(d: Diagnostic) -> Diagnostic:

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pv.diagnostics import Diagnostic, Severity
+from pv import keypaths as K
+from pv.diagnostics import Diagnostic, Severity, internal_error
 
-_ID_KEYS = {("metadata", "id"), ("proof_obligations", "id"), ("falsification_tests", "id")}
+# (section, key) of the ids the dialect may leave out
+_ID_KEYS = {(p.parts[0], p.key) for p in (K.CONTRACT_ID, K.OBLIGATION_ID, K.FALSIFIER_ID)}
 
 
 @dataclass
@@ -147,7 +149,8 @@ def read_dialect(paths: list[Path], display: Callable[[Path], str]) -> tuple[lis
 
     from pv import expr
     from pv.crosscheck import expr_diagnostic
-    from pv.loader import _data_loc, read_yaml, schema_diagnostics
+    from pv.safe_yaml import read_yaml
+    from pv.schema_errors import data_loc, schema_diagnostics
     from pv.schema import Contract
 
     report = DialectReport(files=len(paths))
@@ -158,9 +161,7 @@ def read_dialect(paths: list[Path], display: Callable[[Path], str]) -> tuple[lis
         try:
             loaded, problems = read_yaml(path, name)
         except Exception as exc:  # noqa: BLE001
-            from pv.commands.validate import _internal
-
-            out.append(_internal(name, exc))
+            out.append(internal_error(name, exc))
             report.load_problems["PV199"] += 1
             continue
         if loaded is None:
@@ -175,17 +176,17 @@ def read_dialect(paths: list[Path], display: Callable[[Path], str]) -> tuple[lis
             report.load_problems["PV107"] += 1
             continue
         report.loaded += 1
-        meta = data.get("metadata")
+        meta = data.get(K.METADATA.key)
         if isinstance(meta, dict):
             report.with_metadata += 1
-            report.with_metadata_id += isinstance(meta.get("id"), str)
-        tests = data.get("falsification_tests")
+            report.with_metadata_id += isinstance(meta.get(K.CONTRACT_ID.key), str)
+        tests = data.get(K.FALSIFIERS.key)
         tests = [t for t in tests if isinstance(t, dict)] if isinstance(tests, list) else []
         report.with_falsification_tests += bool(tests)
-        obligations = data.get("proof_obligations")
+        obligations = data.get(K.OBLIGATIONS.key)
         obligations = [o for o in obligations if isinstance(o, dict)] if isinstance(obligations, list) else []
         report.obligations += len(obligations)
-        report.obligations_with_id += sum(isinstance(o.get("id"), str) for o in obligations)
+        report.obligations_with_id += sum(isinstance(o.get(K.OBLIGATION_ID.key), str) for o in obligations)
         # The strict schema, read leniently.
         counted_here: set[str] = set()
         try:
@@ -205,7 +206,7 @@ def read_dialect(paths: list[Path], display: Callable[[Path], str]) -> tuple[lis
                     report.ids_missing[generic] += 1
                     continue
                 what = _problem_class(err, generic)
-                place = what + "@" + repr(_data_loc(data, loc)[0])
+                place = what + "@" + repr(data_loc(data, loc)[0])
                 if place not in counted_here:  # a union reports once per member; count the place once
                     counted_here.add(place)
                     report.problems[what] += 1
@@ -216,16 +217,16 @@ def read_dialect(paths: list[Path], display: Callable[[Path], str]) -> tuple[lis
                     if d.code != "PV201" and not (d.code == "PV202" and d.message.endswith(".id"))]
             out += [_warn(d) for d in kept]
         # Predictions in pv's expression language; formulas only counted.
-        for i, test in enumerate(data.get("falsification_tests") or []):
+        for i, test in enumerate(data.get(K.FALSIFIERS.key) or []):
             if not isinstance(test, dict):
                 continue
             report.falsifiers += 1
-            fid = test.get("id")
+            fid = test.get(K.FALSIFIER_ID.key)
             if isinstance(fid, str):
                 report.falsifiers_with_id += 1
                 falsifier_ids[fid] += 1
-            report.falsifiers_with_check += isinstance(test.get("check"), str)
-            prediction = test.get("prediction")
+            report.falsifiers_with_check += isinstance(test.get(K.CHECK.key), str)
+            prediction = test.get(K.PREDICTION.key)
             if not isinstance(prediction, str):
                 continue
             report.predictions += 1
@@ -233,22 +234,22 @@ def read_dialect(paths: list[Path], display: Callable[[Path], str]) -> tuple[lis
                 parsed = expr.parse(prediction)
             except expr.ExprError as exc:
                 report.prediction_errors[_expr_reason(exc.message, prediction)] += 1
-                out.append(_warn(expr_diagnostic(loaded, ("falsification_tests", i, "prediction"), "PV401", exc,
+                out.append(_warn(expr_diagnostic(loaded, K.PREDICTION.at(i), "PV401", exc,
                                             "prediction")))
                 continue
             report.predictions_parse += 1
             if expr.is_boolean(parsed):
                 report.predictions_boolean += 1
             else:
-                out.append(Diagnostic(name, *loaded.position(("falsification_tests", i, "prediction")), "PV402",
+                out.append(Diagnostic(name, *loaded.position(K.PREDICTION.at(i)), "PV402",
                                       f"prediction {parsed.text!r} is not true/false at the top level",
                                       severity=Severity.WARNING))
-        equations = data.get("equations")
+        equations = data.get(K.EQUATIONS.key)
         for eq in (equations.values() if isinstance(equations, dict) else []):
-            if isinstance(eq, dict) and isinstance(eq.get("formula"), str):
+            if isinstance(eq, dict) and isinstance(eq.get(K.FORMULA.key), str):
                 report.formulas += 1
                 try:
-                    expr.parse(eq["formula"])
+                    expr.parse(eq[K.FORMULA.key])
                     report.formulas_parse += 1
                 except expr.ExprError:
                     pass

@@ -202,13 +202,23 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     keep, drop = [], []
     for item in items:
         marker = item.get_closest_marker(MARKER)
-        if marker is not None and marker.kwargs.get("device") != state.device:
+        if marker is not None and marker_device(item, marker) != state.device:
             drop.append(item)
         else:
             keep.append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def marker_device(item: pytest.Item, marker: pytest.Mark) -> str | None:
+    """The device of a falsifier test: the marker's `device`, else the test's `device`
+    parameter (pv generate writes one function per falsifier, parametrized by device)."""
+    device = marker.kwargs.get("device")
+    if device is None:
+        callspec = getattr(item, "callspec", None)
+        device = callspec.params.get("device") if callspec is not None else None
+    return device
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -265,7 +275,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
         "contract_version": kw.get("contract_version"),
         "falsifier": kw.get("falsifier"),
         "falsifier_sha256": kw.get("sha256"),
-        "device": kw.get("device"),
+        "device": marker_device(item, marker),
         "prediction": (outcome.prediction if outcome is not None and outcome.prediction else kw.get("prediction", "")),
         "verdict": verdict,
         "observations": dict(outcome.observations) if outcome is not None else {},

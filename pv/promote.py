@@ -319,7 +319,7 @@ def regenerate(contract_file: Path) -> list[str]:
     """Rewrite the generated module of `contract_file` if it is missing or stale; returns the
     paths written. Nothing happens when the contracts do not compile (`pv generate` reports it)
     or when a file pv did not generate is in the way (`pv generate --check` names it)."""
-    from pv.commands import generate
+    from pv import codegen as generate
     from pv.config import load_workspace
 
     workspace = load_workspace(contract_file.parent)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import os
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -21,6 +23,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 SCHEMA_PATH = Path(__file__).parent / "schema" / "contract.schema.json"
+# Where `pv schema --write` puts a project's own copy, which its contracts reference relatively
+# (a path into pv's install would hold on one machine only).
+PROJECT_SCHEMA = ".pv/contract.schema.json"
+
+
+def schema_reference(contract_dir: Path, schema_file: Path) -> str:
+    """What a contract in `contract_dir` writes after `$schema=` to name `schema_file`."""
+    return os.path.relpath(schema_file, contract_dir).replace(os.sep, "/")
 
 # --- identifiers -----------------------------------------------------------------------------
 
@@ -112,11 +122,25 @@ DEVICES: tuple[str, ...] = ("cpu", "cuda")
 # --- parts of a contract ---------------------------------------------------------------------
 
 
+ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # fullmatch: no trailing newline, ASCII digits only
+
+
 class ChangelogEntry(Strict):
     version: SemVer
     # YAML reads an unquoted 2026-11-22 as a date; a quoted one arrives as text. Both are fine.
     date: Annotated[datetime.date, Field(strict=False, description="ISO date, YYYY-MM-DD")]
     change: NonEmpty
+
+    @field_validator("date", mode="before")
+    @classmethod
+    def _iso_date_only(cls, value: Any) -> Any:
+        """Only YYYY-MM-DD. Lax pydantic would also read `date: 0` as 1970-01-01, a number as a
+        Unix time, and a YAML timestamp as its day."""
+        if isinstance(value, datetime.datetime):
+            raise ValueError(f"{value.isoformat(sep=' ')} is a timestamp; write the day only, YYYY-MM-DD")
+        if isinstance(value, datetime.date) or (isinstance(value, str) and ISO_DATE.fullmatch(value)):
+            return value
+        raise ValueError(f"{value!r} is not a date; write YYYY-MM-DD, e.g. 2026-11-22")
 
 
 class Metadata(Strict):

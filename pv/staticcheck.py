@@ -20,6 +20,8 @@ from pathlib import Path
 from pv import mutation
 
 MAX_REEXPORT_HOPS = 8
+MAX_MODULE_BYTES = 2_000_000  # a check module is a few kilobytes; more is not worth parsing
+MAX_NAME_BYTES = 255  # one path component, the longest most file systems allow
 
 
 @dataclass(frozen=True)
@@ -102,16 +104,27 @@ class ModuleIndex:
     # --- modules ---------------------------------------------------------------------------
 
     def module_file(self, dotted: str) -> tuple[Path, bool] | None:
-        """(file, is_package) for a dotted module name under the root (or root/src)."""
+        """(file, is_package) for a dotted module name under the root (or root/src); None when
+        there is none. Raises Unresolved (PV311) for a name no file can have, or a lookup the
+        operating system refuses."""
         parts = dotted.split(".")
-        for base in (self.root, self.root / "src"):
-            stem = base.joinpath(*parts)
-            package_init = stem / "__init__.py"
-            if package_init.is_file():
-                return package_init, True
-            single = stem.with_name(stem.name + ".py")
-            if single.is_file():
-                return single, False
+        too_long = next((p for p in parts if len(p.encode("utf-8")) > MAX_NAME_BYTES), None)
+        if too_long is not None:
+            raise Unresolved("PV311", f"module name part {too_long[:24]!r}... is {len(too_long)} characters; "
+                                      f"no file name can be that long (at most {MAX_NAME_BYTES})",
+                             "name the module of an existing check file")
+        try:
+            for base in (self.root, self.root / "src"):
+                stem = base.joinpath(*parts)
+                package_init = stem / "__init__.py"
+                if package_init.is_file():
+                    return package_init, True
+                single = stem.with_name(stem.name + ".py")
+                if single.is_file():
+                    return single, False
+        except OSError as exc:  # a path too long in all, a permission refused
+            raise Unresolved("PV311", f"cannot look up module {dotted[:60]!r}: {exc.strerror or exc}",
+                             "name the module of an existing check file") from None
         return None
 
     def module(self, dotted: str) -> _Module | None:
@@ -121,14 +134,8 @@ class ModuleIndex:
         mod: _Module | None = None
         if found is not None:
             path, is_package = found
-            try:
-                source = path.read_bytes()
-                tree = ast.parse(source, filename=str(path))
-                mod = _Module(dotted, path, tree, is_package=is_package)
-            except SyntaxError as exc:
-                mod = _Module(dotted, path, None, error=exc, is_package=is_package)
-            except (OSError, ValueError) as exc:  # unreadable, or NUL bytes
-                mod = _Module(dotted, path, None, error=SyntaxError(str(exc)), is_package=is_package)
+            tree, error = parse_module(path)
+            mod = _Module(dotted, path, tree, error=error, is_package=is_package)
         self._modules[dotted] = mod
         return mod
 
@@ -221,20 +228,42 @@ class ModuleIndex:
         None when the module does not exist."""
         if dotted in self._mutants:
             return self._mutants[dotted]
-        found = self.module_file(dotted)
+        try:
+            found = self.module_file(dotted)
+        except Unresolved:
+            found = None
         names: frozenset[str] | None = None
         if found is not None:
             path, is_package = found
             files = sorted(path.parent.rglob("*.py")) if is_package else [path]
             collected: set[str] = set()
             for file in files:
+                if parse_module(file)[0] is None:
+                    continue  # an unparsable module declares nothing pv can see
                 try:
                     collected.update(decl.name for decl in mutation.scan_mutant_names(file))
                 except mutation.MutationError:
-                    continue  # an unparsable module declares nothing pv can see
+                    continue
             names = frozenset(collected)
         self._mutants[dotted] = names
         return names
+
+
+def parse_module(path: Path) -> tuple[ast.Module | None, SyntaxError | None]:
+    """(tree, None) or (None, why not). Never raises: Python's parser recurses on the C stack,
+    so a 3,000-deep expression raises RecursionError (or MemoryError) rather than
+    SyntaxError; those, an unreadable file and one too large to be a check module become a
+    SyntaxError that names the problem (PV315 for the binding that needs the module)."""
+    try:
+        if path.stat().st_size > MAX_MODULE_BYTES:
+            return None, SyntaxError(f"over {MAX_MODULE_BYTES:,} bytes, too large to be a check module")
+        return ast.parse(path.read_bytes(), filename=str(path)), None
+    except SyntaxError as exc:
+        return None, exc
+    except (RecursionError, MemoryError):
+        return None, SyntaxError("nests too deeply for Python's parser")
+    except (OSError, ValueError) as exc:  # unreadable, or NUL bytes
+        return None, SyntaxError(str(exc))
 
 
 def _top_level_statements(tree: ast.Module):

@@ -123,11 +123,11 @@ class Ws:
         return load_workspace(self.root)
 
     def generate(self) -> None:
-        from pv.commands import generate
+        from pv import codegen
 
-        plan = generate.build_plan(self.workspace())
+        plan = codegen.build_plan(self.workspace())
         assert not plan.invalid, [d.format() for d in plan.diagnostics]
-        generate.apply(plan, echo=lambda _line: None)
+        codegen.apply(plan, echo=lambda _line: None)
 
     def env(self, **extra: str) -> dict[str, str]:
         env = dict(os.environ)

@@ -11,7 +11,7 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from pv.commands import generate
+from pv import codegen
 from pv.cli import main
 from pv.loader import load_contract
 from pv_workspace import falsifier, make_workspace
@@ -28,6 +28,23 @@ def pv(*args):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
+def test_node_ids_are_what_pv_run_selects_and_the_plugin_sees_each_device(ws):
+    """pv run / pv strength select `<module>::codegen.test_name(falsifier, device)`: pytest must
+    collect exactly those ids, and the plugin must give each its own device (--pv-device cpu
+    keeps the cpu test only)."""
+    ws.add_contract("demo", [falsifier("FALSIFY-DEMO-001", devices=("cpu", "cuda")),
+                             falsifier("FALSIFY-DEMO-002", devices=("cuda",), check=None)])
+    assert pv("generate").exit_code == 0
+    wanted = [f"generated_tests/test_demo.py::{codegen.test_name(fid, dev)}"
+              for fid, dev in (("FALSIFY-DEMO-001", "cpu"), ("FALSIFY-DEMO-001", "cuda"), ("FALSIFY-DEMO-002", "cuda"))]
+    collected = ws.pytest("--collect-only", "-q", "generated_tests/test_demo.py")
+    assert [ln for ln in collected.stdout.splitlines() if "::" in ln] == wanted, collected.stdout
+    only_cpu = ws.pytest("--collect-only", "-q", "--pv-device", "cpu", "generated_tests/test_demo.py")
+    assert [ln for ln in only_cpu.stdout.splitlines() if "::" in ln] == wanted[:1], only_cpu.stdout
+    one = ws.pytest("-q", "--pv-no-ledger", "--pv-device", "cpu", wanted[0])  # selection by node id runs
+    assert one.returncode == 0 and "1 passed" in one.stdout, one.stdout
+
+
 def test_generates_one_test_per_falsifier_and_device(ws):
     path = ws.add_contract("demo", [falsifier("FALSIFY-DEMO-001", devices=("cpu", "cuda"), params={"seed": 3}),
                                     falsifier("FALSIFY-DEMO-002", check=None)])
@@ -41,26 +58,29 @@ def test_generates_one_test_per_falsifier_and_device(ws):
     assert lines[1] == f"# contract-sha256: {hashlib.sha256(path.read_bytes()).hexdigest()}"
     tree = ast.parse(text)
     names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
-    assert names == ["test_falsify_demo_001__cpu", "test_falsify_demo_001__cuda", "test_falsify_demo_002__cpu"]
+    assert names == ["test_falsify_demo_001", "test_falsify_demo_002"]  # the device is a parameter
     ns: dict = {}
     exec(compile(text, str(out), "exec"), ns)  # imports only pytest and pv.harness
     loaded, _ = load_contract(path)
     definition = loaded.contract.falsification_tests[0]
-    mark = ns["test_falsify_demo_001__cuda"].pytestmark[0]
-    assert mark.name == "pv_falsifier"
-    assert mark.kwargs == {"contract": "demo", "contract_version": "1.0.0", "falsifier": "FALSIFY-DEMO-001",
-                           "sha256": definition.definition_sha256(), "device": "cuda",
-                           "prediction": definition.prediction}
-    doc = ns["test_falsify_demo_001__cpu"].__doc__
-    assert "rule: rule of FALSIFY-DEMO-001" in doc
+    marks = {m.name: m for m in ns["test_falsify_demo_001"].pytestmark}
+    assert marks["pv_falsifier"].kwargs == {"contract": "demo", "contract_version": "1.0.0",
+                                            "falsifier": "FALSIFY-DEMO-001", "sha256": definition.definition_sha256(),
+                                            "prediction": definition.prediction}
+    assert marks["parametrize"].args == ("device", ["cpu", "cuda"])
+    doc = ns["test_falsify_demo_001"].__doc__
+    assert doc.startswith("FALSIFY-DEMO-001: rule of FALSIFY-DEMO-001")
     assert "prediction: val_loss < 0.7 * ln(vocab_size)" in doc
     assert "if it fails: look at FALSIFY-DEMO-001" in doc
     # the check is imported inside the test body (collection never imports it)
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "test_falsify_demo_001__cpu")
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "test_falsify_demo_001")
     assert isinstance(fn.body[1], ast.ImportFrom) and fn.body[1].module == f"{ws.package}.basic"
     assert not any(isinstance(n, ast.ImportFrom) and n.module.startswith(ws.package) for n in tree.body)
     # the unbound falsifier's test calls unbound(), never falsify()
-    assert "unbound(\n        'FALSIFY-DEMO-002'" in text
+    unbound = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "test_falsify_demo_002")
+    body_calls = [c.func.id for stmt in unbound.body for c in ast.walk(stmt)
+                  if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)]
+    assert body_calls == ["unbound"]
 
 
 def test_output_is_deterministic(ws):
@@ -129,7 +149,7 @@ def test_refuses_invalid_contracts_and_writes_nothing(ws):
 
 @pytest.mark.parametrize("case, code", [
     ("duplicate-falsifier", "PV302"), ("bad-prediction", "PV401"), ("foreign-package", "PV310"),
-    ("not-boolean", "PV402"), ("params-device", "PV316"),
+    ("not-boolean", "PV402"), ("params-device", "PV316"), ("folded-name", "PV405"),
 ])
 def test_refuses_contracts_that_cannot_compile(ws, case, code):
     if case == "duplicate-falsifier":
@@ -141,6 +161,8 @@ def test_refuses_contracts_that_cannot_compile(ws, case, code):
         ws.add_contract("one", [falsifier("FALSIFY-ONE-001", prediction="val_loss + 1")])
     elif case == "params-device":
         ws.add_contract("one", [falsifier("FALSIFY-ONE-001", params={"device": "cuda"})])
+    elif case == "folded-name":  # Python would read the fullwidth name as val_loss
+        ws.add_contract("one", [falsifier("FALSIFY-ONE-001", prediction="\uff56al_loss < 0.7 * ln(vocab_size)")])
     else:
         ws.add_contract("one", [falsifier("FALSIFY-ONE-001", check="os.path:join")])
     result = pv("generate")
@@ -159,18 +181,30 @@ def test_refuses_to_overwrite_a_file_it_did_not_generate(ws):
 
 
 def test_literals_cover_non_finite_floats_and_reserved_names():
-    assert generate.literal(math.inf) == "float('inf')"
-    assert generate.literal(-math.inf) == "-float('inf')"
-    assert generate.literal({"a": [math.nan]}) == "{'a': [float('nan')]}"
-    assert eval(generate.literal({"x": -math.inf}))["x"] == -math.inf  # noqa: S307 - our own literal
-    assert generate._check_import("pkg.mod:falsify") == ("from pkg.mod import falsify as _check", "_check")
-    code, name = generate._check_import("pkg.class:run")  # a keyword: resolved at run time instead
+    assert codegen.literal(math.inf) == "float('inf')"
+    assert codegen.literal(-math.inf) == "-float('inf')"
+    assert codegen.literal({"a": [math.nan]}) == "{'a': [float('nan')]}"
+    assert eval(codegen.literal({"x": -math.inf}))["x"] == -math.inf  # noqa: S307 - our own literal
+    assert codegen._check_import("pkg.mod:falsify") == ("from pkg.mod import falsify as _check", "_check")
+    code, name = codegen._check_import("pkg.class:run")  # a keyword: resolved at run time instead
     assert "load_check('pkg.class:run')" in code and name == "_check"
+
+
+def test_a_check_named_like_the_device_parameter_still_gets_the_device(ws):
+    """`from m import device` inside `test_x(device)` would shadow the parameter: the check
+    would be called with itself as the device. It is imported under another name."""
+    (ws.root / ws.package / "named.py").write_text(
+        "def device(*, device):\n    return {'val_loss': 1.0, 'vocab_size': 1024, 'on_cpu': device == 'cpu'}\n")
+    ws.add_contract("named", [falsifier("FALSIFY-NAMED-001", check="named:device", prediction="on_cpu")])
+    assert pv("generate").exit_code == 0
+    assert f"from {ws.package}.named import device as _check" in (ws.generated / "test_named.py").read_text()
+    done = ws.pytest("-q", "--pv-no-ledger", "generated_tests/test_named.py")
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
 
 
 def test_template_refuses_raw_strings():
     with pytest.raises(TypeError, match="not a Code fragment"):
-        generate._finalize("raw contract text")
+        codegen._finalize("raw contract text")
 
 
 HOSTILE = [
@@ -212,8 +246,12 @@ def test_hostile_strings_cannot_break_or_inject_into_generated_code(tmp_path, mo
     tree = ast.parse(text)
     compile(text, "test_evil.py", "exec")
     kinds = [type(n).__name__ for n in tree.body]
-    assert kinds == ["Expr", "Import", "ImportFrom", "Assign", "Assign", "FunctionDef"]
+    assert kinds == ["Expr", "Import", "ImportFrom", "Assign", "FunctionDef"]
     fn = tree.body[-1]
+    marker, parametrize = fn.decorator_list
+    assert marker.func.id == "PV_FALSIFIER" and not marker.args
+    assert all(isinstance(k.value, ast.Constant) for k in marker.keywords)
+    assert ast.unparse(parametrize) == "pytest.mark.parametrize('device', ['cpu'])"
     assert [type(n).__name__ for n in fn.body] == ["Expr", "ImportFrom", "Expr"]
     call = fn.body[2].value
     assert isinstance(call, ast.Call) and call.func.id == "falsify"
@@ -225,14 +263,14 @@ def test_hostile_strings_cannot_break_or_inject_into_generated_code(tmp_path, mo
     # 2. every contract string round-trips exactly through the literals
     ns: dict = {}
     exec(compile(text, "test_evil.py", "exec"), ns)
-    test = ns["test_falsify_evil_001__cpu"]
+    test = ns["test_falsify_evil_001"]
     kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg != "tolerance"
               and not isinstance(k.value, ast.Name)}
     assert kwargs["params"] == {"texts": HOSTILE, HOSTILE[1]: HOSTILE[2]}
     assert kwargs["if_fails"] == f["if_fails"]
     assert ast.literal_eval(next(k.value for k in call.keywords if k.arg == "tolerance")) == \
         {"source": HOSTILE[1] + HOSTILE[3]}
-    assert test.pytestmark[0].kwargs["prediction"] == "same"
+    assert next(m for m in test.pytestmark if m.name == "pv_falsifier").kwargs["prediction"] == "same"
     # docstrings carry the text too (escaped in the source, exact in the value)
     squash = " ".join
     assert squash(rule.split()) in squash(test.__doc__.split())

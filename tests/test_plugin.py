@@ -77,10 +77,10 @@ def test_every_outcome_maps_to_the_right_verdict(full_run):
 def test_pytest_itself_shows_errors_and_skips_never_passes(full_run):
     proc, _, _ = full_run
     out = proc.stdout
-    assert "ERROR generated_tests/test_demo.py::test_falsify_demo_004__cpu" in out  # unbound: ERROR
-    assert "ERROR generated_tests/test_demo.py::test_falsify_demo_003__cpu" in out  # check raised: ERROR
-    assert "FALSIFIED generated_tests/test_demo.py::test_falsify_demo_002__cpu" in out
-    assert "PASSED generated_tests/test_demo.py::test_falsify_demo_001__cuda" not in out
+    assert "ERROR generated_tests/test_demo.py::test_falsify_demo_004[cpu]" in out  # unbound: ERROR
+    assert "ERROR generated_tests/test_demo.py::test_falsify_demo_003[cpu]" in out  # check raised: ERROR
+    assert "FALSIFIED generated_tests/test_demo.py::test_falsify_demo_002[cpu]" in out
+    assert "PASSED generated_tests/test_demo.py::test_falsify_demo_001[cuda]" not in out
     assert "SKIPPED" in out and "not evidence" in out
     assert "3 passed, 1 falsified, 4 errored" in out
     assert "2 skipped — not evidence" in out

@@ -259,13 +259,13 @@ def test_promotion_keeps_generated_tests_in_step(ws: Path):
     generate = CliRunner().invoke(main, ["generate"], catch_exceptions=False)
     assert generate.exit_code == 0, generate.output
     module = ws / "generated_tests" / "test_demo.py"
-    assert "CONTRACT_VERSION = '1.2.3'" in module.read_text()
+    assert "contract_version='1.2.3'" in module.read_text()
     evidence(ws, "PASS")
     evidence(ws, "FAIL", mutant="demo_bug")
 
     result = pv("--promote")
     assert result.exit_code == 0, result.output
     assert "updated generated_tests/test_demo.py" in result.output
-    assert "CONTRACT_VERSION = '1.3.0'" in module.read_text()
+    assert "contract_version='1.3.0'" in module.read_text()
     check = CliRunner().invoke(main, ["generate", "--check"], catch_exceptions=False)
     assert check.exit_code == 0, check.output

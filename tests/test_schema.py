@@ -124,3 +124,18 @@ def test_definition_hash_covers_what_decides_the_verdict_and_nothing_else():
                   {"ship_blocking": True}, {"devices": ["cpu", "cuda"]},
                   {"tolerance": {"source": "re-measured", "float32": {"rtol": 1e-5, "atol": 1e-6}}}):
         assert changed(**prose) == digest, prose
+
+
+def test_changelog_dates_are_iso_days_only_through_the_api_too():
+    """pv.safe_yaml keeps a non-ISO timestamp as text; a model built in Python can still be
+    handed a datetime or a number, which lax pydantic would turn into a day."""
+    import pydantic
+
+    from pv.schema import ChangelogEntry
+
+    ok = ChangelogEntry.model_validate({"version": "1.0.0", "date": "2026-11-22", "change": "c"})
+    assert ok.date == datetime.date(2026, 11, 22)
+    for bad, why in ((datetime.datetime(2026, 11, 22, 10), "is a timestamp"), (0, "is not a date"),
+                     ("2026-11-22\n", "is not a date"), ("２０２６-１１-２２", "is not a date")):
+        with pytest.raises(pydantic.ValidationError, match=why):
+            ChangelogEntry.model_validate({"version": "1.0.0", "date": bad, "change": "c"})

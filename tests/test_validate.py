@@ -153,30 +153,6 @@ def test_missing_required_key(vworkspace):
     assert d.line == line_of(text, "- id: FALSIFY-DEMO-FORWARD-001") and "if_fails" in d.message
 
 
-def test_unknown_status(vworkspace):
-    path, text = vworkspace.contract(("status: DRAFT", "status: DONE"))
-    result = vworkspace.run()
-    [d] = only(result, "PV204")
-    assert (result.exit_code, d.line) == (1, line_of(text, "status: DONE"))
-    assert "'DONE' is not one of DRAFT" in d.message
-
-
-def test_bad_semver(vworkspace):
-    path, text = vworkspace.contract(("version: 1.0.0", "version: 1.0.0.1"))
-    result = vworkspace.run()
-    [d] = only(result, "PV204")
-    assert (result.exit_code, d.line) == (1, line_of(text, "version: 1.0.0.1"))
-    assert "semantic version" in d.message
-
-
-def test_unquoted_number_where_text_is_expected(vworkspace):
-    path, text = vworkspace.contract(("version: 1.0.0", "version: 1.0"))
-    result = vworkspace.run()
-    [d] = only(result, "PV203")
-    assert (result.exit_code, d.line) == (1, line_of(text, "version: 1.0"))
-    assert "quote the value" in result.output
-
-
 def test_wrong_types(vworkspace):
     path, text = vworkspace.contract(("devices: [cpu]", "devices: cpu"), ("batches: 2", "batches: [1, {a: 2}]"),
                                      ("  description: The forward", "  description: 12\n  x_description: The"))
@@ -189,13 +165,6 @@ def test_wrong_types(vworkspace):
     assert len([d for d in found if "params" in d.message]) == 1
     assert line_of(text, "description: 12") in lines
     assert only(result, "PV201")  # x_description
-
-
-def test_duplicate_key(vworkspace):
-    path, text = vworkspace.contract(("    rule: Eval", "    rule: first\n    rule: Eval"))
-    result = vworkspace.run()
-    [d] = only(result, "PV205")
-    assert (result.exit_code, d.line) == (1, line_of(text, "rule: Eval"))
 
 
 def test_schema_comment_missing_is_a_warning(vworkspace):
@@ -264,20 +233,6 @@ def test_file_name_must_match_id_and_major(vworkspace):
     assert "demo-forward-v1.yaml" in d.message
 
 
-def test_dangling_obligation_to_falsifier(vworkspace):
-    path, text = vworkspace.contract(("falsifiers: [FALSIFY-DEMO-FORWARD-001]", "falsifiers: [FALSIFY-DEMO-FORWARD-002]"))
-    result = vworkspace.run()
-    [d] = only(result, "PV305")
-    assert (result.exit_code, d.line) == (1, line_of(text, "falsifiers: [FALSIFY-DEMO-FORWARD-002]"))
-
-
-def test_dangling_depends_on(vworkspace):
-    path, text = vworkspace.contract(("depends_on: []", "depends_on: [demo-missing]"))
-    result = vworkspace.run()
-    [d] = only(result, "PV306")
-    assert (result.exit_code, d.line) == (1, line_of(text, "depends_on"))
-
-
 def test_depends_on_a_file_name_gets_a_hint(vworkspace):
     vworkspace.contract(("depends_on: []", "depends_on: [demo-other-v1]"))
     other_contract(vworkspace)
@@ -326,14 +281,6 @@ def test_strict_bindings_switch(vworkspace):
     assert (result.exit_code, d.warning) == (1, False)
 
 
-def test_unknown_mutant(vworkspace):
-    path, text = vworkspace.contract(("mutants: [drops_bias]", "mutants: [drop_bias]"))
-    result = vworkspace.run()
-    [d] = only(result, "PV309")
-    assert (result.exit_code, d.line) == (1, line_of(text, "mutants: [drop_bias]"))
-    assert "did you mean 'drops_bias'?" in result.output
-
-
 def test_mutants_module_missing(vworkspace):
     (vworkspace.root / "falsifiers" / "mutants.py").unlink()
     vworkspace.contract()
@@ -342,41 +289,11 @@ def test_mutants_module_missing(vworkspace):
     assert result.exit_code == 1 and "does not exist yet" in result.output
 
 
-def test_check_outside_allowed_packages(vworkspace):
-    path, text = vworkspace.contract(("check: falsifiers.demo:measure", "check: elsewhere.checks:measure"))
-    result = vworkspace.run()
-    [d] = only(result, "PV310")
-    assert (result.exit_code, d.line) == (1, line_of(text, "check: elsewhere"))
-
-
 def test_check_prefix_is_not_a_package(vworkspace):
     vworkspace.write("falsifiers_evil/__init__.py", "def measure(*, device, checkpoint, batches):\n    pass\n")
     vworkspace.contract(("check: falsifiers.demo:measure", "check: falsifiers_evil:measure"))
     result = vworkspace.run()
     assert result.exit_code == 1 and only(result, "PV310")
-
-
-def test_unknown_check_module(vworkspace):
-    path, text = vworkspace.contract(("check: falsifiers.demo:measure", "check: falsifiers.nope:measure"))
-    result = vworkspace.run()
-    [d] = only(result, "PV311")
-    assert (result.exit_code, d.line) == (1, line_of(text, "check: falsifiers.nope"))
-
-
-def test_unknown_check_function(vworkspace):
-    path, text = vworkspace.contract(("check: falsifiers.demo:measure", "check: falsifiers.demo:mesure"))
-    result = vworkspace.run()
-    [d] = only(result, "PV312")
-    assert (result.exit_code, d.line) == (1, line_of(text, "check: falsifiers.demo:mesure"))
-    assert "did you mean 'measure'?" in result.output
-
-
-def test_check_signature_missing_a_param(vworkspace):
-    path, text = vworkspace.contract(("batches: 2", "batches: 2, seeds: 3"))
-    result = vworkspace.run()
-    [d] = only(result, "PV313")
-    assert (result.exit_code, d.line) == (1, line_of(text, "seeds: 3"))
-    assert "'seeds'" in d.message
 
 
 def test_check_signature_required_param_unfilled(vworkspace):
@@ -389,20 +306,6 @@ def test_check_signature_required_param_unfilled(vworkspace):
     result = vworkspace.run()
     [d] = only(result, "PV314")
     assert (result.exit_code, d.line) == (1, line_of(text, "check: falsifiers.demo:needs_extra"))
-
-
-def test_check_unparseable_module(vworkspace):
-    vworkspace.write("falsifiers/broken.py", "def measure(*, device:\n")
-    vworkspace.contract(("check: falsifiers.demo:measure", "check: falsifiers.broken:measure"))
-    result = vworkspace.run()
-    assert result.exit_code == 1 and only(result, "PV315")
-
-
-def test_params_must_not_set_device(vworkspace):
-    path, text = vworkspace.contract(("batches: 2", "batches: 2, device: cuda"))
-    result = vworkspace.run()
-    [d] = only(result, "PV316")
-    assert (result.exit_code, d.line) == (1, line_of(text, "device: cuda"))
 
 
 def test_tolerance_override_needs_a_tolerance_parameter(vworkspace):
@@ -419,46 +322,50 @@ def test_tolerance_override_needs_a_tolerance_parameter(vworkspace):
 # --- expressions (PV4xx) --------------------------------------------------------------------------
 
 
-def test_unsafe_expression(vworkspace):
-    path, text = vworkspace.contract(('prediction: "val_loss < 0.7 * ln(vocab_size)"',
-                                      'prediction: "val_loss < 0.7 * ln(vocab_size) or __import__(\'os\')"'))
+@pytest.mark.parametrize("prediction, culprit", [
+    ('"val_loss < 0.7 * ln(vocab_size) or __import__(\'os\')"', "__import__"),
+    (">\n      val_loss < 0.7 *\n      ln(vocab_size) and x.real", "x.real"),  # inside a folded value
+])
+def test_unsafe_expression_points_at_the_culprit(vworkspace, prediction, culprit):
+    _, text = vworkspace.contract(('prediction: "val_loss < 0.7 * ln(vocab_size)"', f"prediction: {prediction}"))
     result = vworkspace.run()
     [d] = only(result, "PV401")
-    line = line_of(text, "__import__")
+    line = line_of(text, culprit)
     assert (result.exit_code, d.line) == (1, line)
-    assert d.col == text.splitlines()[line - 1].index("__import__") + 1  # the column inside the value
-    assert "__import__" in d.message
+    assert d.col == text.splitlines()[line - 1].index(culprit) + 1  # the column inside the value
+    assert culprit.split(".")[-1] in d.message
 
 
-def test_attribute_access_points_into_a_folded_value(vworkspace):
-    path, text = vworkspace.contract(('prediction: "val_loss < 0.7 * ln(vocab_size)"',
-                                      "prediction: >\n      val_loss < 0.7 *\n      ln(vocab_size) and x.real"))
+# --- one problem, reported at its line (each case: the edit to the good contract, the code, the
+#     line it must point at, and a phrase the message or hint must hold) ------------------------------
+
+
+ONE_PROBLEM = [
+    pytest.param([('status: DRAFT', 'status: DONE')], 'PV204', 'status: DONE', "'DONE' is not one of DRAFT", id='unknown_status'),
+    pytest.param([('version: 1.0.0', 'version: 1.0.0.1')], 'PV204', 'version: 1.0.0.1', 'semantic version', id='bad_semver'),
+    pytest.param([('version: 1.0.0', 'version: 1.0')], 'PV203', 'version: 1.0', 'quote the value', id='unquoted_number_where_text_is_expected'),
+    pytest.param([('    rule: Eval', '    rule: first\n    rule: Eval')], 'PV205', 'rule: Eval', None, id='duplicate_key'),
+    pytest.param([('falsifiers: [FALSIFY-DEMO-FORWARD-001]', 'falsifiers: [FALSIFY-DEMO-FORWARD-002]')], 'PV305', 'falsifiers: [FALSIFY-DEMO-FORWARD-002]', None, id='dangling_obligation_to_falsifier'),
+    pytest.param([('depends_on: []', 'depends_on: [demo-missing]')], 'PV306', 'depends_on', None, id='dangling_depends_on'),
+    pytest.param([('mutants: [drops_bias]', 'mutants: [drop_bias]')], 'PV309', 'mutants: [drop_bias]', "did you mean 'drops_bias'?", id='unknown_mutant'),
+    pytest.param([('check: falsifiers.demo:measure', 'check: elsewhere.checks:measure')], 'PV310', 'check: elsewhere', None, id='check_outside_allowed_packages'),
+    pytest.param([('check: falsifiers.demo:measure', 'check: falsifiers.nope:measure')], 'PV311', 'check: falsifiers.nope', None, id='unknown_check_module'),
+    pytest.param([('check: falsifiers.demo:measure', 'check: falsifiers.demo:mesure')], 'PV312', 'check: falsifiers.demo:mesure', "did you mean 'measure'?", id='unknown_check_function'),
+    pytest.param([('batches: 2', 'batches: 2, seeds: 3')], 'PV313', 'seeds: 3', "'seeds'", id='check_signature_missing_a_param'),
+    pytest.param([('batches: 2', 'batches: 2, device: cuda')], 'PV316', 'device: cuda', None, id='params_must_not_set_device'),
+    pytest.param([('prediction: "val_loss < 0.7 * ln(vocab_size)"', 'prediction: "val_loss * 2"')], 'PV402', 'val_loss * 2', None, id='prediction_must_be_boolean'),
+    pytest.param([('formula: "val_loss < 0.7 * ln(vocab_size)"', 'formula: "val_loss ≤ 0.7"')], 'PV403', 'formula:', 'write <= instead of ≤', id='formula_must_parse'),
+    pytest.param([('prediction: "val_loss < 0.7 * ln(vocab_size)"', 'prediction: "1 < 2"')], 'PV404', '"1 < 2"', None, id='prediction_that_cannot_fail'),
+]
+
+
+@pytest.mark.parametrize("edits, code, at, says", ONE_PROBLEM)
+def test_one_problem_at_its_line(vworkspace, edits, code, at, says):
+    _, text = vworkspace.contract(*edits)
     result = vworkspace.run()
-    [d] = only(result, "PV401")
-    line = line_of(text, "x.real")
-    assert (d.line, d.col) == (line, text.splitlines()[line - 1].index("x.real") + 1)
-
-
-def test_prediction_must_be_boolean(vworkspace):
-    path, text = vworkspace.contract(('prediction: "val_loss < 0.7 * ln(vocab_size)"', 'prediction: "val_loss * 2"'))
-    result = vworkspace.run()
-    [d] = only(result, "PV402")
-    assert (result.exit_code, d.line) == (1, line_of(text, "val_loss * 2"))
-
-
-def test_formula_must_parse(vworkspace):
-    path, text = vworkspace.contract(('formula: "val_loss < 0.7 * ln(vocab_size)"', 'formula: "val_loss ≤ 0.7"'))
-    result = vworkspace.run()
-    [d] = only(result, "PV403")
-    assert (result.exit_code, d.line) == (1, line_of(text, "formula:"))
-    assert "write <= instead of ≤" in result.output
-
-
-def test_prediction_that_cannot_fail(vworkspace):
-    path, text = vworkspace.contract(('prediction: "val_loss < 0.7 * ln(vocab_size)"', 'prediction: "1 < 2"'))
-    result = vworkspace.run()
-    [d] = only(result, "PV404")
-    assert (result.exit_code, d.line) == (1, line_of(text, '"1 < 2"'))
+    [d] = only(result, code)
+    assert (result.exit_code, d.line) == (1, line_of(text, at))
+    assert says is None or says in d.message or says in result.output
 
 
 # --- the whole run --------------------------------------------------------------------------------
@@ -543,6 +450,133 @@ def test_bad_option(vworkspace):
     vworkspace.contract()
     assert vworkspace.run("--format", "xml").exit_code == 2
     assert vworkspace.run("--no-such-option").exit_code == 2
+
+
+# --- attacks (issue #18): each refused or flagged with its own code, the rest still reported ---------
+
+
+@pytest.mark.parametrize("where, written, read_as", [
+    ('prediction: "val_loss < 0.7 * ln(vocab_size)"', "\uff56al_loss", "val_loss"),  # fullwidth v
+    ('formula: "val_loss < 0.7 * ln(vocab_size)"', "val_lo\u017fs", "val_loss"),  # long s
+    ('prediction: "val_loss < 0.7 * ln(vocab_size)"', "\ufb01t", "fit"),  # the fi ligature
+])
+def test_non_ascii_names_are_refused_not_folded(vworkspace, where, written, read_as):
+    new = where.replace("val_loss", written, 1)
+    _, text = vworkspace.contract((where, new))
+    result = vworkspace.run()
+    assert result.exit_code == 1
+    [d] = only(result, "PV405")
+    line = line_of(text, new)
+    assert (d.line, d.col) == (line, text.splitlines()[line - 1].index(written) + 1)  # at the name itself
+    assert repr(written) in d.message and repr(read_as) in d.message
+
+
+def test_an_ascii_name_is_not_flagged(vworkspace):
+    vworkspace.contract(('prediction: "val_loss < 0.7 * ln(vocab_size)"', 'prediction: "val_loss < 0.7 * ln(vocab_size) and vocab_size >= 2"'))
+    assert vworkspace.run().exit_code == 0
+
+
+CHANGELOG = "  changelog:\n    - {{version: 1.0.0, date: {date}, change: first}}"
+
+
+@pytest.mark.parametrize("date, why", [
+    ("0", "is not a date"),  # lax pydantic: 1970-01-01
+    ("1700000000", "is not a date"),  # lax pydantic: a Unix time
+    ("20261122", "is not a date"),
+    ('"22/11/2026"', "is not a date"),
+    ('"2026-11-22\\n"', "is not a date"),  # a trailing newline
+    ("2026-11-22 10:00:00", "is not a date"),  # YAML 1.1 reads a datetime; lax pydantic kept its day
+    ("2026-1-5", "is not a date"),  # YAML 1.1 reads a date
+    ("2026-13-45", "cannot read"),  # YAML itself cannot build it (PV101)
+])
+def test_changelog_dates_are_iso_days_only(vworkspace, date, why):
+    _, text = vworkspace.contract(("  depends_on: []", "  depends_on: []\n" + CHANGELOG.format(date=date)))
+    result = vworkspace.run()
+    assert result.exit_code == 1
+    [d] = [d for d in parse_output(result.output) if d.code in ("PV204", "PV101")]
+    assert why in d.message and d.line == line_of(text, "changelog:") + 1
+
+
+@pytest.mark.parametrize("date", ["2026-11-22", '"2026-11-22"'])
+def test_iso_dates_are_accepted(vworkspace, date):
+    vworkspace.contract(("  depends_on: []", "  depends_on: []\n" + CHANGELOG.format(date=date)))
+    result = vworkspace.run()
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("word, meant", [("yes", "true"), ("No", "false"), ("on", "true"), ("OFF", "false")])
+def test_yaml11_booleans_are_warned_about(vworkspace, word, meant):
+    _, text = vworkspace.contract(("    mutants: [drops_bias]", f"    mutants: [drops_bias]\n    ship_blocking: {word}"))
+    result = vworkspace.run()
+    assert result.exit_code == 0, result.output  # a warning: the value is still read
+    [d] = only(result, "PV209")
+    assert d.warning and (d.line, d.col) == (line_of(text, "ship_blocking:"), len("    ship_blocking: ") + 1)
+    assert f"{word!r} is read as the boolean {meant}" in d.message
+    assert f'write {meant} for a boolean, or quote it ("{word}")' in result.output
+
+
+def test_true_false_and_quoted_words_are_not_warned_about(vworkspace):
+    vworkspace.contract(("    mutants: [drops_bias]", "    mutants: [drops_bias]\n    ship_blocking: true"),
+                        ("rule: Eval loss of a trained checkpoint is well below uniform", 'rule: "yes"'))
+    result = vworkspace.run()
+    assert "PV209" not in result.output and result.exit_code == 0, result.output
+
+
+def test_a_yaml11_boolean_key_is_warned_about_too(vworkspace):
+    _, text = vworkspace.contract(("    mutants: [drops_bias]", "    mutants: [drops_bias]\n    on: 1"))
+    result = vworkspace.run()
+    assert result.exit_code == 1
+    assert only(result, "PV209")[0].line == line_of(text, "    on: 1")
+    assert "Keys should be strings" in only(result, "PV204")[0].message  # and the schema refuses the key
+
+
+BROKEN_FILE = ("status: DRAFT", "status: DONE")  # PV204: must still be reported beside the binding's problem
+
+
+DEEP_MODULE = "def measure(*, device, checkpoint, batches=1):\n    return {}\n"
+
+
+@pytest.mark.parametrize("module, source, code, says", [
+    ("a" * 253, None, "PV311", "File name too long"),  # was PV199, hiding the file's other problems
+    ("b" * 300 + ".x", None, "PV311", "is 300 characters; no file name can be that long"),
+    ("deep", "x = " + "-" * 3000 + "1\n" + DEEP_MODULE, "PV315", "nests too deeply"),  # RecursionError
+    ("deep", "x = " + "(" * 3000 + "1" + ")" * 3000 + "\n" + DEEP_MODULE, "PV315", "too many nested parentheses"),
+    ("deep", "x = [" + "[" * 3000 + "]" * 3000 + "]\n" + DEEP_MODULE, "PV315", "cannot be parsed"),
+    ("broken", "def measure(*, device:\n", "PV315", "cannot be parsed (line 1)"),  # a plain syntax error
+], ids=["253-char-name", "300-char-part", "3000-minus", "3000-parens", "3000-lists", "syntax-error"])
+def test_a_hostile_check_module_is_that_bindings_problem_only(vworkspace, module, source, code, says):
+    if source is not None:
+        vworkspace.write(f"falsifiers/{module}.py", source)
+    _, text = vworkspace.contract(("check: falsifiers.demo:measure", f"check: falsifiers.{module}:measure"),
+                                  BROKEN_FILE)
+    result = vworkspace.run()
+    assert result.exit_code == 1
+    assert "PV199" not in codes(result)
+    [d] = only(result, code)
+    assert d.line == line_of(text, f"check: falsifiers.{module[:8]}") and says in d.message
+    assert only(result, "PV204")  # the file's other problem is still reported
+
+
+def test_a_deeply_nested_mutants_module_declares_nothing_and_crashes_nothing(vworkspace):
+    vworkspace.write("falsifiers/mutants.py", "x = " + "-" * 3000 + "1\n")
+    vworkspace.contract(BROKEN_FILE)
+    result = vworkspace.run()
+    assert "PV199" not in codes(result)
+    assert "drops_bias" in only(result, "PV309")[0].message and only(result, "PV204")
+
+
+def test_one_failing_check_keeps_the_other_checks_of_the_file(vworkspace, monkeypatch):
+    from pv import crosscheck
+
+    def explode(loaded, ctx):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(crosscheck, "bindings", explode)
+    vworkspace.contract(('prediction: "val_loss < 0.7 * ln(vocab_size)"', 'prediction: "val_loss +"'), BROKEN_FILE)
+    result = vworkspace.run()
+    [d] = only(result, "PV199")
+    assert "in the explode check: RuntimeError: boom" in d.message
+    assert only(result, "PV401") and only(result, "PV204")
 
 
 # --- never a traceback -----------------------------------------------------------------------------
@@ -735,7 +769,7 @@ def test_parallel_workers_report_exactly_what_one_process_does(vworkspace, monke
 
 
 def test_jobs_for(monkeypatch):
-    from pv.commands.validate import PARALLEL_MIN_FILES, jobs_for
+    from pv.validation import PARALLEL_MIN_FILES, jobs_for
 
     monkeypatch.delenv("PV_JOBS", raising=False)
     assert jobs_for(3) == 1 and jobs_for(PARALLEL_MIN_FILES - 1) == 1

@@ -83,7 +83,7 @@ def _suggest(word: str, candidates: Iterable[str]) -> str:
 
 def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: bool, device: str) -> list[Selected]:
     """The generated tests to run, in contract/falsifier/device order. Raises click.UsageError."""
-    from pv.commands.generate import test_name
+    from pv.codegen import test_name
 
     ids, contracts = list(ids), list(contracts)
     index = plan.falsifiers()
@@ -387,12 +387,12 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
             device: str, repeat: int, keyword: str | None, no_ledger: bool, ledger_path: str | None,
             mutant: str | None, verbose: bool, *, workspace: Workspace) -> None:
     """Run falsifiers and record the evidence. Arguments after `--` go to pytest."""
-    from pv.commands import generate
+    from pv import codegen
 
     pytest_args = list(ctx.meta.get("pv_pytest_args", []))
     if no_ledger and ledger_path:
         raise click.UsageError("--no-ledger and --ledger exclude each other")
-    plan = generate.ensure_fresh(workspace)
+    plan = codegen.ensure_fresh(workspace)
     selected = select(plan, falsifiers, contracts, everything, device)
     if mutant:
         _check_mutant(workspace, mutant)

@@ -19,9 +19,7 @@ from pathlib import Path
 
 import click
 
-# Where `pv schema --write` puts the schema, relative to the project root. pv init, the PV207
-# hint and docs/adopting.md all name this path.
-PROJECT_SCHEMA = ".pv/contract.schema.json"
+from pv.schema import PROJECT_SCHEMA, schema_reference
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -34,11 +32,6 @@ def project_root(start: Path | None = None) -> Path:
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     return here if pyproject is None else pyproject.parent
-
-
-def schema_reference(contract_dir: Path, schema_file: Path) -> str:
-    """What a contract in `contract_dir` writes after `$schema=` to name `schema_file`."""
-    return os.path.relpath(schema_file, contract_dir).replace(os.sep, "/")
 
 
 def _target(path: str | None) -> Path:

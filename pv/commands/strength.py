@@ -215,7 +215,7 @@ def render_matrix(result: StrengthResult) -> str:
 def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants: list[str], registry: dict[str, Any],
                *, device: str, matrix: bool, result: StrengthResult) -> dict[str, list[Any]]:
     """mutant -> the generated tests to run under it (records not-applicable pairs in `result`)."""
-    from pv.commands.generate import test_name
+    from pv.codegen import test_name
     from pv.commands.run import Selected
 
     index = plan.falsifiers()
@@ -333,13 +333,13 @@ def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], device: str
       pv strength --matrix --device cpu --write docs/KILL_MATRIX.md
     """
     from pv import mutation
-    from pv.commands import generate
+    from pv import codegen
     from pv.commands.run import DEFAULT, select
 
     if no_ledger and ledger_path:
         raise click.UsageError("--no-ledger and --ledger exclude each other")
     progress = click.echo if fmt == "markdown" else (lambda *a, **k: click.echo(*a, **{**k, "err": True}))
-    plan = generate.ensure_fresh(workspace, echo=progress)
+    plan = codegen.ensure_fresh(workspace, echo=progress)
     chosen = select(plan, falsifiers, contracts, not (falsifiers or contracts), device)
     selected_ids = list(dict.fromkeys(s.falsifier for s in chosen))
     try:

@@ -1,0 +1,245 @@
+"""The validation engine behind `pv validate`: strict schema and the checks beyond it.
+
+`validate(workspace, files)` loads every contract of the contracts dir (so cross-checks see
+them all), checks the selected files, and returns a `Report` holding only their
+diagnostics. Large sets are checked in forked worker processes (`jobs_for`). Nothing here
+imports torch, jinja2 or pytest: check bindings are verified by parsing (pv.staticcheck).
+"""
+
+from __future__ import annotations
+
+import gc
+import glob
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pv.config import Workspace
+from pv.diagnostics import Diagnostic, Severity, internal_error, sort_key
+
+DIALECTS = ("pv", "provable-contracts")
+
+
+@dataclass
+class Report:
+    """What one validation run found, for the selected files."""
+
+    files: int = 0
+    contracts: int = 0  # files the schema accepted
+    falsifiers: int = 0  # falsification tests in those contracts
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    loaded: dict = field(default_factory=dict)  # absolute Path -> LoadedContract (selected and the dir)
+    dialect: object | None = None  # pv.dialect.DialectReport in the provable-contracts dialect
+
+    @property
+    def errors(self) -> int:
+        return sum(d.severity is Severity.ERROR for d in self.diagnostics)
+
+    @property
+    def warnings(self) -> int:
+        return len(self.diagnostics) - self.errors
+
+    @property
+    def ok(self) -> bool:
+        return self.errors == 0
+
+    def summary(self) -> str:
+        return (f"{self.files} files, {self.contracts} contracts, {self.falsifiers} falsifiers: "
+                f"{self.errors} errors, {self.warnings} warnings")
+
+
+def display(path: Path) -> str:
+    """A file as diagnostics name it: relative to the working directory when inside it."""
+    absolute = os.path.abspath(path)
+    cwd = os.getcwd()
+    if absolute == cwd or absolute.startswith(cwd.rstrip(os.sep) + os.sep):
+        return os.path.relpath(absolute, cwd)
+    return str(path)
+
+
+def expand_paths(paths: list[str] | tuple[str, ...]) -> tuple[list[Path], list[Diagnostic]]:
+    """Files named on the command line: files as given, directories searched for *.yaml/*.yml,
+    unexpanded glob patterns expanded here. Paths that match nothing become PV100."""
+    files: list[Path] = []
+    problems: list[Diagnostic] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():  # hidden files and folders (.venv, .git, .pre-commit-config.yaml) are not contracts
+            files += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()
+                            and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        elif path.exists():
+            files.append(path)
+        elif glob.has_magic(str(raw)):
+            files += sorted(Path(p) for p in glob.glob(str(raw), recursive=True) if Path(p).is_file())
+        else:
+            problems.append(Diagnostic(path=str(raw), line=0, col=0, code="PV100",
+                                       message="cannot read file: no such file or directory"))
+    unique: dict[str, Path] = {}
+    for f in files:
+        unique.setdefault(os.path.abspath(f), f)
+    return list(unique.values()), problems
+
+
+def validate(workspace: Workspace, files: list[Path] | None = None, *, strict_bindings: bool | None = None,
+             dialect: str = "pv", jobs: int = 1) -> Report:
+    """Validate `files` (default: every contract of the workspace). Cross-checks see the whole
+    contracts dir; the report holds only the diagnostics of `files`. Never raises for bad
+    input: an unexpected exception becomes a PV199 diagnostic naming the file. `jobs` > 1
+    checks files in that many forked processes (the CLI picks it with jobs_for())."""
+    selected = list(files) if files is not None else workspace.contract_files()
+    report = Report(files=len(selected))
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown dialect {dialect!r}")
+    was_collecting = gc.isenabled()
+    gc.disable()  # thousands of YAML node trees stay alive: generational GC would rescan them all
+    try:
+        if dialect == "provable-contracts":
+            from pv.dialect import read_dialect
+
+            report.diagnostics, report.dialect = read_dialect(selected, display)
+            report.contracts = report.dialect.strict_valid
+            report.falsifiers = report.dialect.falsifiers
+            return report
+        return _validate_pv(workspace, selected, report, strict_bindings, jobs)
+    finally:
+        if was_collecting:
+            gc.enable()
+
+
+def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, strict_bindings: bool | None,
+                 jobs: int = 1) -> Report:
+    from pv import crosscheck
+
+    ctx = crosscheck.Context(workspace)
+    if strict_bindings is not None:
+        ctx.strict_bindings = strict_bindings
+
+    chosen = {Path(os.path.abspath(p)): p for p in selected}
+    scope = dict(chosen)
+    for p in workspace.contract_files():
+        scope.setdefault(Path(os.path.abspath(p)), p)
+    items = [(resolved, path, display(path), resolved in chosen) for resolved, path in scope.items()]
+    shown = {name for _, _, name, is_selected in items if is_selected}
+    diagnostics: list[Diagnostic] = []
+    for (resolved, _, _, _), (loaded, found) in zip(items, _check_files(items, ctx, jobs)):
+        diagnostics += found
+        if loaded is not None:
+            report.loaded[resolved] = loaded
+            if resolved in chosen and loaded.contract is not None:
+                report.contracts += 1
+                report.falsifiers += len(loaded.contract.falsification_tests)
+    try:
+        diagnostics += [d for d in crosscheck.check_all(report.loaded.values()) if d.path in shown]
+    except Exception as exc:  # noqa: BLE001
+        where = display(workspace.pyproject) if workspace.pyproject else str(workspace.contracts_dir)
+        diagnostics.append(internal_error(where, exc))
+    diagnostics += declared_status(workspace, [c for p, c in report.loaded.items() if p in chosen])
+    report.diagnostics = sorted(diagnostics, key=sort_key)
+    return report
+
+
+PARALLEL_MIN_FILES = 200
+"""From this many files on, Linux machines with several cores load and check them in forked
+worker processes (`PV_JOBS=1` turns that off, `PV_JOBS=N` sets the number)."""
+
+_WORKER_CTX = None  # the crosscheck.Context a forked worker inherits
+
+
+def _check_one(item, ctx) -> tuple:
+    """Load one file and, when it is selected, check it: (LoadedContract | None, diagnostics)."""
+    from pv import crosscheck
+    from pv.loader import load_contract
+
+    _, path, name, is_selected = item
+    loaded, problems = None, []
+    try:
+        loaded, problems = load_contract(path, name)
+        if not is_selected:
+            return loaded, []
+        if loaded is not None:
+            problems += crosscheck.check_file(loaded, ctx)
+        return loaded, problems
+    except Exception as exc:  # noqa: BLE001 - a bug in pv must not hide the other problems
+        return loaded, problems + [internal_error(name, exc)] if is_selected else []
+
+
+def _worker(item) -> tuple:
+    loaded, found = _check_one(item, _WORKER_CTX)
+    if loaded is not None:
+        loaded.node = None  # the parent re-composes the few files whose positions it needs
+    return loaded, found
+
+
+def jobs_for(count: int) -> int:
+    """How many processes check `count` files."""
+    wanted = os.environ.get("PV_JOBS", "")
+    if wanted.isdigit() and int(wanted) > 0:
+        jobs = int(wanted)
+    elif count < PARALLEL_MIN_FILES:
+        return 1
+    else:
+        try:
+            jobs = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            jobs = os.cpu_count() or 1
+    return max(1, min(jobs, 8, count))
+
+
+def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
+    import threading
+
+    # fork only where it is safe: Linux, and no other thread that could hold a lock
+    if jobs > 1 and len(items) > 1 and sys.platform.startswith("linux") and threading.active_count() == 1:
+        global _WORKER_CTX
+        try:
+            import multiprocessing
+
+            _WORKER_CTX = ctx
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                return pool.map(_worker, items, chunksize=max(1, len(items) // (jobs * 4)))
+        except Exception:  # noqa: BLE001 - no fork, no semaphores, a worker lost: check them here
+            pass
+        finally:
+            _WORKER_CTX = None
+    return [_check_one(item, ctx) for item in items]
+
+
+def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
+    """PV501 (pv.lifecycle): a declared metadata.status above what the ledger's evidence supports.
+    The ledger is read only when some contract declares more than DRAFT."""
+    from pv.schema import STATUS_RANK
+
+    claiming = [c for c in loaded if c.contract is not None and STATUS_RANK.get(c.contract.metadata.status, 0) > 0]
+    if not claiming:
+        return []
+    try:
+        from pv import ledger, lifecycle
+
+        records = ledger.read(workspace.ledger).records
+        return lifecycle.declared_status_diagnostics(claiming, records)
+    except Exception as exc:  # noqa: BLE001
+        return [internal_error(display(workspace.ledger), exc)]
+
+
+def render(report: Report, fmt: str = "text", quiet: bool = False) -> str:
+    shown = [d for d in report.diagnostics if not (quiet and d.severity is Severity.WARNING)]
+    if fmt == "json":
+        from pv.diagnostics import render_json
+
+        extra: dict = {"contracts": report.contracts, "falsifiers": report.falsifiers}
+        if report.dialect is not None:
+            extra["dialect"] = report.dialect.to_dict()  # type: ignore[attr-defined]
+        text = render_json(shown, report.files, **extra)
+        if quiet:  # counts stay those of the whole run
+            import json
+
+            data = json.loads(text)
+            data["errors"], data["warnings"] = report.errors, report.warnings
+            text = json.dumps(data, indent=2)
+        return text
+    lines = [d.format() for d in shown]
+    lines.append(report.summary())
+    if report.dialect is not None:
+        lines.append(report.dialect.format_text())  # type: ignore[attr-defined]
+    return "\n".join(lines)

@@ -1,0 +1,182 @@
+"""pv.safe_yaml: safe YAML with positions, bounded, fast to refuse hostile input."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from pv import safe_yaml
+from pv.safe_yaml import MAX_DEPTH, MAX_NODES, read_yaml
+
+
+def write(tmp_path: Path, text: str | bytes, name: str = "c.yaml") -> Path:
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def only_code(problems) -> str:
+    assert len(problems) == 1, [p.format() for p in problems]
+    return problems[0].code
+
+
+def billion_laughs(levels: int = 9) -> str:
+    lines = ['lol0: &lol0 "lol"']
+    for i in range(1, levels + 1):
+        lines.append(f"lol{i}: &lol{i} [" + ", ".join([f"*lol{i - 1}"] * 10) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_billion_laughs_is_rejected_fast(tmp_path):
+    path = write(tmp_path, billion_laughs())  # 10**9 nodes once expanded
+    best = min(_timed(read_yaml, path, "c.yaml") for _ in range(3))
+    loaded, problems = read_yaml(path, "c.yaml")
+    assert loaded is None and only_code(problems) == "PV103"
+    assert best < 0.05, f"took {best:.3f} s"
+
+
+def _timed(fn, *args) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def test_merge_key_bomb_is_rejected(tmp_path):
+    lines = ["m0: &m0 {a: 1, b: 2}"] + [
+        f"m{i}: &m{i} {{<<: [*m{i - 1}], x{i}: [*m{i - 1}, *m{i - 1}]}}" for i in range(1, 30)]
+    loaded, problems = read_yaml(write(tmp_path, "\n".join(lines)), "c.yaml")
+    assert loaded is None and only_code(problems) == "PV103"
+
+
+def test_modest_aliases_are_fine(tmp_path):
+    text = "base: &b {rtol: 0.1, atol: 0.2}\nfirst: *b\nsecond: {<<: *b, atol: 0.3}\n"
+    loaded, problems = read_yaml(write(tmp_path, text), "c.yaml")
+    assert problems == []
+    assert loaded.data == {"base": {"rtol": 0.1, "atol": 0.2}, "first": {"rtol": 0.1, "atol": 0.2},
+                           "second": {"rtol": 0.1, "atol": 0.3}}
+
+
+def test_recursive_alias_is_rejected(tmp_path):
+    loaded, problems = read_yaml(write(tmp_path, "a: &a [1, *a]\n"), "c.yaml")
+    assert loaded is None and only_code(problems) == "PV103"
+    assert "recursive" in problems[0].message
+
+
+def test_node_budget_constant_is_sane():
+    assert 10_000 <= MAX_NODES <= 1_000_000
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 5_000, 300_000])
+def test_deep_nesting_is_refused(tmp_path, depth):
+    text = "a: " + "[" * depth + "]" * depth + "\n"
+    loaded, problems = read_yaml(write(tmp_path, text), "c.yaml")
+    assert loaded is None and only_code(problems) == "PV108"
+
+
+def test_deep_block_nesting_is_refused(tmp_path):
+    text = "".join(" " * i + f"k{i}:\n" for i in range(200)) + " " * 200 + "leaf: 1\n"
+    loaded, problems = read_yaml(write(tmp_path, text), "c.yaml")
+    assert loaded is None and only_code(problems) == "PV108"
+
+
+def test_nesting_within_the_limit_loads(tmp_path):
+    depth = MAX_DEPTH - 2
+    loaded, problems = read_yaml(write(tmp_path, "a: " + "[" * depth + "]" * depth + "\n"), "c.yaml")
+    assert problems == [] and loaded is not None
+
+
+@pytest.mark.parametrize("tag", ["!!python/object/apply:os.system ['true']", "!!python/name:os.system",
+                                 "!custom {a: 1}", "!!python/tuple [1, 2]"])
+def test_unsafe_and_unknown_tags(tmp_path, tag):
+    loaded, problems = read_yaml(write(tmp_path, f"metadata:\n  kind: {tag}\n"), "c.yaml")
+    assert loaded is None and only_code(problems) == "PV102"
+    assert problems[0].line == 2
+
+
+def test_size_cap(tmp_path):
+    loaded, problems = read_yaml(write(tmp_path, "a: " + "x" * safe_yaml.MAX_BYTES), "c.yaml")
+    assert loaded is None and only_code(problems) == "PV104"
+
+
+def test_binary_and_not_utf8(tmp_path):
+    assert only_code(read_yaml(write(tmp_path, b"a: 1\n\x00"), "c.yaml")[1]) == "PV105"
+    assert only_code(read_yaml(write(tmp_path, b"a: \xff\xfe\n"), "c.yaml")[1]) == "PV105"
+
+
+def test_utf8_bom_is_accepted(tmp_path):
+    loaded, problems = read_yaml(write(tmp_path, "\ufeffa: 1\n"), "c.yaml")
+    assert problems == [] and loaded.data == {"a": 1}
+
+
+def test_unreadable_file(tmp_path):
+    loaded, problems = read_yaml(tmp_path / "absent.yaml", "absent.yaml")
+    assert loaded is None and only_code(problems) == "PV100"
+
+
+def test_invalid_date_points_at_the_value(tmp_path):
+    loaded, problems = read_yaml(write(tmp_path, "a: 1\nwhen: 2026-13-45\n"), "c.yaml")
+    assert only_code(problems) == "PV101" and (problems[0].line, problems[0].col) == (2, 7)
+
+
+def test_merge_keys_may_be_overridden_but_not_repeated(tmp_path):
+    loaded, problems = read_yaml(write(tmp_path, "b: &b {x: 1}\nc: {<<: *b, x: 2, y: 3, y: 4}\n"), "c.yaml")
+    assert only_code(problems) == "PV205" and "'y'" in problems[0].message
+    assert loaded.data["c"] == {"x": 2, "y": 4}
+
+
+def test_duplicate_keys_are_reported_with_their_line(tmp_path):
+    loaded, problems = read_yaml(write(tmp_path, "a: 1\nb: 2\na: 3\n"), "c.yaml")
+    assert only_code(problems) == "PV205" and problems[0].line == 3
+    assert loaded.data == {"a": 3, "b": 2}
+
+
+def test_multiple_documents_are_an_error(tmp_path):
+    loaded, problems = read_yaml(write(tmp_path, "a: 1\n---\nb: 2\n"), "c.yaml")
+    assert only_code(problems) == "PV101" and problems[0].line == 2
+
+
+def test_scalars_resolve_like_pyyaml_safe_load(tmp_path):
+    import yaml
+
+    text = ("a: 1\nb: 1.5\nc: true\nd: null\ne: '1'\nf: 2026-11-22\ng: 0x10\nh: .inf\ni: ~\nj: 'true'\n"
+            "k: [1, '2', three, 4.0]\nl: {x: y}\nm: ''\nn: no\no: 1_000\n")
+    loaded, problems = read_yaml(write(tmp_path, text), "c.yaml")
+    assert [(p.code, p.line) for p in problems] == [("PV209", 14)]  # `n: no` is read, and warned about
+    assert loaded.data == yaml.safe_load(text)
+
+
+def test_positions_of_values_and_keys(tmp_path):
+    text = "metadata:\n  id: x\n  list:\n    - first\n    - {k: v}\n"
+    loaded, _ = read_yaml(write(tmp_path, text), "c.yaml")
+    assert loaded.position(("metadata", "id")) == (2, 7)
+    assert loaded.position(("metadata", "id"), key=True) == (2, 3)
+    assert loaded.position(("metadata", "list", 1, "k")) == (5, 11)
+    assert loaded.position(("metadata", "list", 1, "k"), key=True) == (5, 8)
+    assert loaded.position(("metadata", "absent")) == (2, 3)  # nearest parent: the metadata mapping
+    assert loaded.position(("nowhere",)) == (1, 1)
+    assert loaded.positions[("metadata", "list", 0)] == (4, 7)
+    assert loaded.key_positions[("metadata", "list")] == (3, 3)
+
+
+def test_value_position_inside_quoted_and_block_scalars(tmp_path):
+    text = ('plain: a < b.c\n'
+            'quoted: "a < b.c"\n'
+            'block: >\n  a <\n  b.c\n')
+    loaded, _ = read_yaml(write(tmp_path, text), "c.yaml")
+    assert loaded.value_position(("plain",), 4) == (1, 12)  # "a < b.c" starts at column 8
+    assert loaded.value_position(("quoted",), 4) == (2, 14)  # after the opening quote at 9
+    assert loaded.value_position(("block",), loaded.data["block"].index("b.c")) == (5, 3)
+    assert loaded.value_position(("absent",), 3) == (1, 1)
+
+
+def test_libyaml_composer_is_used_when_available():
+    import yaml
+
+    if not yaml.__with_libyaml__:
+        pytest.skip("PyYAML without libyaml")
+    assert issubclass(safe_yaml._FastSafeLoader, yaml.CSafeLoader)
