@@ -10,7 +10,7 @@ The rules (docs/internals.md, "Lifecycle"):
   and falsifier id; the contract's version plays no part, so bumping it (promotion) keeps
   the evidence fresh.
 * Per falsifier x required device, the latest fresh non-mutant record decides ("latest" is
-  by `time_utc`, ties broken by ledger order): PASS, FAIL, ERROR or SKIP; PENDING when there
+  the one appended last to the ledger; `time_utc` is shown, never used to order): PASS, FAIL, ERROR or SKIP; PENDING when there
   is none; STALE when only records for an older definition exist on that device.
   Records for devices the falsifier does not require are ignored.
 * Per falsifier: FALSIFIED if any device FAILs; ERROR if any device ERRORs (a failure too);
@@ -31,7 +31,6 @@ The rules (docs/internals.md, "Lifecycle"):
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -80,7 +79,6 @@ _VERDICT_STATE = {
     Verdict.ERROR: DeviceState.ERROR,
     Verdict.SKIP: DeviceState.SKIP,
 }
-_EPOCH = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
 
 
 # --- results -----------------------------------------------------------------------------------
@@ -222,19 +220,10 @@ class ContractStatus:
 Indexed = tuple[int, LedgerRecord]  # ledger position, record
 
 
-def _time_key(item: Indexed) -> tuple[datetime.datetime, int]:
-    index, record = item
-    try:
-        when = datetime.datetime.fromisoformat(record.time_utc.replace("Z", "+00:00"))
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=datetime.timezone.utc)
-    except (ValueError, AttributeError):
-        when = _EPOCH
-    return when, index
-
-
 def _latest(items: Iterable[Indexed]) -> LedgerRecord | None:
-    best = max(items, key=_time_key, default=None)
+    """The record appended last. The ledger's order decides, never the typed-in `time_utc`:
+    a record dated 2099 is no later than the line after it."""
+    best = max(items, key=lambda item: item[0], default=None)
     return None if best is None else best[1]
 
 
@@ -339,6 +328,33 @@ def contract_status(
     else:
         evidence = LifecycleStatus.ACTIVE_RUNTIME
     return ContractStatus(contract, contract.metadata.status, evidence, falsifiers, tuple(blockers))
+
+
+def orphans(contracts: Iterable[Contract], records: Sequence[LedgerRecord],
+            incomplete: bool = False) -> list[tuple[int, LedgerRecord, str]]:
+    """(ledger index, record, why) for every record that names a falsifier no contract has.
+
+    Such a record (a FAIL included) decides nothing, so it must be shown, not dropped.
+    `incomplete`: some contract files did not load, so a record for an unknown *contract* may
+    belong to one of them and is not called an orphan (one for a known contract still is)."""
+    known: dict[str, set[str]] = {}
+    for contract in contracts:
+        known.setdefault(contract.metadata.id, set()).update(f.id for f in contract.falsification_tests)
+    owner = {fid: cid for cid, fids in known.items() for fid in fids}
+    out = []
+    for index, record in enumerate(records):
+        if record.falsifier in known.get(record.contract, ()):
+            continue
+        if record.contract in known:
+            why = f"contract {record.contract} has no falsifier {record.falsifier}"
+        elif incomplete:
+            continue
+        else:
+            why = f"no contract {record.contract}"
+        if record.falsifier in owner:
+            why += f" ({record.falsifier} belongs to {owner[record.falsifier]})"
+        out.append((index, record, why))
+    return out
 
 
 def compute(contracts: Iterable[Contract], records: Iterable[LedgerRecord]) -> list[ContractStatus]:

@@ -34,6 +34,7 @@ from pv.lifecycle import (
     FalsifierStatus,
     MutantState,
     compute,
+    orphans,
     overclaim,
     to_json,
 )
@@ -66,6 +67,8 @@ class Report:
     ledger_path: str = "evidence/ledger.jsonl"
     ledger_problems: list[LedgerProblem] = field(default_factory=list)
     load_failures: list[tuple[str, str]] = field(default_factory=list)  # (path, first problem)
+    # Records naming a falsifier no contract has: (ledger line, record, why). They decide nothing.
+    orphans: list[tuple[int, LedgerRecord, str]] = field(default_factory=list)
 
     @property
     def live(self) -> list[Entry]:
@@ -75,14 +78,20 @@ class Report:
 
 def build_report(
     loaded: list[LoadedContract], failures: list[tuple[str, str]], records: list[LedgerRecord],
-    ledger_path: str, ledger_problems: list[LedgerProblem],
+    ledger_path: str, ledger_problems: list[LedgerProblem], lines: list[int] | None = None,
+    code: Any = None,
 ) -> Report:
-    """Pure: contracts (already loaded) + records -> report, sorted by contract id, then path."""
+    """Pure: contracts (already loaded) + records -> report, sorted by contract id, then path.
+    `lines`: each record's ledger line (default: its position); `code`: the tree's module
+    digests (pv.codebind.TreeDigests) that decide whether a record's code is current."""
     usable = [lc for lc in loaded if lc.contract is not None]
-    statuses = compute([lc.contract for lc in usable], records)  # type: ignore[misc]
+    contracts = [lc.contract for lc in usable]
+    statuses = compute(contracts, records, code)  # type: ignore[arg-type]
     by_contract = {id(lc.contract): lc.display_path for lc in usable}
     entries = sorted((Entry(by_contract[id(s.contract)], s) for s in statuses), key=lambda e: (e.status.id, e.path))
-    return Report(entries, ledger_path, sorted(ledger_problems, key=lambda p: p.line), sorted(failures))
+    lines = lines if lines is not None else list(range(1, len(records) + 1))
+    lost = [(lines[i], r, why) for i, r, why in orphans(contracts, records, incomplete=bool(failures))]  # type: ignore[arg-type]
+    return Report(entries, ledger_path, sorted(ledger_problems, key=lambda p: p.line), sorted(failures), lost)
 
 
 def load_all(ws: Workspace) -> tuple[list[LoadedContract], list[tuple[str, str]]]:
@@ -99,8 +108,11 @@ def load_all(ws: Workspace) -> tuple[list[LoadedContract], list[tuple[str, str]]
 
 def gather(ws: Workspace) -> tuple[Report, list[LoadedContract]]:
     loaded, failures = load_all(ws)
+    from pv.codebind import TreeDigests
+
     contents = ledger_mod.read(ws.ledger)
-    report = build_report(loaded, failures, contents.records, ws.rel(ws.ledger), contents.problems)
+    report = build_report(loaded, failures, contents.records, ws.rel(ws.ledger), contents.problems,
+                          contents.lines, TreeDigests(ws.root))
     return report, loaded
 
 
@@ -263,6 +275,19 @@ def render_markdown(report: Report) -> str:
             *[f"> - line {p.line}: {md_text(p.message)}" for p in report.ledger_problems],
             "",
         ]
+    if report.orphans:
+        fails = sum(r.verdict.value in ("FAIL", "ERROR") for _, r, _ in report.orphans)
+        out += [
+            f"> **Warning:** {len(report.orphans)} ledger record(s) name a falsifier that no contract has"
+            + (f", {fails} of them FAIL or ERROR" if fails else "") + "; they decide nothing below. Run "
+            "`pv ledger check`.",
+            ">",
+            *[f"> - line {line}: {md_code(r.falsifier)} {r.verdict.value} on {md_text(r.device)}"
+              f"{' under ' + md_code(r.mutant) if r.mutant else ''}: {md_text(why)}"
+              for line, r, why in report.orphans[:50]],
+            *([f"> - … and {len(report.orphans) - 50} more"] if len(report.orphans) > 50 else []),
+            "",
+        ]
     if report.load_failures:
         out += [
             f"> **Warning:** {len(report.load_failures)} contract file(s) could not be loaded and are not "
@@ -409,6 +434,9 @@ def _warn(report: Report) -> None:
                    err=True)
     for path, problem in report.load_failures:
         click.echo(f"warning: {path} not loaded ({problem}); run `pv validate`", err=True)
+    if report.orphans:
+        click.echo(f"warning: {len(report.orphans)} ledger record(s) name a falsifier no contract has (first: line "
+                   f"{report.orphans[0][0]}: {report.orphans[0][2]}); run `pv ledger check`", err=True)
 
 
 # --- the command ---------------------------------------------------------------------------------
