@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from pv import expr
+from pv import expr, vacuity
 from pv.config import Workspace
 from pv.diagnostics import Diagnostic, Severity
 from pv.loader import SCHEMA_LINE_PREFIX, LoadedContract
@@ -172,6 +172,10 @@ def expressions(loaded: LoadedContract) -> list[Diagnostic]:
             out.append(_d(loaded, loaded.position(loc), "PV404",
                           f"prediction {parsed.text!r} mentions no observation, so it can never fail",
                           "compare an observation the check returns with a bound"))
+        elif vacuity.cannot_fail(parsed):
+            out.append(_d(loaded, loaded.position(loc), "PV405",
+                          f"prediction {parsed.text!r} cannot fail: {vacuity.cannot_fail(parsed)}",
+                          "a falsifier must be able to fail: bound an observation by an independent value"))
     for name, eq in _dict(loaded.data.get("equations")).items():
         if not isinstance(eq, dict):
             continue

@@ -53,7 +53,7 @@ class DeviceState(str, Enum):
     FAIL = "FAIL"
     ERROR = "ERROR"
     SKIP = "SKIP"  # the device was absent: never a discharge
-    STALE = "STALE"  # only records for an older definition of the falsifier
+    STALE = "STALE"  # the latest record is for an older definition, or for code that has changed
 
 
 class FalsifierState(str, Enum):
@@ -69,6 +69,7 @@ class MutantState(str, Enum):
     KILLED = "KILLED"  # the falsifier FAILed under the planted bug: it can detect it
     SURVIVED = "SURVIVED"  # the falsifier PASSed under the planted bug: it is blind to it
     ERROR = "ERROR"
+    STALE = "STALE"  # the latest record under the bug ran other code than the tree's: re-run it
     NOT_RUN = "NOT_RUN"
 
 
@@ -89,6 +90,9 @@ class DeviceEvidence:
     device: str
     state: DeviceState
     record: LedgerRecord | None = None  # the deciding record (the latest stale one when STALE)
+    # Why a STALE device needs a re-run: "definition changed", "recorded before code binding",
+    # or the modules whose code changed since the record.
+    stale_because: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,8 @@ class FalsifierStatus:
         if state is FalsifierState.ERROR:
             return f"ERROR on {', '.join(self.devices_in(DeviceState.ERROR))}"
         if state is FalsifierState.STALE:
-            return "evidence only for an older definition; run it again"
+            stale = [f"{d.device} ({'; '.join(d.stale_because)})" for d in self.devices if d.state is DeviceState.STALE]
+            return f"stale on {', '.join(stale)}: run it again"
         missing = [f"{d.device} ({d.state.value})" for d in self.devices if d.state is not DeviceState.PASS]
         if state is FalsifierState.PARTIAL:
             return f"passed on {', '.join(self.devices_in(DeviceState.PASS))}; not on {', '.join(missing)}"
@@ -242,8 +247,19 @@ def group_records(records: Iterable[LedgerRecord]) -> dict[tuple[str, str], list
     return groups
 
 
-def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Sequence[Indexed]) -> FalsifierStatus:
-    """Status of one falsifier from the records of (contract id, falsifier id)."""
+DEFINITION_CHANGED = "definition changed"
+
+
+def code_changes(record: LedgerRecord, code: Any) -> tuple[str, ...]:
+    """Why the record's code is not the tree's (() when it is, or when `code` is None: a caller
+    that does not judge code, e.g. a unit test of the other rules)."""
+    return () if code is None else tuple(code.changes(record.code_digests))
+
+
+def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Sequence[Indexed],
+                     code: Any = None) -> FalsifierStatus:
+    """Status of one falsifier from the records of (contract id, falsifier id). `code`
+    (pv.codebind.TreeDigests) says whether a record's code is the tree's."""
     sha = falsifier.definition_sha256()
     required = set(falsifier.devices)
     relevant = [(i, r) for i, r in records if r.device in required]
@@ -253,25 +269,27 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
     for device in falsifier.devices:
         here = [(i, r) for i, r in runtime if r.device == device]
         fresh = _latest((i, r) for i, r in here if r.falsifier_sha256 == sha)
-        if fresh is not None:
+        changed = () if fresh is None else code_changes(fresh, code)
+        if fresh is not None and changed:
+            devices.append(DeviceEvidence(device, DeviceState.STALE, fresh, changed))
+        elif fresh is not None:
             devices.append(DeviceEvidence(device, _VERDICT_STATE[fresh.verdict], fresh))
         elif here:
-            devices.append(DeviceEvidence(device, DeviceState.STALE, _latest(here)))
+            devices.append(DeviceEvidence(device, DeviceState.STALE, _latest(here), (DEFINITION_CHANGED,)))
         else:
             devices.append(DeviceEvidence(device, DeviceState.PENDING))
 
     states = {d.state for d in devices}
-    has_fresh = any(r.falsifier_sha256 == sha for _, r in runtime)
     if DeviceState.FAIL in states:
         state = FalsifierState.FALSIFIED
     elif DeviceState.ERROR in states:
         state = FalsifierState.ERROR
     elif states == {DeviceState.PASS}:
         state = FalsifierState.DISCHARGED
+    elif DeviceState.STALE in states:  # a re-run is owed before anything else can be said
+        state = FalsifierState.STALE
     elif DeviceState.PASS in states:
         state = FalsifierState.PARTIAL
-    elif runtime and not has_fresh:
-        state = FalsifierState.STALE
     else:
         state = FalsifierState.PENDING
 
@@ -282,7 +300,9 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
         for device in falsifier.devices:
             latest = _latest((i, r) for i, r in under if r.device == device)
             if latest is not None:
-                per_device.append(DeviceEvidence(device, _VERDICT_STATE[latest.verdict], latest))
+                changed = code_changes(latest, code)
+                state_here = DeviceState.STALE if changed else _VERDICT_STATE[latest.verdict]
+                per_device.append(DeviceEvidence(device, state_here, latest, changed))
         seen = {d.state for d in per_device}
         if DeviceState.FAIL in seen:
             mstate = MutantState.KILLED
@@ -290,6 +310,8 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
             mstate = MutantState.ERROR
         elif DeviceState.PASS in seen:
             mstate = MutantState.SURVIVED
+        elif DeviceState.STALE in seen:
+            mstate = MutantState.STALE
         else:
             mstate = MutantState.NOT_RUN
         mutants.append(MutantEvidence(mutant, mstate, tuple(per_device)))
@@ -300,11 +322,13 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
 def contract_status(
     contract: Contract,
     records: Iterable[LedgerRecord] | dict[tuple[str, str], list[Indexed]],
+    code: Any = None,
 ) -> ContractStatus:
     """Status of one contract. `records` is the ledger's records, or `group_records(...)` of them."""
     groups = records if isinstance(records, dict) else group_records(records)
     cid = contract.metadata.id
-    falsifiers = tuple(falsifier_status(cid, f, groups.get((cid, f.id), [])) for f in contract.falsification_tests)
+    falsifiers = tuple(falsifier_status(cid, f, groups.get((cid, f.id), []), code)
+                       for f in contract.falsification_tests)
 
     blockers: list[str] = []  # one line per falsifier that holds the contract back
     for f in falsifiers:
@@ -357,10 +381,10 @@ def orphans(contracts: Iterable[Contract], records: Sequence[LedgerRecord],
     return out
 
 
-def compute(contracts: Iterable[Contract], records: Iterable[LedgerRecord]) -> list[ContractStatus]:
+def compute(contracts: Iterable[Contract], records: Iterable[LedgerRecord], code: Any = None) -> list[ContractStatus]:
     """Statuses of many contracts, sorted by contract id."""
     groups = group_records(records)
-    statuses = [contract_status(c, groups) for c in contracts]
+    statuses = [contract_status(c, groups, code) for c in contracts]
     return sorted(statuses, key=lambda s: s.id)
 
 
@@ -391,7 +415,7 @@ def overclaim(status: ContractStatus) -> str | None:
 
 
 def declared_status_diagnostics(
-    loaded_contracts: Iterable[LoadedContract], records: Iterable[LedgerRecord]
+    loaded_contracts: Iterable[LoadedContract], records: Iterable[LedgerRecord], code: Any = None
 ) -> list[Diagnostic]:
     """PV501 for every contract whose declared `metadata.status` claims more than its evidence.
 
@@ -403,7 +427,7 @@ def declared_status_diagnostics(
     for loaded in loaded_contracts:
         if loaded is None or loaded.contract is None:
             continue
-        status = contract_status(loaded.contract, groups)
+        status = contract_status(loaded.contract, groups, code)
         reason = overclaim(status)
         if reason is None:
             continue
@@ -429,6 +453,7 @@ def to_json(status: ContractStatus, display_path: str | None = None) -> dict[str
             "record_id": record.record_id, "verdict": record.verdict.value, "time_utc": record.time_utc,
             "git_commit": record.git_commit, "git_dirty": record.git_dirty, "observations": record.observations,
             "margin": record.margin, "message": record.message, "device_name": record.device_name,
+            "git_commit_source": record.git_commit_source, "merged_from": record.merged_from,
         }
 
     return {
@@ -448,7 +473,8 @@ def to_json(status: ContractStatus, display_path: str | None = None) -> dict[str
                 "sha256": f.sha256,
                 "prediction": f.falsifier.prediction,
                 "strength": f.strength,
-                "devices": {d.device: {"state": d.state.value, "record": record_json(d.record)} for d in f.devices},
+                "devices": {d.device: {"state": d.state.value, "stale_because": list(d.stale_because),
+                                       "record": record_json(d.record)} for d in f.devices},
                 "mutants": {
                     m.mutant: {
                         "state": m.state.value,

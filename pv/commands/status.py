@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from pv import ledger as ledger_mod
+from pv.codebind import BEFORE_BINDING
 from pv.commands import pass_workspace
 from pv.config import Workspace
 from pv.ledger import LedgerProblem, LedgerRecord
@@ -199,9 +200,26 @@ def _device_row_cells(f: FalsifierStatus, d: DeviceEvidence) -> list[str]:
     if d.state is DeviceState.PENDING:
         return [d.device, "PENDING", "—", "—", "—"]
     if d.state is DeviceState.STALE:
-        return [d.device, "STALE", "evidence for an older definition", "—", _evidence_cell(record)]
+        last = f" (last {record.verdict.value})" if record is not None else ""
+        return [d.device, f"STALE{last}", md_text(stale_reason(d)), "—", _evidence_cell(record)]
     assert record is not None
     return [d.device, d.state.value, _observed(record, f.falsifier.prediction), _margin(record), _evidence_cell(record)]
+
+
+def stale_reason(d: DeviceEvidence) -> str:
+    """Why a device's evidence is stale, in words."""
+    why = list(d.stale_because)
+    if why == ["definition changed"]:
+        return "evidence for an older definition"
+    if why == [BEFORE_BINDING]:
+        return "recorded before code binding (no digest of the code it ran)"
+    return "code changed since: " + ", ".join(why)
+
+
+def stale_rows(report: Report) -> list[tuple[Entry, FalsifierStatus, DeviceEvidence]]:
+    """Every falsifier x required device whose deciding evidence is stale: the re-runs owed."""
+    return [(e, f, d) for e in report.live for f in e.status.falsifiers for d in f.devices
+            if d.state is DeviceState.STALE]
 
 
 def _falsifier_label(f: FalsifierStatus) -> str:
@@ -251,6 +269,9 @@ def summary(report: Report) -> dict[str, Any]:
         "mutants": {"killed": killed, "declared": declared, "unproven_falsifiers": sum(f.unproven for f in falsifiers)},
         "open_ship_blocking": [f.id for _, f in _open_ship_blocking(report)],
         "overclaims": [e.status.id for e in report.entries if overclaim(e.status)],
+        "stale": [{"falsifier": f.id, "device": d.device, "why": list(d.stale_because)}
+                  for _, f, d in stale_rows(report)],
+        "orphan_records": len(report.orphans),
     }
 
 
@@ -312,6 +333,7 @@ def render_markdown(report: Report) -> str:
         f"- **Mutation score:** {_score(m['killed'], m['declared'])} declared mutants killed; "
         f"{m['unproven_falsifiers']} falsifier(s) UNPROVEN (declare no mutant)",
         f"- **Open ship-blocking falsifiers:** {len(s['open_ship_blocking'])}",
+        f"- **Stale falsifier x device rows (re-run owed):** {len(s['stale'])}",
     ]
     if s["overclaims"]:
         out.append("- **Declared status claims more than the evidence (PV501):** "
@@ -328,6 +350,19 @@ def render_markdown(report: Report) -> str:
             [[md_code(f.id), md_code(e.status.id), f"**{f.state.value}**", md_text(f.explain()),
               md_text(f.falsifier.if_fails)] for e, f in open_rows],
         )
+    else:
+        out.append("None.")
+    out.append("")
+
+    out += ["## Needs a re-run (stale evidence)", ""]
+    owed = stale_rows(report)
+    if owed:
+        out += [f"{len(owed)} falsifier x device row(s) are STALE: the deciding record was made for an older "
+                "definition or ran code that has changed since. Stale evidence never discharges. Re-run them "
+                "with `pv run --stale --device DEVICE`.", ""]
+        out += _table(["falsifier", "device", "last verdict", "why"],
+                      [[md_code(f.id), d.device, d.record.verdict.value if d.record else "—",
+                        md_text(stale_reason(d))] for _, f, d in owed])
     else:
         out.append("None.")
     out.append("")
@@ -376,11 +411,12 @@ def render_markdown(report: Report) -> str:
     else:
         out += [
             "Each falsifier run under each planted bug it declares: KILLED (it failed, as it must), "
-            "SURVIVED (it passed: blind to that bug), ERROR, — (not run yet). Blank: not declared.",
+            "SURVIVED (it passed: blind to that bug), ERROR, STALE (run on code that has changed since), "
+            "— (not run yet). Blank: not declared.",
             "",
         ]
         cell = {MutantState.KILLED: "KILLED", MutantState.SURVIVED: "**SURVIVED**",
-                MutantState.ERROR: "ERROR", MutantState.NOT_RUN: "—"}
+                MutantState.ERROR: "ERROR", MutantState.STALE: "STALE", MutantState.NOT_RUN: "—"}
         rows = []
         for e, f in falsifiers:
             states = {m.mutant: cell[m.state] for m in f.mutants}
@@ -398,6 +434,8 @@ def render_json(report: Report, ids: set[str] | None = None) -> str:
         "ledger": {"path": report.ledger_path,
                    "problems": [{"line": p.line, "message": p.message} for p in report.ledger_problems]},
         "load_failures": [{"path": p, "problem": m} for p, m in report.load_failures],
+        "orphans": [{"line": line, "record_id": r.record_id, "falsifier": r.falsifier, "contract": r.contract,
+                     "device": r.device, "verdict": r.verdict.value, "why": why} for line, r, why in report.orphans],
         "summary": summary(report),
         "contracts": [to_json(e.status, e.path) for e in report.entries if not ids or e.status.id in ids],
     }
@@ -451,18 +489,21 @@ def _warn(report: Report) -> None:
 @click.option("--promote", is_flag=True,
               help="Set the declared status of the named contracts (default: all) from the evidence.")
 @click.option("--allow-demote", is_flag=True, help="With --promote: allow lowering a declared status.")
+@click.option("--require-fresh", is_flag=True,
+              help="Release gate: exit 1 if a ship-blocking falsifier's deciding evidence is stale on a "
+                   "required device; write nothing.")
 @click.option("--to", "target", type=click.Choice(COMPUTABLE),
               help="With --promote: the status to set (refused unless the evidence supports it).")
 @pass_workspace
 def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: str, promote: bool,
-            allow_demote: bool, target: str | None, *, workspace: Workspace) -> None:
+            allow_demote: bool, require_fresh: bool, target: str | None, *, workspace: Workspace) -> None:
     """Compute lifecycle status from the evidence and write the dashboard (docs/STATUS.md).
 
     CONTRACT_IDs select the contracts to promote (with --promote) or to show; the dashboard
     always covers every contract.
     """
     modes = [name for name, on in (("--check", check), ("--stdout", to_stdout), ("--format json", fmt == "json"),
-                                   ("--promote", promote)) if on]
+                                   ("--promote", promote), ("--require-fresh", require_fresh)) if on]
     if len(modes) > 1:
         raise click.UsageError(f"{' and '.join(modes)} cannot be combined")
     if (allow_demote or target) and not promote:
@@ -480,6 +521,9 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
 
     if fmt == "json":
         click.echo(render_json(report, ids))
+        return
+    if require_fresh:
+        _require_fresh(report, ids)
         return
     markdown = render_markdown(report)
     if to_stdout:
@@ -519,6 +563,21 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
         click.echo(f"wrote {status_display}")
     if refused:
         sys.exit(1)
+
+
+def _require_fresh(report: Report, ids: set[str] | None) -> None:
+    """Exit 1 when a ship-blocking falsifier's deciding evidence is stale on a required device."""
+    stale = [(f, d) for e, f, d in stale_rows(report)
+             if f.falsifier.ship_blocking and (not ids or e.status.id in ids)]
+    if not stale:
+        click.echo("fresh: no ship-blocking falsifier's deciding evidence is stale")
+        return
+    click.echo(f"{len(stale)} ship-blocking falsifier x device row(s) decided by stale evidence:", err=True)
+    for f, d in stale:
+        click.echo(f"  {f.id} on {d.device}: {stale_reason(d)}", err=True)
+    devices = sorted({d.device for _, d in stale})
+    click.echo("re-run them: " + "; ".join(f"pv run --stale --device {dev}" for dev in devices), err=True)
+    sys.exit(1)
 
 
 def _promote(ws: Workspace, report: Report, loaded: list[LoadedContract], ids: set[str] | None,
