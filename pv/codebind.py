@@ -200,6 +200,8 @@ class TreeDigests:
         """Why a record's code is not the tree's: () when every digest matches."""
         if recorded is None:
             return (BEFORE_BINDING,)
+        if not recorded:  # every real record names at least its check's module
+            return ("records no code digest",)
         changed = []
         for module, digest in sorted(recorded.items()):
             now = self.digest(module)

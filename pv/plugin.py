@@ -48,7 +48,8 @@ class _State:
         base = Path(config.invocation_params.dir)
         self.no_ledger: bool = bool(opt.pv_no_ledger)
         self.explicit_ledger: Path | None = (base / opt.pv_ledger).resolve() if opt.pv_ledger else None
-        self.report_path: Path | None = (base / opt.pv_report).resolve() if opt.pv_report else None
+        # Not resolved: `pv run` passes /dev/fd/N, a link to its pipe that must be opened as is.
+        self.report_path: Path | None = Path(os.path.abspath(base / opt.pv_report)) if opt.pv_report else None
         self._workspace: Any = None
         self._report_handle: Any = None
         self._bound = False

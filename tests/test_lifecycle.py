@@ -114,9 +114,17 @@ def test_latest_wins_fail_after_pass_is_falsified():
     s = contract_status(c, [rec(c, "PASS", time="2026-01-01T00:00:00Z"), rec(c, "FAIL", time="2026-01-02T00:00:00Z")])
     assert s.falsifiers[0].state is FalsifierState.FALSIFIED
     assert s.evidence is LifecycleStatus.DRAFT_RED
-    # ... and a later PASS clears it; order in the ledger does not matter, time does
-    s = contract_status(c, [rec(c, "PASS", time="2026-01-03T00:00:00Z"), rec(c, "FAIL", time="2026-01-02T00:00:00Z")])
+    # ... and a PASS appended after it clears it
+    s = contract_status(c, [rec(c, "FAIL", time="2026-01-02T00:00:00Z"), rec(c, "PASS", time="2026-01-03T00:00:00Z")])
     assert s.falsifiers[0].state is FalsifierState.DISCHARGED
+
+
+def test_the_ledger_order_decides_not_the_typed_time():
+    # The attack: a PASS dated 2099 sits before a real FAIL; by time it would mask the FAIL.
+    c = contract()
+    s = contract_status(c, [rec(c, "PASS", time="2099-01-01T00:00:00Z"), rec(c, "FAIL", time="2026-01-02T00:00:00Z")])
+    assert s.falsifiers[0].state is FalsifierState.FALSIFIED
+    assert s.falsifiers[0].devices[0].record.time_utc == "2026-01-02T00:00:00Z"
 
 
 def test_equal_times_tie_break_on_ledger_order():

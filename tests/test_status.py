@@ -76,8 +76,24 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "contracts").mkdir()
     (tmp_path / "contracts" / "alpha-v1.yaml").write_text(ALPHA)
     (tmp_path / "contracts" / "beta-v2.yaml").write_text(BETA)
+    (tmp_path / "demo_checks.py").write_text(DEMO_CHECKS)
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+# The code the hand-made records say they ran (bound by digest, as pv run records it).
+DEMO_CHECKS = '''"""Demo checks."""
+
+
+def loss(*, device):
+    return {"loss": 2.5}
+'''
+
+
+def code_digests(root: Path) -> dict[str, str]:
+    from pv.codebind import digest_file
+
+    return {"demo_checks": digest_file(root / "demo_checks.py")}
 
 
 def record(root: Path, cid: str, fid: str, verdict: str, device: str = "cpu", mutant: str | None = None,
@@ -91,6 +107,7 @@ def record(root: Path, cid: str, fid: str, verdict: str, device: str = "cpu", mu
         observations={} if observations is None else observations, prediction=f.prediction,
         margin=0.25 if verdict in ("PASS", "FAIL") else None, message=message, duration_s=0.5,
         time_utc=time or _time(), git_commit="0123456789abcdef", git_dirty=False,
+        code_digests=code_digests(root),
     )
 
 
