@@ -24,6 +24,7 @@ fields, so Python versions that add new, empty AST fields (3.12's `type_params`)
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import sys
 from pathlib import Path
@@ -82,11 +83,23 @@ def digest_source(data: bytes) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
 
 
-def digest_file(path: Path) -> str | None:
+def _read(path: Path) -> bytes | None:
     try:
-        return digest_source(Path(path).read_bytes())
+        return Path(path).read_bytes()
     except OSError:
         return None
+
+
+def digest_file(path: Path) -> str | None:
+    data = _read(path)
+    return None if data is None else _digest_cached(data)
+
+
+# A pytest session binds every falsifier test to mostly the same modules: parse each distinct
+# source once (keyed by its bytes, so an edit is never missed), not once per test.
+@functools.lru_cache(maxsize=4096)
+def _digest_cached(data: bytes) -> str:
+    return digest_source(data)
 
 
 def module_file(name: str, roots: Iterable[Path]) -> Path | None:
@@ -115,11 +128,17 @@ def in_packages(name: str, packages: Iterable[str]) -> bool:
 
 def _imports(name: str, path: Path, roots: list[Path]) -> set[str]:
     """Every module a module's import statements can load (anywhere in it, functions too)."""
+    data = _read(path)
+    return set() if data is None else set(_imports_cached(name, path.name == "__init__.py", data, tuple(roots)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _imports_cached(name: str, is_package: bool, data: bytes, roots: tuple[Path, ...]) -> frozenset[str]:
     try:
-        tree = ast.parse(path.read_bytes())
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    package = name if is_package else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -143,7 +162,7 @@ def _imports(name: str, path: Path, roots: list[Path]) -> set[str]:
     for module in found:
         parts = module.split(".")
         with_parents.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-    return with_parents
+    return frozenset(with_parents)
 
 
 def closure(start: Iterable[str], packages: Iterable[str], roots: list[Path]) -> set[str]:
