@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from pv.codebind import BEFORE_BINDING
 from pv.diagnostics import Diagnostic
 from pv.ledger import LedgerRecord, Verdict
 from pv.schema import STATUS_RANK, Contract, FalsificationTest, LifecycleStatus
@@ -42,6 +43,7 @@ from pv.schema import STATUS_RANK, Contract, FalsificationTest, LifecycleStatus
 if TYPE_CHECKING:  # pragma: no cover
     from pv.loader import LoadedContract
 
+DEFINITION_CHANGED = "definition changed"
 HAND_SET = frozenset({LifecycleStatus.RETIRED, LifecycleStatus.SUPERSEDED})
 
 
@@ -93,6 +95,15 @@ class DeviceEvidence:
     # Why a STALE device needs a re-run: "definition changed", "recorded before code binding",
     # or the modules whose code changed since the record.
     stale_because: tuple[str, ...] = ()
+
+    def stale_reason(self) -> str:
+        """Why this device's evidence is stale, in words."""
+        why = list(self.stale_because)
+        if why == [DEFINITION_CHANGED]:
+            return "evidence for an older definition"
+        if why == [BEFORE_BINDING]:
+            return "recorded before code binding (no digest of the code it ran)"
+        return "code changed since: " + ", ".join(why)
 
 
 @dataclass(frozen=True)
@@ -245,9 +256,6 @@ def group_records(records: Iterable[LedgerRecord]) -> dict[tuple[str, str], list
     for index, record in enumerate(records):
         groups.setdefault((record.contract, record.falsifier), []).append((index, record))
     return groups
-
-
-DEFINITION_CHANGED = "definition changed"
 
 
 def code_changes(record: LedgerRecord, code: Any) -> tuple[str, ...]:

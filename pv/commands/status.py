@@ -23,7 +23,6 @@ from typing import Any
 import click
 
 from pv import ledger as ledger_mod
-from pv.codebind import BEFORE_BINDING
 from pv.commands import pass_workspace
 from pv.config import Workspace
 from pv.ledger import LedgerProblem, LedgerRecord
@@ -201,19 +200,9 @@ def _device_row_cells(f: FalsifierStatus, d: DeviceEvidence) -> list[str]:
         return [d.device, "PENDING", "—", "—", "—"]
     if d.state is DeviceState.STALE:
         last = f" (last {record.verdict.value})" if record is not None else ""
-        return [d.device, f"STALE{last}", md_text(stale_reason(d)), "—", _evidence_cell(record)]
+        return [d.device, f"STALE{last}", md_text(d.stale_reason()), "—", _evidence_cell(record)]
     assert record is not None
     return [d.device, d.state.value, _observed(record, f.falsifier.prediction), _margin(record), _evidence_cell(record)]
-
-
-def stale_reason(d: DeviceEvidence) -> str:
-    """Why a device's evidence is stale, in words."""
-    why = list(d.stale_because)
-    if why == ["definition changed"]:
-        return "evidence for an older definition"
-    if why == [BEFORE_BINDING]:
-        return "recorded before code binding (no digest of the code it ran)"
-    return "code changed since: " + ", ".join(why)
 
 
 def stale_rows(report: Report) -> list[tuple[Entry, FalsifierStatus, DeviceEvidence]]:
@@ -362,7 +351,7 @@ def render_markdown(report: Report) -> str:
                 "with `pv run --stale --device DEVICE`.", ""]
         out += _table(["falsifier", "device", "last verdict", "why"],
                       [[md_code(f.id), d.device, d.record.verdict.value if d.record else "—",
-                        md_text(stale_reason(d))] for _, f, d in owed])
+                        md_text(d.stale_reason())] for _, f, d in owed])
     else:
         out.append("None.")
     out.append("")
@@ -574,7 +563,7 @@ def _require_fresh(report: Report, ids: set[str] | None) -> None:
         return
     click.echo(f"{len(stale)} ship-blocking falsifier x device row(s) decided by stale evidence:", err=True)
     for f, d in stale:
-        click.echo(f"  {f.id} on {d.device}: {stale_reason(d)}", err=True)
+        click.echo(f"  {f.id} on {d.device}: {d.stale_reason()}", err=True)
     devices = sorted({d.device for _, d in stale})
     click.echo("re-run them: " + "; ".join(f"pv run --stale --device {dev}" for dev in devices), err=True)
     sys.exit(1)
