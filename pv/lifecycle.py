@@ -170,7 +170,7 @@ class FalsifierStatus:
         if state is FalsifierState.ERROR:
             return f"ERROR on {', '.join(self.devices_in(DeviceState.ERROR))}"
         if state is FalsifierState.STALE:
-            stale = [f"{d.device} ({'; '.join(d.stale_because)})" for d in self.devices if d.state is DeviceState.STALE]
+            stale = [f"{d.device} ({d.stale_reason()})" for d in self.devices if d.state is DeviceState.STALE]
             return f"stale on {', '.join(stale)}: run it again"
         missing = [f"{d.device} ({d.state.value})" for d in self.devices if d.state is not DeviceState.PASS]
         if state is FalsifierState.PARTIAL:

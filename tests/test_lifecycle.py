@@ -261,3 +261,63 @@ def test_declared_status_diagnostics_points_at_metadata_status(tmp_path: Path):
     assert "pv status --promote --allow-demote demo" in d.hint
     # with the mutant killed the claim is supported
     assert declared_status_diagnostics([loaded], [rec(c, "PASS"), rec(c, "FAIL", mutant="m_one")]) == []
+
+
+# --- code binding: a record's code must be the tree's ------------------------------------------------
+
+
+class FakeTree:
+    """Stands in for pv.codebind.TreeDigests: the tree's current digest per module."""
+
+    def __init__(self, **digests: str):
+        self.digests = digests
+
+    def changes(self, recorded):
+        from pv.codebind import TreeDigests
+
+        tree = TreeDigests(Path("/nonexistent"))
+        tree._cache.update(self.digests)  # noqa: SLF001 - the same comparison, other digests
+        return tree.changes(recorded)
+
+
+def bound(record, **digests):
+    return record.model_copy(update={"code_digests": digests})
+
+
+def test_a_pass_on_changed_code_is_stale_never_discharged():
+    c = contract(falsifiers=[falsifier(devices=("cpu", "cuda"))])
+    records = [bound(rec(c, "PASS"), checks="a1", kernels="k1"), bound(rec(c, "PASS", "cuda"), checks="a1", kernels="k1")]
+    assert contract_status(c, records, FakeTree(checks="a1", kernels="k1")).falsifiers[0].state is FalsifierState.DISCHARGED
+    s = contract_status(c, records, FakeTree(checks="a1", kernels="k2"))
+    f = s.falsifiers[0]
+    assert f.state is FalsifierState.STALE and s.evidence is LifecycleStatus.DRAFT
+    assert [(d.device, d.state, d.stale_because) for d in f.devices] == [
+        ("cpu", DeviceState.STALE, ("kernels",)), ("cuda", DeviceState.STALE, ("kernels",))]
+    assert f.explain() == "stale on cpu (code changed since: kernels), cuda (code changed since: kernels): run it again"
+
+
+def test_stale_on_one_device_is_not_partial():
+    c = contract(falsifiers=[falsifier(devices=("cpu", "cuda"))])
+    records = [bound(rec(c, "PASS"), checks="a1"), bound(rec(c, "PASS", "cuda"), checks="old")]
+    f = contract_status(c, records, FakeTree(checks="a1")).falsifiers[0]
+    assert f.state is FalsifierState.STALE and f.devices_in(DeviceState.PASS) == ["cpu"]
+
+
+def test_a_fail_on_changed_code_is_stale_not_falsified():
+    c = contract()
+    s = contract_status(c, [bound(rec(c, "FAIL"), checks="old")], FakeTree(checks="new"))
+    assert s.falsifiers[0].state is FalsifierState.STALE
+    assert s.falsifiers[0].devices[0].record.verdict.value == "FAIL"  # still shown as the last verdict
+
+
+def test_records_before_code_binding_are_stale_with_that_reason():
+    c = contract()
+    d = contract_status(c, [rec(c, "PASS")], FakeTree()).falsifiers[0].devices[0]
+    assert d.state is DeviceState.STALE and d.stale_reason() == "recorded before code binding (no digest of the code it ran)"
+
+
+def test_a_kill_on_changed_code_is_stale_not_killed():
+    c = contract()
+    records = [bound(rec(c, "PASS"), checks="a1"), bound(rec(c, "FAIL", mutant="m_one"), checks="a1", mutants="m0")]
+    assert contract_status(c, records, FakeTree(checks="a1", mutants="m0")).falsifiers[0].mutants[0].state is MutantState.KILLED
+    assert contract_status(c, records, FakeTree(checks="a1", mutants="m1")).falsifiers[0].mutants[0].state is MutantState.STALE
