@@ -278,9 +278,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     state = _state(item.config)
     outcome = item.stash.get(OUTCOME, None) if call.when == "call" else None
     if outcome is None:  # setup failed, or the test never reached the harness
-        outcome = Outcome(falsifier=marker.kwargs.get("falsifier"), device=marker.kwargs.get("device") or "?",
-                          prediction="", duration_s=call.duration)
-    outcome.identify(marker.kwargs, item.nodeid)
+        outcome = Outcome(falsifier=marker.kwargs.get("falsifier"), device="?", prediction="",
+                          duration_s=call.duration)
+    kwargs = dict(marker.kwargs)
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if not kwargs.get("device") and params.get("device"):  # a device-parametrized test
+        kwargs["device"] = params["device"]
+    outcome.identify(kwargs, item.nodeid)
     outcome.mutant = state.mutant
     outcome.verdict, outcome.message = _verdict(call, report, outcome)
     outcome.duration_s = outcome.duration_s or call.duration

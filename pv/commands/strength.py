@@ -389,8 +389,10 @@ def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], device: str
 def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: list[str], *, device: str,
                        matrix: bool) -> StrengthResult:
     """The strength result the ledger already holds: for each (falsifier, mutant, device), the
-    latest fresh record run under that mutant. Cells never run stay blank."""
+    latest fresh record run under that mutant (same definition, same code). Cells never run, or
+    whose latest record ran code that has changed since, stay blank."""
     from pv import ledger as ledger_file
+    from pv.codebind import TreeDigests
 
     index = plan.falsifiers()
     declared = {fid: list(index[fid][1].mutants) for fid in selected_ids}
@@ -408,6 +410,8 @@ def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: 
             continue
         # The ledger's order decides which record is the latest, never the typed-in time.
         latest[(record.falsifier, record.mutant, record.device)] = record
+    tree = TreeDigests(plan.workspace.root)  # a latest record that ran other code is stale: blank
+    latest = {key: r for key, r in latest.items() if not tree.changes(r.code_digests)}
     for (fid, mutant, dev), record in sorted(latest.items()):
         result.verdicts.setdefault((fid, mutant), {})[dev] = record.verdict.value
         if record.verdict.value in ("ERROR", "SKIP") and record.message:
