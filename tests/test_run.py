@@ -179,3 +179,14 @@ def test_git_commit_flag_wins_and_is_checked(ws):
     assert pv("FALSIFY-DEMO-001", "--device", "cpu", "--git-commit", "e" * 40).exit_code == 0
     (record,) = ws.records()
     assert (record.git_commit, record.git_commit_source) == ("e" * 40, "PV_GIT_COMMIT")
+
+
+def test_stale_with_a_separate_ledger_reads_the_committed_evidence_too(ws, tmp_path):
+    # The GPU machine: the committed ledger holds the old records; new ones go to a separate file.
+    assert pv("FALSIFY-DEMO-001", "--device", "cpu").exit_code == 0
+    basic = ws.root / ws.package / "basic.py"
+    basic.write_text(basic.read_text().replace("loss = 18.55", "loss = 18.5"))
+    other = tmp_path / "gpu-ledger.jsonl"
+    result = pv("--stale", "--device", "cpu", "--ledger", str(other))
+    assert result.exit_code == 0 and "running 1 falsifier test(s) on cpu" in result.output, result.output
+    assert "nothing is stale on cpu" in pv("--stale", "--device", "cpu", "--ledger", str(other)).output

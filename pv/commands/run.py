@@ -124,16 +124,20 @@ def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: 
 
 def select_stale(workspace: Workspace, plan: Any, ids: Iterable[str], contracts: Iterable[str], device: str,
                  ledger_path: Path) -> list[Selected]:
-    """The generated tests of every falsifier x required device whose deciding evidence in
-    `ledger_path` is STALE (pv status's rule), narrowed by ids / contracts / device."""
+    """The generated tests of every falsifier x required device whose deciding evidence is
+    STALE (pv status's rule), narrowed by ids / contracts / device. The evidence is the
+    workspace's ledger followed by `ledger_path` when that is another file (on the GPU machine:
+    the committed evidence, then what this machine has recorded since)."""
     from pv import ledger as ledger_mod
     from pv.codebind import TreeDigests
     from pv.commands.status import build_report, load_all, stale_rows
 
     loaded, failures = load_all(workspace)
-    contents = ledger_mod.read(ledger_path)
-    report = build_report(loaded, failures, contents.records, workspace.rel(ledger_path), contents.problems,
-                          contents.lines, TreeDigests(workspace.root))
+    records = ledger_mod.read(workspace.ledger).records
+    if Path(ledger_path).resolve() != workspace.ledger.resolve():
+        records = records + ledger_mod.read(ledger_path).records
+    report = build_report(loaded, failures, records, workspace.rel(workspace.ledger), [], None,
+                          TreeDigests(workspace.root))
     owed = {(f.id, d.device) for _, f, d in stale_rows(report)}
     ids, contracts = list(ids), list(contracts)
     candidates = select(plan, ids, contracts, not (ids or contracts), device)
