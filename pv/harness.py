@@ -118,22 +118,33 @@ def _code_digests(check: Callable[..., Any], before: set[str]) -> dict[str, str]
     module = getattr(check, "__module__", None)
     if not module:
         return None
-    if _binding is None:
-        packages: tuple[str, ...] = (module.split(".")[0],)
-        roots = codebind.search_roots(Path.cwd())
-    else:
-        packages, given = _binding
-        roots = [*given, *codebind.search_roots(Path.cwd())]
     start = [module]
     factory = None if _mutant is None else _mutant[1]
     mutant_module = getattr(getattr(factory, "__wrapped__", factory), "__module__", None)
     if mutant_module:
         start.append(mutant_module)  # the planted bug's own code
-    new = [n for n in sys.modules if n not in before and codebind.in_packages(n, packages)]
+    return code_digests_of(start, before=before)
+
+
+def code_digests_of(start: list[str], *, before: set[str] | None = None,
+                    exclude_start: bool = False) -> dict[str, str] | None:
+    """Digests of `start` and the bound modules they import (plus, with `before`, those first
+    imported since). `exclude_start`: bind only what they import (a generated test module,
+    which is no code under test). None when nothing could be bound."""
+    if _binding is None:
+        packages: tuple[str, ...] = (start[0].split(".")[0],)
+        roots = codebind.search_roots(Path.cwd())
+    else:
+        packages, given = _binding
+        roots = [*given, *codebind.search_roots(Path.cwd())]
+    new = [] if before is None else [n for n in sys.modules if n not in before and codebind.in_packages(n, packages)]
     try:
-        return codebind.bind(start, packages, roots, also=new)
+        digests = codebind.bind(start, packages, roots, also=new)
     except (OSError, ValueError, RecursionError):  # never lose the verdict over its binding
         return None
+    if exclude_start:
+        digests = {k: v for k, v in digests.items() if k not in start or codebind.in_packages(k, packages)}
+    return digests or None
 
 
 # --- helpers the generated tests and the plugin use ------------------------------------------

@@ -258,10 +258,13 @@ def group_records(records: Iterable[LedgerRecord]) -> dict[tuple[str, str], list
     return groups
 
 
-def code_changes(record: LedgerRecord, code: Any) -> tuple[str, ...]:
+def code_changes(record: LedgerRecord, code: Any, falsifier: FalsificationTest | None = None) -> tuple[str, ...]:
     """Why the record's code is not the tree's (() when it is, or when `code` is None: a caller
-    that does not judge code, e.g. a unit test of the other rules)."""
-    return () if code is None else tuple(code.changes(record.code_digests))
+    that does not judge code, e.g. a unit test of the other rules). A falsifier without
+    `check:` runs no code, so its (ERROR) records cannot go stale by code."""
+    if code is None or (falsifier is not None and falsifier.check is None):
+        return ()
+    return tuple(code.changes(record.code_digests))
 
 
 def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Sequence[Indexed],
@@ -277,7 +280,7 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
     for device in falsifier.devices:
         here = [(i, r) for i, r in runtime if r.device == device]
         fresh = _latest((i, r) for i, r in here if r.falsifier_sha256 == sha)
-        changed = () if fresh is None else code_changes(fresh, code)
+        changed = () if fresh is None else code_changes(fresh, code, falsifier)
         if fresh is not None and changed:
             devices.append(DeviceEvidence(device, DeviceState.STALE, fresh, changed))
         elif fresh is not None:
@@ -308,7 +311,7 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
         for device in falsifier.devices:
             latest = _latest((i, r) for i, r in under if r.device == device)
             if latest is not None:
-                changed = code_changes(latest, code)
+                changed = code_changes(latest, code, falsifier)
                 state_here = DeviceState.STALE if changed else _VERDICT_STATE[latest.verdict]
                 per_device.append(DeviceEvidence(device, state_here, latest, changed))
         seen = {d.state for d in per_device}

@@ -286,6 +286,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
         kwargs["device"] = params["device"]
     outcome.identify(kwargs, item.nodeid)
     outcome.mutant = state.mutant
+    unbound = call.excinfo is not None and type(call.excinfo.value).__name__ == "Unbound"
+    if outcome.code_digests is None and not unbound:
+        # The check never ran (the device is absent, its module does not import, a fixture
+        # broke): bind the record to what the test module imports, so that this SKIP or ERROR
+        # goes stale, like any other evidence, when that code changes.
+        from pv import harness
+
+        state.bind_code()
+        module = getattr(getattr(item, "module", None), "__name__", None)
+        outcome.code_digests = outcome.code_digests or (
+            harness.code_digests_of([module], exclude_start=True) if module else None)
     outcome.verdict, outcome.message = _verdict(call, report, outcome)
     outcome.duration_s = outcome.duration_s or call.duration
     if outcome.verdict == "ERROR" and report.passed:

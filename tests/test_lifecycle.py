@@ -280,12 +280,17 @@ class FakeTree:
         return tree.changes(recorded)
 
 
+def checked(**kw) -> dict:
+    """A falsifier bound to a check: its records are evidence about code."""
+    return {**falsifier(**kw), "check": "checks.m:f"}
+
+
 def bound(record, **digests):
     return record.model_copy(update={"code_digests": digests})
 
 
 def test_a_pass_on_changed_code_is_stale_never_discharged():
-    c = contract(falsifiers=[falsifier(devices=("cpu", "cuda"))])
+    c = contract(falsifiers=[checked(devices=("cpu", "cuda"))])
     records = [bound(rec(c, "PASS"), checks="a1", kernels="k1"), bound(rec(c, "PASS", "cuda"), checks="a1", kernels="k1")]
     assert contract_status(c, records, FakeTree(checks="a1", kernels="k1")).falsifiers[0].state is FalsifierState.DISCHARGED
     s = contract_status(c, records, FakeTree(checks="a1", kernels="k2"))
@@ -297,27 +302,35 @@ def test_a_pass_on_changed_code_is_stale_never_discharged():
 
 
 def test_stale_on_one_device_is_not_partial():
-    c = contract(falsifiers=[falsifier(devices=("cpu", "cuda"))])
+    c = contract(falsifiers=[checked(devices=("cpu", "cuda"))])
     records = [bound(rec(c, "PASS"), checks="a1"), bound(rec(c, "PASS", "cuda"), checks="old")]
     f = contract_status(c, records, FakeTree(checks="a1")).falsifiers[0]
     assert f.state is FalsifierState.STALE and f.devices_in(DeviceState.PASS) == ["cpu"]
 
 
 def test_a_fail_on_changed_code_is_stale_not_falsified():
-    c = contract()
+    c = contract(falsifiers=[checked()])
     s = contract_status(c, [bound(rec(c, "FAIL"), checks="old")], FakeTree(checks="new"))
     assert s.falsifiers[0].state is FalsifierState.STALE
     assert s.falsifiers[0].devices[0].record.verdict.value == "FAIL"  # still shown as the last verdict
 
 
 def test_records_before_code_binding_are_stale_with_that_reason():
-    c = contract()
+    c = contract(falsifiers=[checked()])
     d = contract_status(c, [rec(c, "PASS")], FakeTree()).falsifiers[0].devices[0]
     assert d.state is DeviceState.STALE and d.stale_reason() == "recorded before code binding (no digest of the code it ran)"
 
 
 def test_a_kill_on_changed_code_is_stale_not_killed():
-    c = contract()
+    c = contract(falsifiers=[checked()])
     records = [bound(rec(c, "PASS"), checks="a1"), bound(rec(c, "FAIL", mutant="m_one"), checks="a1", mutants="m0")]
     assert contract_status(c, records, FakeTree(checks="a1", mutants="m0")).falsifiers[0].mutants[0].state is MutantState.KILLED
     assert contract_status(c, records, FakeTree(checks="a1", mutants="m1")).falsifiers[0].mutants[0].state is MutantState.STALE
+
+
+def test_an_unbound_falsifier_stays_red_it_ran_no_code_to_go_stale():
+    c = contract(falsifiers=[falsifier()])  # no check: the generated test always ERRORs
+    s = contract_status(c, [rec(c, "ERROR")], FakeTree(anything="x"))
+    assert s.falsifiers[0].state is FalsifierState.ERROR and s.evidence is LifecycleStatus.DRAFT_RED
+    bound_c = contract(falsifiers=[checked()])
+    assert contract_status(bound_c, [rec(bound_c, "ERROR")], FakeTree()).falsifiers[0].state is FalsifierState.STALE

@@ -198,6 +198,7 @@ def test_records_are_bound_to_the_code_the_check_ran(full_run, ws):
 
     assert TreeDigests(ws.root).changes(ran) == ()
     assert by["FALSIFY-DEMO-003", "cpu"].code_digests == ran  # an ERROR is evidence about this code too
+    assert by["FALSIFY-DEMO-001", "cuda"].code_digests == ran  # a SKIP before the check ran: what the test imports
     assert by["FALSIFY-DEMO-004", "cpu"].code_digests is None  # unbound: it ran no code
     # the outcome streamed to `pv run` is the same one the record was made from
     streamed = {(e["falsifier"], e["device"]): e for e in events if e.get("event") == "outcome"}

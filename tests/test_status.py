@@ -34,6 +34,7 @@ falsification_tests:
   - id: FALSIFY-ALPHA-001
     rule: loss is finite
     prediction: loss < 10
+    check: demo_checks:loss
     devices: [cpu, cuda]
     if_fails: The alpha path diverges; run pv bisect.
     ship_blocking: true
@@ -41,6 +42,7 @@ falsification_tests:
   - id: FALSIFY-ALPHA-002
     rule: accuracy is high
     prediction: acc > 0.5
+    check: demo_checks:loss
     devices: [cpu]
     if_fails: Accuracy collapsed.
 """
@@ -56,6 +58,7 @@ falsification_tests:
   - id: FALSIFY-BETA-001
     rule: matches reference
     prediction: err <= 0.001
+    check: demo_checks:loss
     devices: [cpu]
     if_fails: Beta kernel is wrong.
     ship_blocking: true
