@@ -4,7 +4,11 @@ Writers take an exclusive `flock` on the ledger file and append whole lines with
 `write`, so concurrent writers (pytest-xdist workers, parallel `pv run`s) never interleave.
 A crash can still leave a torn last line; the next writer starts on a fresh line so the torn
 fragment stays isolated, and every reader reports it (with its line number) instead of
-dropping it silently or letting it corrupt the records around it.
+dropping it silently or letting it corrupt the records around it. A line nested deeper than
+any record (MAX_DEPTH) is reported as garbage before the recursive JSON decoder sees it.
+
+The ledger's append order is the order of the evidence: the last record appended is the
+latest. `time_utc` is shown, validated (strict ISO 8601 UTC), and never used to order.
 """
 
 from __future__ import annotations
