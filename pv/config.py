@@ -27,6 +27,13 @@ class Workspace:
     mutants_module: str | None
     bisect_adapter: str | None = None
     pyproject: Path | None = field(default=None)
+    # Packages of the code under test whose modules bind evidence, besides check_packages.
+    code_packages: tuple[str, ...] = ()
+
+    @property
+    def bound_packages(self) -> tuple[str, ...]:
+        """Packages whose imported modules a ledger record is bound to (pv.codebind)."""
+        return tuple(dict.fromkeys([*self.check_packages, *self.code_packages]))
 
     def contract_files(self) -> list[Path]:
         """Every contract file of the workspace, sorted for stable output. Hidden files (editor
@@ -53,6 +60,10 @@ _DEFAULTS = {
     "mutants_module": None,
     # Module that tells `pv bisect` how to load a backend and which ops to compare.
     "bisect_adapter": None,
+    # Packages of the system under test (e.g. ["pvlab.runtime"]) whose modules, when a check
+    # imports them, bind its evidence: an edit to them makes the evidence stale. The check
+    # packages always bind too.
+    "code_packages": [],
 }
 _KNOWN_KEYS = set(_DEFAULTS)
 
@@ -100,6 +111,9 @@ def load_workspace(start: Path | None = None) -> Workspace:
     bad = [p for p in packages if not dotted.match(p)]
     if bad:
         raise ConfigError(f"{pyproject}: [tool.pv] check_packages: not a package name: {', '.join(map(repr, bad))}")
+    code_packages = settings["code_packages"]
+    if not isinstance(code_packages, list) or not all(isinstance(p, str) and dotted.match(p) for p in code_packages):
+        raise ConfigError(f"{pyproject}: [tool.pv] code_packages must be a list of dotted package names")
     module = settings["mutants_module"]
     if module is not None and not (isinstance(module, str) and dotted.match(module)):
         raise ConfigError(f"{pyproject}: [tool.pv] mutants_module must be a dotted module name, got {module!r}")
@@ -116,4 +130,5 @@ def load_workspace(start: Path | None = None) -> Workspace:
         mutants_module=settings["mutants_module"],
         bisect_adapter=settings["bisect_adapter"],
         pyproject=pyproject,
+        code_packages=tuple(code_packages),
     )

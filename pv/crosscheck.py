@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from pv import expr
+from pv import expr, vacuity
 from pv import keypaths as K
 from pv.config import Workspace
 from pv.diagnostics import Diagnostic, Severity, internal_error
@@ -171,7 +171,7 @@ def expr_diagnostic(loaded: LoadedContract, loc: tuple, code: str, exc: expr.Exp
 
 
 def non_ascii_name(loaded: LoadedContract, loc: tuple, what: str) -> Diagnostic | None:
-    """PV405 for a prediction or formula that parses but is not ASCII: the only non-ASCII
+    """PV406 for a prediction or formula that parses but is not ASCII: the only non-ASCII
     text Python's parser accepts there is a name, and it folds names by NFKC (`ｖal_loss` is
     read as `val_loss`), so pv would judge a name other than the one written. Refused."""
     text = loaded.value_at(loc)
@@ -181,7 +181,7 @@ def non_ascii_name(loaded: LoadedContract, loc: tuple, what: str) -> Diagnostic 
     word = next((m for m in _WORD.finditer(text) if m.start() <= index < m.end()), None)
     written = word.group() if word else text[index]
     start = word.start() if word else index
-    return _d(loaded, loaded.value_position(loc, start), "PV405",
+    return _d(loaded, loaded.value_position(loc, start), "PV406",
               f"{what}: the name {written!r} is not ASCII (Python would read it as "
               f"{unicodedata.normalize('NFKC', written)!r})",
               "names in pv expressions are ASCII letters, digits and _; retype the name")
@@ -214,6 +214,10 @@ def expressions(loaded: LoadedContract) -> list[Diagnostic]:
             out.append(_d(loaded, loaded.position(loc), "PV404",
                           f"prediction {parsed.text!r} mentions no observation, so it can never fail",
                           "compare an observation the check returns with a bound"))
+        elif vacuity.cannot_fail(parsed):
+            out.append(_d(loaded, loaded.position(loc), "PV405",
+                          f"prediction {parsed.text!r} cannot fail: {vacuity.cannot_fail(parsed)}",
+                          "a falsifier must be able to fail: bound an observation by an independent value"))
     for name, eq in _dict(loaded.data.get(K.EQUATIONS.key)).items():
         if not isinstance(eq, dict):
             continue

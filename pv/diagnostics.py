@@ -69,7 +69,7 @@ DEFAULT_HINTS: dict[str, str] = {
     "PV306": "depends_on names metadata.id of a contract in the contracts dir",
     "PV307": "a contract cannot depend on itself, directly or through others",
     "PV401": "allowed: numbers, names, + - * / ** %, comparisons, and/or/not, ln log log2 log10 exp sqrt abs min max",
-    "PV405": "names in pv expressions are ASCII letters, digits and _",
+    "PV406": "names in pv expressions are ASCII letters, digits and _",
     "PV403": "allowed: numbers, names, + - * / ** %, comparisons, and/or/not, ln log log2 log10 exp sqrt abs min max",
 }
 

@@ -95,6 +95,12 @@ def _parse(text: str) -> Expression:
         raise ExprError("empty expression")
     if len(source) > MAX_LENGTH:
         raise ExprError(f"expression longer than {MAX_LENGTH} characters")
+    for symbol, what in (("#", "a comment"), ("\\", "a backslash"), (";", "a semicolon")):
+        if symbol in source:
+            # Python's parser would drop a comment silently: `x < 1 # and x > 100` is `x < 1`.
+            raise ExprError(f"{what} ({symbol}) is not part of the expression language",
+                            col=source.index(symbol) + 1,
+                            hint="a prediction is one expression; put explanations in `rule:` or `if_fails:`")
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as exc:

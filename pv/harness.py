@@ -10,8 +10,10 @@
 - the prediction holds                                       -> returns          -> PASS
 
 A falsifier without `check:` calls `unbound(...)`, which always raises (ERROR), so an unbound
-falsifier can never pass or skip. The outcome of the last call is kept for pv's pytest plugin
-(`take_outcome()`), which writes it to the ledger.
+falsifier can never pass or skip. Each call creates one `pv.outcome.Outcome` and hands it to
+pv's pytest plugin (`outcomes_to`), which carries it on the pytest item and writes it to the
+ledger; a direct call keeps it for `take_outcome()`. The outcome says which code the check
+exercised (`code_digests`, see pv.codebind).
 
 This module never imports torch; a check that needs it imports it itself.
 """
@@ -19,15 +21,19 @@ This module never imports torch; a check that needs it imports it itself.
 from __future__ import annotations
 
 import ast
+import contextlib
+import contextvars
 import importlib
 import math
 import os
+import sys
 import time
 import traceback
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from pv import expr, provenance, tolerance as tolerances
+from pv import codebind, expr, provenance, tolerance as tolerances, vacuity
+from pv.outcome import Outcome
 
 
 class DeviceUnavailable(Exception):
@@ -46,30 +52,31 @@ class Falsified(AssertionError):
     """The prediction was false on the observations: FAIL."""
 
 
-@dataclass
-class Outcome:
-    """What one falsify() call saw. Read by pv.plugin to build the ledger record."""
-
-    falsifier: str | None
-    device: str
-    prediction: str
-    verdict: str  # PASS | FAIL | ERROR | SKIP
-    observations: dict[str, Any] = field(default_factory=dict)
-    margin: float | None = None
-    message: str = ""
-    duration_s: float = 0.0
-    device_name: str | None = None
-    seed: int | None = None
-    mutant: str | None = None
-
-
+# The outcome goes to whoever runs the test: pv's plugin sets a sink for the duration of one
+# test's call (it puts the outcome on the pytest item). Without a sink (a direct call) it is
+# kept for take_outcome().
+_sink: contextvars.ContextVar[Callable[[Outcome], None] | None] = contextvars.ContextVar("pv_outcome_sink",
+                                                                                         default=None)
 _last: Outcome | None = None
 # Set by pv.plugin for `--pv-mutant NAME`: (name, factory returning a context manager).
 _mutant: tuple[str, Callable[[], Any]] | None = None
+# Set by pv.plugin from [tool.pv]: the packages whose modules bind a record, and where to find
+# them. None: the check's own top-level package, found from the current directory.
+_binding: tuple[tuple[str, ...], tuple[Path, ...]] | None = None
+
+
+@contextlib.contextmanager
+def outcomes_to(sink: Callable[[Outcome], None]) -> Iterator[None]:
+    """Deliver every Outcome created inside the block to `sink` (once, when it is created)."""
+    token = _sink.set(sink)
+    try:
+        yield
+    finally:
+        _sink.reset(token)
 
 
 def take_outcome() -> Outcome | None:
-    """The outcome of the latest falsify()/unbound() call, once (then cleared)."""
+    """The outcome of the latest falsify()/unbound() call made without a sink, once."""
     global _last
     outcome, _last = _last, None
     return outcome
@@ -90,10 +97,54 @@ def active_mutant() -> str | None:
     return None if _mutant is None else _mutant[0]
 
 
+def set_code_binding(packages: Iterable[str] | None, roots: Iterable[Path] = ()) -> None:
+    """Which packages' modules a record is bound to (None: the default)."""
+    global _binding
+    _binding = None if packages is None else (tuple(packages), tuple(Path(r) for r in roots))
+
+
 def _record(outcome: Outcome) -> Outcome:
     global _last
-    _last = outcome
+    sink = _sink.get()
+    if sink is None:
+        _last = outcome
+    else:
+        sink(outcome)
     return outcome
+
+
+def _code_digests(check: Callable[..., Any], before: set[str]) -> dict[str, str] | None:
+    """The digests of the code this check exercised (pv.codebind); None if it cannot be told."""
+    module = getattr(check, "__module__", None)
+    if not module:
+        return None
+    start = [module]
+    factory = None if _mutant is None else _mutant[1]
+    mutant_module = getattr(getattr(factory, "__wrapped__", factory), "__module__", None)
+    if mutant_module:
+        start.append(mutant_module)  # the planted bug's own code
+    return code_digests_of(start, before=before)
+
+
+def code_digests_of(start: list[str], *, before: set[str] | None = None,
+                    exclude_start: bool = False) -> dict[str, str] | None:
+    """Digests of `start` and the bound modules they import (plus, with `before`, those first
+    imported since). `exclude_start`: bind only what they import (a generated test module,
+    which is no code under test). None when nothing could be bound."""
+    if _binding is None:
+        packages: tuple[str, ...] = (start[0].split(".")[0],)
+        roots = codebind.search_roots(Path.cwd())
+    else:
+        packages, given = _binding
+        roots = [*given, *codebind.search_roots(Path.cwd())]
+    new = [] if before is None else [n for n in sys.modules if n not in before and codebind.in_packages(n, packages)]
+    try:
+        digests = codebind.bind(start, packages, roots, also=new)
+    except (OSError, ValueError, RecursionError):  # never lose the verdict over its binding
+        return None
+    if exclude_start:
+        digests = {k: v for k, v in digests.items() if k not in start or codebind.in_packages(k, packages)}
+    return digests or None
 
 
 # --- helpers the generated tests and the plugin use ------------------------------------------
@@ -226,6 +277,12 @@ def falsify(
             outcome.message = f"bad tolerance: {exc}"
             raise FalsifierError(f"{label}: {outcome.message}") from None
 
+    vacuous = vacuity.cannot_fail(prediction)
+    if vacuous:
+        outcome.message = f"prediction {prediction!r} cannot fail: {vacuous}"
+        raise FalsifierError(f"{label}: {outcome.message}")
+
+    before = set(sys.modules)
     start = time.perf_counter()
     try:
         if _mutant is not None:
@@ -234,14 +291,14 @@ def falsify(
         else:
             observations = check(**kwargs)
     except DeviceUnavailable as exc:
-        outcome.duration_s = time.perf_counter() - start
         outcome.verdict, outcome.message = "SKIP", f"device absent: {exc}"
         pytest.skip(f"{label}: {outcome.message} — not evidence")
     except Exception as exc:  # noqa: BLE001 - any failure to measure is an ERROR
-        outcome.duration_s = time.perf_counter() - start
         outcome.message = f"check raised {type(exc).__name__}: {exc}{_where(exc)}"
         raise FalsifierError(f"{label}: {outcome.message}") from exc
-    outcome.duration_s = time.perf_counter() - start
+    finally:  # an ERROR or a SKIP is evidence about this code too
+        outcome.duration_s = time.perf_counter() - start
+        outcome.code_digests = _code_digests(check, before)
 
     if not isinstance(observations, Mapping) or not all(isinstance(k, str) for k in observations):
         outcome.message = (f"check returned {type(observations).__name__}, not a mapping of named "

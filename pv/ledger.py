@@ -4,23 +4,43 @@ Writers take an exclusive `flock` on the ledger file and append whole lines with
 `write`, so concurrent writers (pytest-xdist workers, parallel `pv run`s) never interleave.
 A crash can still leave a torn last line; the next writer starts on a fresh line so the torn
 fragment stays isolated, and every reader reports it (with its line number) instead of
-dropping it silently or letting it corrupt the records around it.
+dropping it silently or letting it corrupt the records around it. A line nested deeper than
+any record (MAX_DEPTH) is reported as garbage before the recursive JSON decoder sees it.
+
+The ledger's append order is the order of the evidence: the last record appended is the
+latest. `time_utc` is shown, validated (strict ISO 8601 UTC), and never used to order.
 """
 
 from __future__ import annotations
 
+import datetime
 import fcntl
 import json
 import os
+import re
 import uuid
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-LEDGER_SCHEMA_VERSION = 1
+# 2: records may carry code_digests, git_commit_source and merged_from (all optional, so
+# version-1 lines still read).
+LEDGER_SCHEMA_VERSION = 2
+# A record is a flat object with a few small mappings; anything nested deeper is not ours.
+MAX_DEPTH = 16
+_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
+
+
+def parse_time(text: str) -> datetime.datetime:
+    """A record's `time_utc` (ISO 8601 UTC with a Z, e.g. 2026-11-22T03:01:02.123456Z).
+
+    Strict: "yesterday", "0", a date without a time or a zone is a ValueError, never 1970."""
+    if not isinstance(text, str) or not _TIME.match(text):
+        raise ValueError(f"time_utc {text!r} is not ISO 8601 UTC like 2026-11-22T03:01:02.123456Z")
+    return datetime.datetime.fromisoformat(text[:-1]).replace(tzinfo=datetime.timezone.utc)
 
 
 class Verdict(str, Enum):
@@ -53,10 +73,24 @@ class LedgerRecord(BaseModel):
     duration_s: float
     seed: int | None = None
     git_commit: str | None = None
+    # Where git_commit came from: "PV_GIT_COMMIT" (said by whoever ran it), "git" (asked the
+    # repository holding the workspace); None when unknown.
+    git_commit_source: str | None = None
     git_dirty: bool | None = None
     versions: dict[str, str | None] = Field(default_factory=dict)  # python, torch, cuda, pv
     host: str | None = None
-    time_utc: str  # ISO 8601, e.g. 2026-11-22T03:01:02Z
+    time_utc: str  # ISO 8601, e.g. 2026-11-22T03:01:02Z; shown, never used to order records
+    # The code the check exercised: module name -> syntax-tree digest (pv.codebind). None on
+    # records made before pv bound evidence to code: those are stale.
+    code_digests: dict[str, str] | None = None
+    # Set by `pv ledger merge`: which file the record came from and when it was merged.
+    merged_from: dict[str, str] | None = None
+
+    @field_validator("time_utc")
+    @classmethod
+    def _strict_time(cls, value: str) -> str:
+        parse_time(value)
+        return value
 
     def to_line(self) -> bytes:
         return (json.dumps(self.model_dump(mode="json"), sort_keys=True, allow_nan=False) + "\n").encode()
@@ -70,8 +104,9 @@ class LedgerProblem:
 
 @dataclass
 class LedgerContents:
-    records: list[LedgerRecord] = field(default_factory=list)
+    records: list[LedgerRecord] = field(default_factory=list)  # in ledger (append) order
     problems: list[LedgerProblem] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)  # the line number of each record
 
 
 def _sanitize(value: Any) -> Any:
@@ -120,6 +155,40 @@ def append(path: Path | str, records: Iterable[LedgerRecord]) -> int:
     return payload.count(b"\n") - (1 if payload.startswith(b"\n") else 0)
 
 
+class TooDeep(ValueError):
+    """A line nested deeper than any record is: garbage, reported instead of parsed."""
+
+
+def _depth(raw: bytes) -> int:
+    """The deepest bracket nesting of a JSON text, counted without recursion (strings skipped)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def parse_line(raw: bytes) -> Any:
+    """One ledger line as JSON, refusing nesting deeper than MAX_DEPTH before the recursive
+    decoder (and everything after it) can exhaust the stack."""
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _depth(raw) > MAX_DEPTH:
+        raise TooDeep(f"nested more than {MAX_DEPTH} levels deep; no record is")
+    return json.loads(raw)
+
+
 def read(path: Path | str) -> LedgerContents:
     """Every well-formed record, and a problem for every torn or malformed line."""
     path = Path(path)
@@ -139,11 +208,14 @@ def read(path: Path | str) -> LedgerContents:
             continue
         is_last = number == len(lines)
         try:
-            obj = json.loads(raw)
+            obj = parse_line(raw)
             contents.records.append(LedgerRecord.model_validate(obj))
+            contents.lines.append(number)
         except (json.JSONDecodeError, UnicodeDecodeError):
             what = "torn last line (a writer crashed mid-record)" if is_last and torn_tail else "corrupt line (not JSON)"
             contents.problems.append(LedgerProblem(number, what))
+        except (TooDeep, RecursionError) as exc:
+            contents.problems.append(LedgerProblem(number, f"garbage line ({exc})"))
         except ValueError as exc:  # pydantic.ValidationError
             first = exc.errors()[0] if hasattr(exc, "errors") else {"loc": (), "msg": str(exc)}
             where = ".".join(str(p) for p in first["loc"])

@@ -10,7 +10,7 @@ The rules (docs/internals.md, "Lifecycle"):
   and falsifier id; the contract's version plays no part, so bumping it (promotion) keeps
   the evidence fresh.
 * Per falsifier x required device, the latest fresh non-mutant record decides ("latest" is
-  by `time_utc`, ties broken by ledger order): PASS, FAIL, ERROR or SKIP; PENDING when there
+  the one appended last to the ledger; `time_utc` is shown, never used to order): PASS, FAIL, ERROR or SKIP; PENDING when there
   is none; STALE when only records for an older definition exist on that device.
   Records for devices the falsifier does not require are ignored.
 * Per falsifier: FALSIFIED if any device FAILs; ERROR if any device ERRORs (a failure too);
@@ -31,11 +31,11 @@ The rules (docs/internals.md, "Lifecycle"):
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from pv.codebind import BEFORE_BINDING
 from pv.diagnostics import Diagnostic
 from pv.ledger import LedgerRecord, Verdict
 from pv.schema import STATUS_RANK, Contract, FalsificationTest, LifecycleStatus
@@ -43,6 +43,7 @@ from pv.schema import STATUS_RANK, Contract, FalsificationTest, LifecycleStatus
 if TYPE_CHECKING:  # pragma: no cover
     from pv.loader import LoadedContract
 
+DEFINITION_CHANGED = "definition changed"
 HAND_SET = frozenset({LifecycleStatus.RETIRED, LifecycleStatus.SUPERSEDED})
 
 
@@ -54,7 +55,7 @@ class DeviceState(str, Enum):
     FAIL = "FAIL"
     ERROR = "ERROR"
     SKIP = "SKIP"  # the device was absent: never a discharge
-    STALE = "STALE"  # only records for an older definition of the falsifier
+    STALE = "STALE"  # the latest record is for an older definition, or for code that has changed
 
 
 class FalsifierState(str, Enum):
@@ -70,6 +71,7 @@ class MutantState(str, Enum):
     KILLED = "KILLED"  # the falsifier FAILed under the planted bug: it can detect it
     SURVIVED = "SURVIVED"  # the falsifier PASSed under the planted bug: it is blind to it
     ERROR = "ERROR"
+    STALE = "STALE"  # the latest record under the bug ran other code than the tree's: re-run it
     NOT_RUN = "NOT_RUN"
 
 
@@ -80,7 +82,6 @@ _VERDICT_STATE = {
     Verdict.ERROR: DeviceState.ERROR,
     Verdict.SKIP: DeviceState.SKIP,
 }
-_EPOCH = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
 
 
 # --- results -----------------------------------------------------------------------------------
@@ -91,6 +92,18 @@ class DeviceEvidence:
     device: str
     state: DeviceState
     record: LedgerRecord | None = None  # the deciding record (the latest stale one when STALE)
+    # Why a STALE device needs a re-run: "definition changed", "recorded before code binding",
+    # or the modules whose code changed since the record.
+    stale_because: tuple[str, ...] = ()
+
+    def stale_reason(self) -> str:
+        """Why this device's evidence is stale, in words."""
+        why = list(self.stale_because)
+        if why == [DEFINITION_CHANGED]:
+            return "evidence for an older definition"
+        if why == [BEFORE_BINDING]:
+            return "recorded before code binding (no digest of the code it ran)"
+        return "code changed since: " + ", ".join(why)
 
 
 @dataclass(frozen=True)
@@ -157,7 +170,8 @@ class FalsifierStatus:
         if state is FalsifierState.ERROR:
             return f"ERROR on {', '.join(self.devices_in(DeviceState.ERROR))}"
         if state is FalsifierState.STALE:
-            return "evidence only for an older definition; run it again"
+            stale = [f"{d.device} ({d.stale_reason()})" for d in self.devices if d.state is DeviceState.STALE]
+            return f"stale on {', '.join(stale)}: run it again"
         missing = [f"{d.device} ({d.state.value})" for d in self.devices if d.state is not DeviceState.PASS]
         if state is FalsifierState.PARTIAL:
             return f"passed on {', '.join(self.devices_in(DeviceState.PASS))}; not on {', '.join(missing)}"
@@ -222,19 +236,10 @@ class ContractStatus:
 Indexed = tuple[int, LedgerRecord]  # ledger position, record
 
 
-def _time_key(item: Indexed) -> tuple[datetime.datetime, int]:
-    index, record = item
-    try:
-        when = datetime.datetime.fromisoformat(record.time_utc.replace("Z", "+00:00"))
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=datetime.timezone.utc)
-    except (ValueError, AttributeError):
-        when = _EPOCH
-    return when, index
-
-
 def _latest(items: Iterable[Indexed]) -> LedgerRecord | None:
-    best = max(items, key=_time_key, default=None)
+    """The record appended last. The ledger's order decides, never the typed-in `time_utc`:
+    a record dated 2099 is no later than the line after it."""
+    best = max(items, key=lambda item: item[0], default=None)
     return None if best is None else best[1]
 
 
@@ -253,8 +258,19 @@ def group_records(records: Iterable[LedgerRecord]) -> dict[tuple[str, str], list
     return groups
 
 
-def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Sequence[Indexed]) -> FalsifierStatus:
-    """Status of one falsifier from the records of (contract id, falsifier id)."""
+def code_changes(record: LedgerRecord, code: Any, falsifier: FalsificationTest | None = None) -> tuple[str, ...]:
+    """Why the record's code is not the tree's (() when it is, or when `code` is None: a caller
+    that does not judge code, e.g. a unit test of the other rules). A falsifier without
+    `check:` runs no code, so its (ERROR) records cannot go stale by code."""
+    if code is None or (falsifier is not None and falsifier.check is None):
+        return ()
+    return tuple(code.changes(record.code_digests))
+
+
+def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Sequence[Indexed],
+                     code: Any = None) -> FalsifierStatus:
+    """Status of one falsifier from the records of (contract id, falsifier id). `code`
+    (pv.codebind.TreeDigests) says whether a record's code is the tree's."""
     sha = falsifier.definition_sha256()
     required = set(falsifier.devices)
     relevant = [(i, r) for i, r in records if r.device in required]
@@ -264,25 +280,27 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
     for device in falsifier.devices:
         here = [(i, r) for i, r in runtime if r.device == device]
         fresh = _latest((i, r) for i, r in here if r.falsifier_sha256 == sha)
-        if fresh is not None:
+        changed = () if fresh is None else code_changes(fresh, code, falsifier)
+        if fresh is not None and changed:
+            devices.append(DeviceEvidence(device, DeviceState.STALE, fresh, changed))
+        elif fresh is not None:
             devices.append(DeviceEvidence(device, _VERDICT_STATE[fresh.verdict], fresh))
         elif here:
-            devices.append(DeviceEvidence(device, DeviceState.STALE, _latest(here)))
+            devices.append(DeviceEvidence(device, DeviceState.STALE, _latest(here), (DEFINITION_CHANGED,)))
         else:
             devices.append(DeviceEvidence(device, DeviceState.PENDING))
 
     states = {d.state for d in devices}
-    has_fresh = any(r.falsifier_sha256 == sha for _, r in runtime)
     if DeviceState.FAIL in states:
         state = FalsifierState.FALSIFIED
     elif DeviceState.ERROR in states:
         state = FalsifierState.ERROR
     elif states == {DeviceState.PASS}:
         state = FalsifierState.DISCHARGED
+    elif DeviceState.STALE in states:  # a re-run is owed before anything else can be said
+        state = FalsifierState.STALE
     elif DeviceState.PASS in states:
         state = FalsifierState.PARTIAL
-    elif runtime and not has_fresh:
-        state = FalsifierState.STALE
     else:
         state = FalsifierState.PENDING
 
@@ -293,7 +311,9 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
         for device in falsifier.devices:
             latest = _latest((i, r) for i, r in under if r.device == device)
             if latest is not None:
-                per_device.append(DeviceEvidence(device, _VERDICT_STATE[latest.verdict], latest))
+                changed = code_changes(latest, code, falsifier)
+                state_here = DeviceState.STALE if changed else _VERDICT_STATE[latest.verdict]
+                per_device.append(DeviceEvidence(device, state_here, latest, changed))
         seen = {d.state for d in per_device}
         if DeviceState.FAIL in seen:
             mstate = MutantState.KILLED
@@ -301,6 +321,8 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
             mstate = MutantState.ERROR
         elif DeviceState.PASS in seen:
             mstate = MutantState.SURVIVED
+        elif DeviceState.STALE in seen:
+            mstate = MutantState.STALE
         else:
             mstate = MutantState.NOT_RUN
         mutants.append(MutantEvidence(mutant, mstate, tuple(per_device)))
@@ -311,11 +333,13 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
 def contract_status(
     contract: Contract,
     records: Iterable[LedgerRecord] | dict[tuple[str, str], list[Indexed]],
+    code: Any = None,
 ) -> ContractStatus:
     """Status of one contract. `records` is the ledger's records, or `group_records(...)` of them."""
     groups = records if isinstance(records, dict) else group_records(records)
     cid = contract.metadata.id
-    falsifiers = tuple(falsifier_status(cid, f, groups.get((cid, f.id), [])) for f in contract.falsification_tests)
+    falsifiers = tuple(falsifier_status(cid, f, groups.get((cid, f.id), []), code)
+                       for f in contract.falsification_tests)
 
     blockers: list[str] = []  # one line per falsifier that holds the contract back
     for f in falsifiers:
@@ -341,10 +365,37 @@ def contract_status(
     return ContractStatus(contract, contract.metadata.status, evidence, falsifiers, tuple(blockers))
 
 
-def compute(contracts: Iterable[Contract], records: Iterable[LedgerRecord]) -> list[ContractStatus]:
+def orphans(contracts: Iterable[Contract], records: Sequence[LedgerRecord],
+            incomplete: bool = False) -> list[tuple[int, LedgerRecord, str]]:
+    """(ledger index, record, why) for every record that names a falsifier no contract has.
+
+    Such a record (a FAIL included) decides nothing, so it must be shown, not dropped.
+    `incomplete`: some contract files did not load, so a record for an unknown *contract* may
+    belong to one of them and is not called an orphan (one for a known contract still is)."""
+    known: dict[str, set[str]] = {}
+    for contract in contracts:
+        known.setdefault(contract.metadata.id, set()).update(f.id for f in contract.falsification_tests)
+    owner = {fid: cid for cid, fids in known.items() for fid in fids}
+    out = []
+    for index, record in enumerate(records):
+        if record.falsifier in known.get(record.contract, ()):
+            continue
+        if record.contract in known:
+            why = f"contract {record.contract} has no falsifier {record.falsifier}"
+        elif incomplete:
+            continue
+        else:
+            why = f"no contract {record.contract}"
+        if record.falsifier in owner:
+            why += f" ({record.falsifier} belongs to {owner[record.falsifier]})"
+        out.append((index, record, why))
+    return out
+
+
+def compute(contracts: Iterable[Contract], records: Iterable[LedgerRecord], code: Any = None) -> list[ContractStatus]:
     """Statuses of many contracts, sorted by contract id."""
     groups = group_records(records)
-    statuses = [contract_status(c, groups) for c in contracts]
+    statuses = [contract_status(c, groups, code) for c in contracts]
     return sorted(statuses, key=lambda s: s.id)
 
 
@@ -375,7 +426,7 @@ def overclaim(status: ContractStatus) -> str | None:
 
 
 def declared_status_diagnostics(
-    loaded_contracts: Iterable[LoadedContract], records: Iterable[LedgerRecord]
+    loaded_contracts: Iterable[LoadedContract], records: Iterable[LedgerRecord], code: Any = None
 ) -> list[Diagnostic]:
     """PV501 for every contract whose declared `metadata.status` claims more than its evidence.
 
@@ -387,7 +438,7 @@ def declared_status_diagnostics(
     for loaded in loaded_contracts:
         if loaded is None or loaded.contract is None:
             continue
-        status = contract_status(loaded.contract, groups)
+        status = contract_status(loaded.contract, groups, code)
         reason = overclaim(status)
         if reason is None:
             continue
@@ -413,6 +464,7 @@ def to_json(status: ContractStatus, display_path: str | None = None) -> dict[str
             "record_id": record.record_id, "verdict": record.verdict.value, "time_utc": record.time_utc,
             "git_commit": record.git_commit, "git_dirty": record.git_dirty, "observations": record.observations,
             "margin": record.margin, "message": record.message, "device_name": record.device_name,
+            "git_commit_source": record.git_commit_source, "merged_from": record.merged_from,
         }
 
     return {
@@ -432,7 +484,8 @@ def to_json(status: ContractStatus, display_path: str | None = None) -> dict[str
                 "sha256": f.sha256,
                 "prediction": f.falsifier.prediction,
                 "strength": f.strength,
-                "devices": {d.device: {"state": d.state.value, "record": record_json(d.record)} for d in f.devices},
+                "devices": {d.device: {"state": d.state.value, "stale_because": list(d.stale_because),
+                                       "record": record_json(d.record)} for d in f.devices},
                 "mutants": {
                     m.mutant: {
                         "state": m.state.value,

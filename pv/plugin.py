@@ -8,8 +8,10 @@ any other test runs as usual. For each falsifier test the plugin
   the device is absent -> SKIP (with the reason). ERROR and SKIP are never discharges;
 - appends one record to the JSON Lines ledger at once (pv.ledger.append takes a lock, so
   pytest-xdist workers each append their own records safely);
+- carries the test's one `pv.outcome.Outcome` (created by the harness) on the item
+  (`item.stash[OUTCOME]`), completes it from the marker, and turns it into the record once;
 - reports the outcome to the controller (via `report.user_properties`) so that `--pv-report`
-  streams one JSON line per finished falsifier, which `pv run` tails for its progress lines.
+  streams one JSON line per finished falsifier; `pv run` passes a pipe there and reads it.
 
 Options: --pv-ledger PATH, --pv-no-ledger, --pv-device cpu|cuda|auto, --pv-mutant NAME,
 --pv-run-id ID, --pv-report PATH. At start the ledger is checked: torn or malformed lines are
@@ -46,8 +48,11 @@ class _State:
         base = Path(config.invocation_params.dir)
         self.no_ledger: bool = bool(opt.pv_no_ledger)
         self.explicit_ledger: Path | None = (base / opt.pv_ledger).resolve() if opt.pv_ledger else None
-        self.report_path: Path | None = (base / opt.pv_report).resolve() if opt.pv_report else None
+        # Not resolved: `pv run` passes /dev/fd/N, a link to its pipe that must be opened as is.
+        self.report_path: Path | None = Path(os.path.abspath(base / opt.pv_report)) if opt.pv_report else None
         self._workspace: Any = None
+        self._report_handle: Any = None
+        self._bound = False
         self.outcomes: list[dict[str, Any]] = []
         self.ledger_warnings: list[str] = []
         self.written = 0
@@ -69,14 +74,38 @@ class _State:
         return self.explicit_ledger or self.workspace().ledger
 
     def report(self, event: dict[str, Any]) -> None:
+        """One JSON line per event to --pv-report (a file, or the pipe `pv run` reads)."""
         if self.report_path is None or self.is_worker:
             return
-        with open(self.report_path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(event, sort_keys=True, default=str) + "\n")
-            handle.flush()
+        if self._report_handle is None:
+            self._report_handle = open(self.report_path, "w", encoding="utf-8")
+        self._report_handle.write(json.dumps(event, sort_keys=True, default=str) + "\n")
+        self._report_handle.flush()
+
+    def close_report(self) -> None:
+        if self._report_handle is not None:
+            self._report_handle.close()
+            self._report_handle = None
+
+    def bind_code(self) -> None:
+        """Tell the harness which packages' modules bind a record ([tool.pv]), once."""
+        if self._bound:
+            return
+        self._bound = True
+        from pv import harness
+        from pv.config import ConfigError, find_pyproject
+
+        try:
+            if find_pyproject(Path(self.config.invocation_params.dir)) is None:
+                return
+            ws = self.workspace()
+        except ConfigError:
+            return
+        harness.set_code_binding(ws.bound_packages, [ws.root])
 
 
 _STATE = pytest.StashKey[_State]()
+OUTCOME = pytest.StashKey[Any]()  # the pv.outcome.Outcome of a falsifier test, on its item
 # pytest_runtest_logreport gets no config; the session's config is kept here.
 _CONFIG: dict[str, pytest.Config] = {}
 
@@ -115,7 +144,6 @@ def pytest_configure(config: pytest.Config) -> None:
         _activate_mutant(state)
     if state.report_path is not None and not state.is_worker:
         state.report_path.parent.mkdir(parents=True, exist_ok=True)
-        state.report_path.write_text("", encoding="utf-8")
         state.report({"event": "start", "run_id": state.run_id, "device": state.device,
                       "mutant": state.mutant, "pid": os.getpid()})
     if not state.is_worker:
@@ -142,6 +170,8 @@ def _put_project_root_on_path(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     _CONFIG.pop("config", None)
     state = config.stash.get(_STATE, None)
+    if state is not None:
+        state.close_report()
     if state is not None and state.mutant:
         from pv import harness
 
@@ -228,23 +258,36 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         harness.reset()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Carry the Outcome the harness creates during this test on the item itself."""
+    if item.get_closest_marker(MARKER) is None:
+        return (yield)
+    from pv import harness
+
+    _state(item.config).bind_code()
+
+    def keep(outcome: Any) -> None:
+        item.stash[OUTCOME] = outcome
+
+    with harness.outcomes_to(keep):
+        return (yield)
+
+
 def _verdict(call: pytest.CallInfo[Any], report: pytest.TestReport, outcome: Any) -> tuple[str, str]:
     """(verdict, message) for one phase of a falsifier test."""
     from pv import harness
 
     if call.excinfo is None:
-        if outcome is not None and outcome.verdict == "PASS":
+        if outcome.verdict == "PASS":
             return "PASS", ""
         return "ERROR", "the test finished without a verdict (it never called pv.harness.falsify)"
     exc = call.excinfo.value
     if report.skipped or isinstance(exc, pytest.skip.Exception):
-        reason = getattr(exc, "msg", None) or str(exc)
-        if outcome is not None and outcome.message:
-            reason = outcome.message
-        return "SKIP", reason
+        return "SKIP", outcome.message or getattr(exc, "msg", None) or str(exc)
     if isinstance(exc, harness.Falsified):
         return "FAIL", str(exc)
-    if outcome is not None and outcome.message and isinstance(exc, harness.FalsifierError):
+    if outcome.message and isinstance(exc, harness.FalsifierError):
         return "ERROR", outcome.message
     return "ERROR", f"{type(exc).__name__}: {exc}"
 
@@ -258,81 +301,59 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     # Setup that passed waits for the call; teardown adds nothing (the verdict is already in).
     if call.when == "teardown" or (call.when == "setup" and report.passed):
         return report
-    from pv import harness
+    from pv.outcome import Outcome
 
     state = _state(item.config)
-    outcome = harness.take_outcome() if call.when == "call" else None
-    verdict, message = _verdict(call, report, outcome)
-    if verdict == "ERROR" and report.passed:
+    outcome = item.stash.get(OUTCOME, None) if call.when == "call" else None
+    if outcome is None:  # setup failed, or the test never reached the harness
+        outcome = Outcome(falsifier=marker.kwargs.get("falsifier"), device="?", prediction="",
+                          duration_s=call.duration)
+    kwargs = dict(marker.kwargs, device=marker_device(item, marker))
+    outcome.identify(kwargs, item.nodeid)
+    outcome.mutant = state.mutant
+    unbound = call.excinfo is not None and type(call.excinfo.value).__name__ == "Unbound"
+    if outcome.code_digests is None and not unbound:
+        # The check never ran (the device is absent, its module does not import, a fixture
+        # broke): bind the record to what the test module imports, so that this SKIP or ERROR
+        # goes stale, like any other evidence, when that code changes.
+        from pv import harness
+
+        state.bind_code()
+        module = getattr(getattr(item, "module", None), "__name__", None)
+        outcome.code_digests = outcome.code_digests or (
+            harness.code_digests_of([module], exclude_start=True) if module else None)
+    outcome.verdict, outcome.message = _verdict(call, report, outcome)
+    outcome.duration_s = outcome.duration_s or call.duration
+    if outcome.verdict == "ERROR" and report.passed:
         report.outcome = "failed"
-        report.longrepr = f"pv: {message}"
-    duration = outcome.duration_s if outcome is not None and outcome.duration_s else call.duration
-    kw = marker.kwargs
-    info: dict[str, Any] = {
-        "event": "outcome",
-        "nodeid": item.nodeid,
-        "contract": kw.get("contract"),
-        "contract_version": kw.get("contract_version"),
-        "falsifier": kw.get("falsifier"),
-        "falsifier_sha256": kw.get("sha256"),
-        "device": marker_device(item, marker),
-        "prediction": (outcome.prediction if outcome is not None and outcome.prediction else kw.get("prediction", "")),
-        "verdict": verdict,
-        "observations": dict(outcome.observations) if outcome is not None else {},
-        "margin": outcome.margin if outcome is not None else None,
-        "message": message,
-        "duration_s": round(float(duration), 6),
-        "device_name": outcome.device_name if outcome is not None else None,
-        "seed": outcome.seed if outcome is not None else None,
-        "mutant": state.mutant,
-        "run_id": state.run_id,
-        "record_id": None,
-        "ledger": None,
-    }
+        report.longrepr = f"pv: {outcome.message}"
     try:
-        info.update(_record(state, info))
+        _record(state, outcome)
     except Exception as exc:  # noqa: BLE001 - evidence that cannot be written must be loud
         report.outcome = "failed"
         report.longrepr = f"pv: could not write the ledger record ({type(exc).__name__}: {exc})"
-        info["message"] = (info["message"] + "\n" if info["message"] else "") + str(report.longrepr)
-    report.user_properties.append((PROPERTY, info))
+        outcome.message = (outcome.message + "\n" if outcome.message else "") + str(report.longrepr)
+    report.user_properties.append((PROPERTY, outcome.to_json()))
     return report
 
 
-def _record(state: _State, info: dict[str, Any]) -> dict[str, Any]:
+def _record(state: _State, outcome: Any) -> None:
+    """Turn the outcome into its ledger record (the only place a test's record is made)."""
     path = state.ledger_path()
     if path is None:
-        return {}
+        return
     from pv import ledger, provenance
 
     root = state.workspace().root
-    commit, dirty = provenance.git_state(Path(root), exclude=(str(path),))
-    record = ledger.make_record(
-        run_id=state.run_id,
-        contract=info["contract"] or "?",
-        contract_version=info["contract_version"] or "?",
-        falsifier=info["falsifier"] or "?",
-        falsifier_sha256=info["falsifier_sha256"] or "?",
-        device=info["device"] or "?",
-        device_name=info["device_name"],
-        mutant=info["mutant"],
-        verdict=info["verdict"],
-        observations=info["observations"],
-        prediction=info["prediction"] or "",
-        margin=info["margin"],
-        message=info["message"],
-        duration_s=info["duration_s"],
-        seed=info["seed"],
-        git_commit=commit,
-        git_dirty=dirty,
-        versions=provenance.versions(),
-        host=provenance.host(),
-        time_utc=provenance.utc_now(),
+    git = provenance.git_state(Path(root), exclude=(str(path),))
+    record = outcome.to_record(
+        run_id=state.run_id, git_commit=git.commit, git_commit_source=git.source, git_dirty=git.dirty,
+        versions=provenance.versions(), host=provenance.host(), time_utc=provenance.utc_now(),
     )
     ledger.append(path, [record])
     state.written += 1
-    return {"record_id": record.record_id, "ledger": str(path), "observations": record.observations,
-            "margin": record.margin}
+    outcome.record_id, outcome.ledger = record.record_id, str(path)
+    outcome.observations, outcome.margin = record.observations, record.margin
 
 
 def _pv_info(report: pytest.TestReport) -> dict[str, Any] | None:
@@ -364,7 +385,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if state.is_worker:
         return
     state.outcomes.append(info)
-    state.report(info)
+    state.report({"event": "outcome", **info})
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

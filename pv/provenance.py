@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 
 def utc_now() -> str:
@@ -37,39 +38,67 @@ def _git(root: Path, *args: str) -> str | None:
     return result.stdout if result.returncode == 0 else None
 
 
-@functools.lru_cache(maxsize=16)
-def git_state(root: Path, exclude: tuple[str, ...] = ()) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the repository holding `root`; (None, None) outside git.
+class GitState(NamedTuple):
+    commit: str | None
+    dirty: bool | None
+    source: str | None  # "PV_GIT_COMMIT" | "git" | None (unknown)
 
-    Dirty means a tracked file is modified or an untracked, non-ignored file exists — except
-    the paths in `exclude` (the ledger itself, which every run appends to). Cached per process:
-    a test session reports the state it started from.
+
+def _env_dirty() -> bool | None:
+    value = os.environ.get("PV_GIT_DIRTY")
+    return None if value is None else value.strip().lower() not in ("0", "false", "no", "")
+
+
+def _pathspecs(root: Path, exclude: tuple[str, ...]) -> list[str]:
+    top = _git(root, "rev-parse", "--show-toplevel")
+    if not top:
+        return []
+    specs = []
+    for path in exclude:
+        try:
+            rel = Path(path).resolve().relative_to(Path(top.strip()).resolve())
+        except ValueError:
+            continue
+        specs.append(f":(exclude,top){rel.as_posix()}")
+    return [":(top)", *specs] if specs else []
+
+
+def _tracks_workspace(root: Path) -> bool:
+    """Whether the repository git finds at `root` tracks this workspace (its pyproject.toml):
+    a copy of the tree dropped inside some other repository is not described by its commits."""
+    return _git(root, "ls-files", "--error-unmatch", "--", "pyproject.toml") is not None
+
+
+@functools.lru_cache(maxsize=16)
+def git_state(root: Path, exclude: tuple[str, ...] = ()) -> GitState:
+    """(commit, dirty, source) of the code at `root`. Cached per process: a test session
+    reports the state it started from.
+
+    An explicit `PV_GIT_COMMIT` wins over git (`pv run --git-commit` sets it): the person
+    running says which commit this tree is. Dirty then means the tracked files differ from
+    that commit (when git knows it), else `PV_GIT_DIRTY` decides (unknown without it).
+    Otherwise git is asked, but only if its repository tracks this workspace. Dirty means a
+    tracked file differs from HEAD or an untracked, non-ignored file exists — except the paths
+    in `exclude` (the ledger itself, which every run appends to).
     """
     root = Path(root)
-    commit = _git(root, "rev-parse", "HEAD")
-    if commit is None:
-        # A copy of the working tree without .git (the GPU machine): the caller may say which
-        # commit it is, e.g. PV_GIT_COMMIT=$(git rev-parse HEAD) PV_GIT_DIRTY=0.
-        env_commit = os.environ.get("PV_GIT_COMMIT") or None
-        env_dirty = os.environ.get("PV_GIT_DIRTY")
-        dirty_flag = None if env_dirty is None else env_dirty.strip().lower() not in ("0", "false", "no", "")
-        return env_commit, (dirty_flag if env_commit else None)
-    top = _git(root, "rev-parse", "--show-toplevel")
-    pathspecs: list[str] = []
-    if top:
-        top_path = Path(top.strip())
-        for path in exclude:
-            try:
-                rel = Path(path).resolve().relative_to(top_path.resolve())
-            except ValueError:
-                continue
-            pathspecs.append(f":(exclude,top){rel.as_posix()}")
-    args = ["status", "--porcelain", "-z", "--untracked-files=normal"]
-    if pathspecs:
-        args += ["--", ":(top)", *pathspecs]
-    status = _git(root, *args)
+    explicit = (os.environ.get("PV_GIT_COMMIT") or "").strip()
+    in_git = _git(root, "rev-parse", "HEAD") is not None and _tracks_workspace(root)
+    specs = _pathspecs(root, exclude) if in_git else []
+    if explicit:
+        dirty = _env_dirty()
+        if in_git and _git(root, "cat-file", "-e", f"{explicit}^{{commit}}") is not None:
+            diff = _git(root, "diff", "--name-only", explicit, "--", *specs)
+            dirty = None if diff is None else bool(diff.strip())
+        return GitState(explicit, dirty, "PV_GIT_COMMIT")
+    if not in_git:
+        # A copy of the working tree without its .git (the GPU machine), or inside another
+        # repository: say which commit it is, e.g. PV_GIT_COMMIT=$(git rev-parse HEAD).
+        return GitState(None, None, None)
+    commit = (_git(root, "rev-parse", "HEAD") or "").strip()
+    status = _git(root, "status", "--porcelain", "-z", "--untracked-files=normal", *(["--", *specs] if specs else []))
     dirty = None if status is None else bool(status.strip("\0\n "))
-    return commit.strip(), dirty
+    return GitState(commit, dirty, "git")
 
 
 def _torch_version_file() -> dict[str, str | None]:

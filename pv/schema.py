@@ -164,8 +164,9 @@ class Equation(Strict):
 
 
 class DtypeTolerance(Strict):
-    rtol: Annotated[float, Field(ge=0)]
-    atol: Annotated[float, Field(ge=0)]
+    # Finite and >= 0: an .inf or .nan tolerance disarms every comparison that uses it.
+    rtol: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    atol: Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class Tolerance(Strict):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 from typing import Any, Callable, Mapping
 
 # torch.testing._comparison's default_tolerances (rtol, atol), as of torch 2.x.
@@ -50,8 +51,9 @@ def merged(override: Any = None) -> Table:
             raise ToleranceError(f"tolerance.{key} must give exactly rtol and atol")
         for name in ("rtol", "atol"):
             number = value[name]
-            if isinstance(number, bool) or not isinstance(number, (int, float)) or number < 0:
-                raise ToleranceError(f"tolerance.{key}.{name} must be a number >= 0, got {number!r}")
+            if (isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number)
+                    or number < 0):
+                raise ToleranceError(f"tolerance.{key}.{name} must be a finite number >= 0, got {number!r}")
         table[key] = {"rtol": float(value["rtol"]), "atol": float(value["atol"])}
     return table
 

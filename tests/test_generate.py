@@ -149,7 +149,7 @@ def test_refuses_invalid_contracts_and_writes_nothing(ws):
 
 @pytest.mark.parametrize("case, code", [
     ("duplicate-falsifier", "PV302"), ("bad-prediction", "PV401"), ("foreign-package", "PV310"),
-    ("not-boolean", "PV402"), ("params-device", "PV316"), ("folded-name", "PV405"),
+    ("not-boolean", "PV402"), ("params-device", "PV316"), ("folded-name", "PV406"),
 ])
 def test_refuses_contracts_that_cannot_compile(ws, case, code):
     if case == "duplicate-falsifier":

@@ -224,6 +224,7 @@ def test_git_state_ignores_the_ledger_but_not_other_changes(tmp_path):
     repo = tmp_path / "repo"
     (repo / "evidence").mkdir(parents=True)
     (repo / "code.py").write_text("x = 1\n")
+    (repo / "pyproject.toml").write_text("[tool.pv]\n")
     ledger_path = repo / "evidence" / "ledger.jsonl"
     ledger_path.write_text("")
 
@@ -239,28 +240,28 @@ def test_git_state_ignores_the_ledger_but_not_other_changes(tmp_path):
         provenance.git_state.cache_clear()
         return provenance.git_state(repo, exclude=(str(ledger_path),))
 
-    commit, dirty = state()
-    assert len(commit) == 40 and dirty is False
+    commit, dirty, source = state()
+    assert len(commit) == 40 and dirty is False and source == "git"
     ledger_path.write_text('{"a": 1}\n')  # every run appends to the ledger: not "dirty"
-    assert state() == (commit, False)
+    assert state() == (commit, False, "git")
     (repo / "new.py").write_text("")  # an untracked source file could change behaviour
-    assert state() == (commit, True)
+    assert state() == (commit, True, "git")
     (repo / "new.py").unlink()
     (repo / "code.py").write_text("x = 2\n")
-    assert state() == (commit, True)
+    assert state() == (commit, True, "git")
     provenance.git_state.cache_clear()
-    assert provenance.git_state(tmp_path / "nowhere") == (None, None)
+    assert provenance.git_state(tmp_path / "nowhere") == (None, None, None)
 
 
 def test_git_state_outside_git_can_be_told_the_commit(tmp_path, monkeypatch):
     provenance.git_state.cache_clear()
     monkeypatch.setenv("PV_GIT_COMMIT", "a" * 40)
     monkeypatch.setenv("PV_GIT_DIRTY", "0")
-    assert provenance.git_state(tmp_path) == ("a" * 40, False)
+    assert provenance.git_state(tmp_path) == ("a" * 40, False, "PV_GIT_COMMIT")
     provenance.git_state.cache_clear()
     monkeypatch.setenv("PV_GIT_DIRTY", "1")
-    assert provenance.git_state(tmp_path) == ("a" * 40, True)
+    assert provenance.git_state(tmp_path) == ("a" * 40, True, "PV_GIT_COMMIT")
     provenance.git_state.cache_clear()
     monkeypatch.delenv("PV_GIT_COMMIT")
-    assert provenance.git_state(tmp_path) == (None, None)
+    assert provenance.git_state(tmp_path) == (None, None, None)
     provenance.git_state.cache_clear()

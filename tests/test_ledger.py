@@ -194,3 +194,109 @@ def test_merge_into_a_torn_ledger_keeps_the_fragment_isolated(ws, tmp_path):
     assert ws.ledger.read_bytes().startswith(before)
     contents = ledger.read(ws.ledger)
     assert len(contents.records) == 2 and [p.line for p in contents.problems] == [2]
+
+
+# --- attacks (issue 18): order, time, orphans, garbage ---------------------------------------
+
+
+NESTED = b"[" * 994 + b"]" * 994 + b"\n"  # deeper than Python's recursive JSON decoder goes
+
+
+def test_a_line_of_994_nested_brackets_is_garbage_and_the_rest_is_read(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    ledger.append(path, [record(1)])
+    with open(path, "ab") as handle:
+        handle.write(NESTED)
+        handle.write(b'{"observations": ' + b'{"a": ' * 40 + b"1" + b"}" * 40 + b"}\n")  # deep, but valid JSON
+    ledger.append(path, [record(2)])
+    contents = ledger.read(path)
+    assert [r.observations["i"] for r in contents.records] == [1, 2]
+    assert [p.line for p in contents.problems] == [2, 3]
+    assert all(p.message.startswith("garbage line (nested more than") for p in contents.problems)
+    assert contents.lines == [1, 4]
+
+
+def test_check_show_and_status_report_the_nested_line_without_a_traceback(ws):
+    ledger.append(ws.ledger, [record(1, falsifier_sha256=ws.sha["FALSIFY-DEMO-001"])])
+    with open(ws.ledger, "ab") as handle:
+        handle.write(NESTED)
+    runner = CliRunner()
+    check = runner.invoke(main, ["ledger", "check"])
+    assert check.exit_code == 1 and isinstance(check.exception, SystemExit)  # exit 1, not a crash
+    assert "evidence/ledger.jsonl:2: garbage line (nested more than 16 levels deep" in check.output
+    show = runner.invoke(main, ["ledger", "show"])
+    assert show.exit_code == 0 and "Traceback" not in show.output and "1 record(s)" in show.output
+    assert "1 bad line(s) in the ledger" in show.output
+    status = runner.invoke(main, ["status", "--stdout"])
+    assert status.exit_code == 0, status.output
+    assert "> - line 2: garbage line (nested more than 16 levels deep" in status.output
+
+
+def test_a_malformed_time_is_a_malformed_record_never_1970(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    line = json.loads(record(1).to_line())
+    for bad in ("yesterday", "0", "2026-11-22", "2026-11-22T03:01:02", "2026-13-40T00:00:00Z"):
+        with open(path, "ab") as handle:
+            handle.write(json.dumps({**line, "time_utc": bad}).encode() + b"\n")
+    contents = ledger.read(path)
+    assert contents.records == [] and len(contents.problems) == 5
+    assert all("time_utc" in p.message for p in contents.problems)
+    with pytest.raises(ValueError, match="not ISO 8601 UTC"):
+        record(1, time_utc="yesterday")
+
+
+def test_merge_refuses_a_record_from_the_future(ws, tmp_path):
+    gpu = tmp_path / "gpu.jsonl"
+    ledger.append(gpu, [record(1, falsifier_sha256=ws.sha["FALSIFY-DEMO-001"]),
+                        record(2, falsifier_sha256=ws.sha["FALSIFY-DEMO-001"], time_utc="2099-01-01T00:00:00Z")])
+    result = pv("merge", str(gpu))
+    assert result.exit_code == 1
+    assert "gpu.jsonl:2: record" in result.output and "is dated 2099-01-01T00:00:00Z, in the future" in result.output
+    assert "refusing to merge" in result.output and not ws.ledger.exists()
+
+
+def test_merge_refuses_a_malformed_time(ws, tmp_path):
+    gpu = tmp_path / "gpu.jsonl"
+    line = json.loads(record(1, falsifier_sha256=ws.sha["FALSIFY-DEMO-001"]).to_line())
+    gpu.write_text(json.dumps({**line, "time_utc": "yesterday"}) + "\n")
+    result = pv("merge", str(gpu))
+    assert result.exit_code == 1 and "gpu.jsonl:1: malformed record: time_utc" in result.output
+    assert not ws.ledger.exists()
+
+
+def test_merged_records_stay_identifiable_and_come_after_what_is_here(ws, tmp_path):
+    here = record(1, falsifier_sha256=ws.sha["FALSIFY-DEMO-001"], verdict="FAIL", time_utc="2026-11-22T10:00:00Z")
+    ledger.append(ws.ledger, [here])
+    gpu = tmp_path / "gpu.jsonl"
+    ledger.append(gpu, [record(2, falsifier_sha256=ws.sha["FALSIFY-DEMO-001"], time_utc="2026-11-22T09:00:00Z")])
+    result = pv("merge", str(gpu))
+    assert result.exit_code == 0, result.output
+    assert "dated before the latest record here" in result.output  # the order decides: said aloud
+    records = ledger.read(ws.ledger).records
+    assert records[0].merged_from is None
+    origin = records[1].merged_from
+    assert origin["file"] == "gpu.jsonl" and len(origin["file_sha256"]) == 64
+    ledger.parse_time(origin["merged_utc"])
+
+
+def test_check_lists_orphan_records_a_fail_included(ws):
+    ledger.append(ws.ledger, [
+        record(1, falsifier_sha256=ws.sha["FALSIFY-DEMO-001"]),
+        record(2, falsifier="FALSIFY-GHOST-001", verdict="FAIL"),
+        record(3, contract="nobody", verdict="PASS"),
+    ])
+    result = pv("check")
+    assert result.exit_code == 1
+    assert ("evidence/ledger.jsonl:2: orphan record: contract demo has no falsifier FALSIFY-GHOST-001 "
+            "(FAIL on cpu)") in result.output
+    assert ("evidence/ledger.jsonl:3: orphan record: no contract nobody (FALSIFY-DEMO-001 belongs to demo) "
+            "(PASS on cpu)") in result.output
+    status = CliRunner().invoke(main, ["status", "--stdout"])
+    assert "2 ledger record(s) name a falsifier that no contract has, 1 of them FAIL or ERROR" in status.output
+    assert "> - line 2: `FALSIFY-GHOST-001` FAIL on cpu: contract demo has no falsifier FALSIFY-GHOST-001" in status.output
+
+
+def test_check_flags_a_record_dated_in_the_future(ws):
+    ledger.append(ws.ledger, [record(1, falsifier_sha256=ws.sha["FALSIFY-DEMO-001"], time_utc="2099-01-01T00:00:00Z")])
+    result = pv("check")
+    assert result.exit_code == 1 and "is dated 2099-01-01T00:00:00Z, in the future" in result.output

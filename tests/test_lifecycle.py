@@ -114,9 +114,17 @@ def test_latest_wins_fail_after_pass_is_falsified():
     s = contract_status(c, [rec(c, "PASS", time="2026-01-01T00:00:00Z"), rec(c, "FAIL", time="2026-01-02T00:00:00Z")])
     assert s.falsifiers[0].state is FalsifierState.FALSIFIED
     assert s.evidence is LifecycleStatus.DRAFT_RED
-    # ... and a later PASS clears it; order in the ledger does not matter, time does
-    s = contract_status(c, [rec(c, "PASS", time="2026-01-03T00:00:00Z"), rec(c, "FAIL", time="2026-01-02T00:00:00Z")])
+    # ... and a PASS appended after it clears it
+    s = contract_status(c, [rec(c, "FAIL", time="2026-01-02T00:00:00Z"), rec(c, "PASS", time="2026-01-03T00:00:00Z")])
     assert s.falsifiers[0].state is FalsifierState.DISCHARGED
+
+
+def test_the_ledger_order_decides_not_the_typed_time():
+    # The attack: a PASS dated 2099 sits before a real FAIL; by time it would mask the FAIL.
+    c = contract()
+    s = contract_status(c, [rec(c, "PASS", time="2099-01-01T00:00:00Z"), rec(c, "FAIL", time="2026-01-02T00:00:00Z")])
+    assert s.falsifiers[0].state is FalsifierState.FALSIFIED
+    assert s.falsifiers[0].devices[0].record.time_utc == "2026-01-02T00:00:00Z"
 
 
 def test_equal_times_tie_break_on_ledger_order():
@@ -253,3 +261,76 @@ def test_declared_status_diagnostics_points_at_metadata_status(tmp_path: Path):
     assert "pv status --promote --allow-demote demo" in d.hint
     # with the mutant killed the claim is supported
     assert declared_status_diagnostics([loaded], [rec(c, "PASS"), rec(c, "FAIL", mutant="m_one")]) == []
+
+
+# --- code binding: a record's code must be the tree's ------------------------------------------------
+
+
+class FakeTree:
+    """Stands in for pv.codebind.TreeDigests: the tree's current digest per module."""
+
+    def __init__(self, **digests: str):
+        self.digests = digests
+
+    def changes(self, recorded):
+        from pv.codebind import TreeDigests
+
+        tree = TreeDigests(Path("/nonexistent"))
+        tree._cache.update(self.digests)  # noqa: SLF001 - the same comparison, other digests
+        return tree.changes(recorded)
+
+
+def checked(**kw) -> dict:
+    """A falsifier bound to a check: its records are evidence about code."""
+    return {**falsifier(**kw), "check": "checks.m:f"}
+
+
+def bound(record, **digests):
+    return record.model_copy(update={"code_digests": digests})
+
+
+def test_a_pass_on_changed_code_is_stale_never_discharged():
+    c = contract(falsifiers=[checked(devices=("cpu", "cuda"))])
+    records = [bound(rec(c, "PASS"), checks="a1", kernels="k1"), bound(rec(c, "PASS", "cuda"), checks="a1", kernels="k1")]
+    assert contract_status(c, records, FakeTree(checks="a1", kernels="k1")).falsifiers[0].state is FalsifierState.DISCHARGED
+    s = contract_status(c, records, FakeTree(checks="a1", kernels="k2"))
+    f = s.falsifiers[0]
+    assert f.state is FalsifierState.STALE and s.evidence is LifecycleStatus.DRAFT
+    assert [(d.device, d.state, d.stale_because) for d in f.devices] == [
+        ("cpu", DeviceState.STALE, ("kernels",)), ("cuda", DeviceState.STALE, ("kernels",))]
+    assert f.explain() == "stale on cpu (code changed since: kernels), cuda (code changed since: kernels): run it again"
+
+
+def test_stale_on_one_device_is_not_partial():
+    c = contract(falsifiers=[checked(devices=("cpu", "cuda"))])
+    records = [bound(rec(c, "PASS"), checks="a1"), bound(rec(c, "PASS", "cuda"), checks="old")]
+    f = contract_status(c, records, FakeTree(checks="a1")).falsifiers[0]
+    assert f.state is FalsifierState.STALE and f.devices_in(DeviceState.PASS) == ["cpu"]
+
+
+def test_a_fail_on_changed_code_is_stale_not_falsified():
+    c = contract(falsifiers=[checked()])
+    s = contract_status(c, [bound(rec(c, "FAIL"), checks="old")], FakeTree(checks="new"))
+    assert s.falsifiers[0].state is FalsifierState.STALE
+    assert s.falsifiers[0].devices[0].record.verdict.value == "FAIL"  # still shown as the last verdict
+
+
+def test_records_before_code_binding_are_stale_with_that_reason():
+    c = contract(falsifiers=[checked()])
+    d = contract_status(c, [rec(c, "PASS")], FakeTree()).falsifiers[0].devices[0]
+    assert d.state is DeviceState.STALE and d.stale_reason() == "recorded before code binding (no digest of the code it ran)"
+
+
+def test_a_kill_on_changed_code_is_stale_not_killed():
+    c = contract(falsifiers=[checked()])
+    records = [bound(rec(c, "PASS"), checks="a1"), bound(rec(c, "FAIL", mutant="m_one"), checks="a1", mutants="m0")]
+    assert contract_status(c, records, FakeTree(checks="a1", mutants="m0")).falsifiers[0].mutants[0].state is MutantState.KILLED
+    assert contract_status(c, records, FakeTree(checks="a1", mutants="m1")).falsifiers[0].mutants[0].state is MutantState.STALE
+
+
+def test_an_unbound_falsifier_stays_red_it_ran_no_code_to_go_stale():
+    c = contract(falsifiers=[falsifier()])  # no check: the generated test always ERRORs
+    s = contract_status(c, [rec(c, "ERROR")], FakeTree(anything="x"))
+    assert s.falsifiers[0].state is FalsifierState.ERROR and s.evidence is LifecycleStatus.DRAFT_RED
+    bound_c = contract(falsifiers=[checked()])
+    assert contract_status(bound_c, [rec(bound_c, "ERROR")], FakeTree()).falsifiers[0].state is FalsifierState.STALE

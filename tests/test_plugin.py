@@ -185,3 +185,46 @@ def test_other_tests_are_left_alone(tmp_path):
     proc = ws.pytest("test_plain.py")
     assert proc.returncode == 0 and "1 passed" in proc.stdout
     assert not ws.ledger.exists() and "pv falsifiers" not in proc.stdout
+
+
+def test_records_are_bound_to_the_code_the_check_ran(full_run, ws):
+    _, records, events = full_run
+    by = {(r.falsifier, r.device): r for r in records}
+    package = ws.package
+    ran = by["FALSIFY-DEMO-001", "cpu"].code_digests
+    # the check's module and its package; not the mutants module, which this check never imports
+    assert set(ran) == {package, f"{package}.basic"}
+    from pv.codebind import TreeDigests
+
+    assert TreeDigests(ws.root).changes(ran) == ()
+    assert by["FALSIFY-DEMO-003", "cpu"].code_digests == ran  # an ERROR is evidence about this code too
+    assert by["FALSIFY-DEMO-001", "cuda"].code_digests == ran  # a SKIP before the check ran: what the test imports
+    assert by["FALSIFY-DEMO-004", "cpu"].code_digests is None  # unbound: it ran no code
+    # the outcome streamed to `pv run` is the same one the record was made from
+    streamed = {(e["falsifier"], e["device"]): e for e in events if e.get("event") == "outcome"}
+    assert streamed["FALSIFY-DEMO-001", "cpu"]["record_id"] == by["FALSIFY-DEMO-001", "cpu"].record_id
+    assert streamed["FALSIFY-DEMO-001", "cpu"]["code_digests"] == ran
+
+
+def test_an_explicit_commit_is_recorded_with_its_source(ws):
+    ledger = ws.root / "commit.jsonl"
+    proc = ws.pytest("generated_tests", "-k", "demo_002", "--pv-ledger", str(ledger),
+                     env=ws.env(PV_FORCE_NO_CUDA="1", PV_GIT_COMMIT="d" * 40, PV_GIT_DIRTY="0"))
+    from pv import ledger as ledger_mod
+
+    (record,) = ledger_mod.read(ledger).records
+    assert proc.returncode == 1  # FALSIFY-DEMO-002 fails by design
+    assert (record.git_commit, record.git_commit_source) == ("d" * 40, "PV_GIT_COMMIT")
+
+
+def test_under_a_mutant_the_record_is_bound_to_the_mutant_code_too(ws):
+    ledger = ws.root / "mutant-binding.jsonl"
+    ws.pytest("generated_tests/test_demo.py::test_falsify_demo_001__cpu", "--pv-ledger", str(ledger),
+              "--pv-mutant", "drops_bias")
+    from pv import ledger as ledger_mod
+
+    records = ledger_mod.read(ledger).records
+    assert [(r.falsifier, r.device) for r in records] == [("FALSIFY-DEMO-001", "cpu")]
+    record = records[0]
+    assert record.verdict.value == "FAIL" and record.mutant == "drops_bias"
+    assert f"{ws.package}.mutants" in record.code_digests

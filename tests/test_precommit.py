@@ -62,8 +62,10 @@ def config() -> str:
         {"id": "pv-validate", "name": "pv validate", "entry": f"{PV} validate", "language": "system",
          "files": r"^contracts/.*\.ya?ml$", "pass_filenames": False},
         {"id": "pv-status-check", "name": "pv status --check", "entry": f"{PV} status --check",
-         "language": "system", "files": r"^(contracts/.*\.ya?ml|evidence/.*\.jsonl|docs/STATUS\.md)$",
+         "language": "system", "files": r"^(contracts/.*\.ya?ml|evidence/.*\.jsonl|docs/STATUS\.md|.*\.py)$",
          "pass_filenames": False},
+        {"id": "pv-ledger-check", "name": "pv ledger check", "entry": f"{PV} ledger check",
+         "language": "system", "files": r"^(contracts/.*\.ya?ml|evidence/.*\.jsonl)$", "pass_filenames": False},
     ]
     return yaml.safe_dump({"repos": [{"repo": "local", "hooks": hooks}]}, sort_keys=False)
 
@@ -99,7 +101,8 @@ def repo(tmp_path: Path):
     (root / "contracts").mkdir()
     (root / ".pre-commit-config.yaml").write_text(config())
     run(sys.executable, "-m", "pre_commit", "install")
-    run("git", "add", "pyproject.toml", "checks", ".pre-commit-config.yaml")
+    run(str(PV), "status")  # the status hook runs on Python files too: start with a dashboard
+    run("git", "add", "pyproject.toml", "checks", ".pre-commit-config.yaml", "docs/STATUS.md")
     run("git", "commit", "-q", "-m", "workspace")
     return root, run
 
@@ -123,7 +126,7 @@ def test_bad_contract_blocked_good_one_committed(repo):
     run("git", "add", "contracts/demo-v1.yaml")
     stale = run("git", "commit", "-m", "add demo contract", check=False)
     output = stale.stdout + stale.stderr
-    assert stale.returncode != 0 and "docs/STATUS.md does not exist; run `pv status`" in output, output
+    assert stale.returncode != 0 and "docs/STATUS.md is out of date" in output and "run `pv status`" in output, output
     run(str(PV), "status")
     run("git", "add", "docs/STATUS.md")
     done = run("git", "commit", "-m", "add demo contract")
@@ -142,7 +145,8 @@ def test_hook_manifest_and_own_config_are_valid():
         assert done.returncode == 0, done.stdout + done.stderr
     manifest = yaml.safe_load((REPO_ROOT / ".pre-commit-hooks.yaml").read_text())
     offered = {h["id"]: h for h in manifest}
-    assert set(offered) == {"pv-validate", "pv-generate-check", "pv-status-check"}
+    assert set(offered) == {"pv-validate", "pv-generate-check", "pv-status-check", "pv-ledger-check"}
+    assert offered["pv-ledger-check"]["entry"] == "pv ledger check"
     assert all(h["language"] == "python" for h in manifest)
     assert offered["pv-validate"]["entry"] == "pv validate"
     assert offered["pv-status-check"]["entry"] == "pv status --check"
@@ -151,3 +155,58 @@ def test_hook_manifest_and_own_config_are_valid():
     assert set(hooks) == set(offered)
     for hook_id, hook in hooks.items():
         assert hook["entry"] == offered[hook_id]["entry"] and hook["files"] == offered[hook_id]["files"]
+
+
+def _record(root: Path, **fields):
+    from pv.codebind import bind
+    from pv.ledger import make_record
+    from pv.loader import load_contract
+
+    loaded, _ = load_contract(root / "contracts" / "demo-v1.yaml")
+    f = loaded.contract.falsification_tests[0]
+    base = dict(contract="demo", contract_version="1.0.0", falsifier=f.id, falsifier_sha256=f.definition_sha256(),
+                device="cpu", verdict="PASS", observations={"loss": 0.5}, prediction=f.prediction, margin=0.5,
+                duration_s=0.1, time_utc="2026-11-22T00:00:00Z",
+                code_digests=bind(["checks.basic"], ["checks"], [root], loaded={}))
+    base.update(fields)
+    return make_record(**base)
+
+
+def test_code_change_and_orphan_records_are_blocked(repo):
+    """The attacks: edit the code a PASS was recorded on and commit without re-running (the
+    dashboard would go on claiming the discharge); slip a FAIL for a falsifier that no contract
+    has into the ledger (nothing would show it)."""
+    from pv.ledger import append
+
+    root, run = repo
+    (root / "contracts" / "demo-v1.yaml").write_text(GOOD)
+    append(root / "evidence" / "ledger.jsonl", [_record(root)])
+    run(str(PV), "status")
+    assert "| cpu | PASS |" in (root / "docs" / "STATUS.md").read_text()
+    run("git", "add", "-A")
+    run("git", "commit", "-q", "-m", "evidence")
+
+    # a docstring edit is no code change: nothing is stale, the commit passes
+    basic = root / "checks" / "basic.py"
+    basic.write_text(CHECKS.replace("Measures nothing real", "Measures nothing at all"))
+    run("git", "add", "-A")
+    run("git", "commit", "-q", "-m", "docstring")
+
+    basic.write_text(CHECKS.replace('{"loss": 0.5}', '{"loss": 0.25}'))
+    run("git", "add", "-A")
+    blocked = run("git", "commit", "-m", "change the check", check=False)
+    output = blocked.stdout + blocked.stderr
+    assert blocked.returncode != 0 and "pv status --check" in output and "Failed" in output, output
+    assert "+| `FALSIFY-DEMO-001` | cpu | PASS | code changed since: checks.basic |" in output, output
+    run(str(PV), "status")
+    run("git", "add", "-A")
+    run("git", "commit", "-q", "-m", "change the check, dashboard shows it stale")
+    assert "STALE" in (root / "docs" / "STATUS.md").read_text()
+
+    append(root / "evidence" / "ledger.jsonl", [_record(root, falsifier="FALSIFY-GHOST-001", verdict="FAIL")])
+    run(str(PV), "status")
+    run("git", "add", "-A")
+    blocked = run("git", "commit", "-m", "an orphan", check=False)
+    output = blocked.stdout + blocked.stderr
+    assert blocked.returncode != 0 and "pv ledger check" in output, output
+    assert "orphan record: contract demo has no falsifier FALSIFY-GHOST-001 (FAIL on cpu)" in output, output

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from pv.cli import main
+from pv.codebind import digest_file
 from pv.ledger import append, make_record
 from pv.lifecycle import contract_status, declared_status_diagnostics
 from pv.loader import load_contract
@@ -56,6 +57,7 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "pyproject.toml").write_text(PYPROJECT)
     (tmp_path / "contracts").mkdir()
     (tmp_path / "contracts" / "demo-v1.yaml").write_text(CONTRACT)
+    (tmp_path / "demo_checks.py").write_text("def loss(*, device):\n    return {'loss': 0.5}\n")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -73,6 +75,7 @@ def evidence(root: Path, verdict: str, mutant: str | None = None) -> None:
         falsifier_sha256=f.definition_sha256(), device="cpu", mutant=mutant, verdict=verdict,
         observations={"loss": 0.5}, prediction=f.prediction, margin=0.5, duration_s=0.1,
         time_utc=f"2026-02-01T00:{n // 60 % 60:02d}:{n % 60:02d}Z",
+        code_digests={"demo_checks": digest_file(root / "demo_checks.py")},  # the code it ran: fresh
     )])
 
 

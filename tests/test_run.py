@@ -151,3 +151,42 @@ def test_a_workspace_nested_in_another_project_uses_its_own_settings(tmp_path, m
     assert "1 killed (FAIL)" in result.output and "no verdict" not in result.output
     assert [r.mutant for r in ws.records()] == ["drops_bias"]
     assert not (outer / "outer-ledger.jsonl").exists()
+
+
+def test_stale_reruns_exactly_the_rows_whose_code_changed(ws):
+    assert pv("FALSIFY-DEMO-001", "FALSIFY-DEMO-002", "--device", "cpu").exit_code == 1  # DEMO-002 FAILs
+    result = pv("--stale", "--device", "cpu")
+    assert result.exit_code == 0 and "nothing is stale on cpu" in result.output
+    basic = ws.root / ws.package / "basic.py"
+    basic.write_text(basic.read_text().replace('"""observations: val_loss, vocab_size"""',
+                                               '"""Observations: val_loss, vocab_size (reworded)."""'))
+    assert "nothing is stale" in pv("--stale", "--device", "cpu").output  # a docstring is no code change
+    basic.write_text(basic.read_text().replace("loss = 18.55", "loss = 18.5"))
+    result = pv("--stale", "--device", "cpu", "--no-ledger")
+    assert "running 2 falsifier test(s) on cpu" in result.output, result.output
+    assert "FALSIFY-DEMO-001  cpu" in result.output and "FALSIFY-DEMO-002  cpu" in result.output
+    assert "FALSIFY-MORE" not in result.output  # never run, so PENDING, not stale
+    result = pv("--stale", "--device", "cpu", "FALSIFY-DEMO-001")
+    assert result.exit_code == 0 and "running 1 falsifier test(s) on cpu" in result.output
+    result = pv("--stale", "--device", "cpu")
+    assert "running 1 falsifier test(s)" in result.output and "FALSIFY-DEMO-002  cpu" in result.output
+    assert "nothing is stale on cpu" in pv("--stale", "--device", "cpu").output
+    assert pv("--stale", "--all").exit_code == 2
+
+
+def test_git_commit_flag_wins_and_is_checked(ws):
+    assert pv("FALSIFY-DEMO-001", "--device", "cpu", "--git-commit", "not-a-sha").exit_code == 2
+    assert pv("FALSIFY-DEMO-001", "--device", "cpu", "--git-commit", "e" * 40).exit_code == 0
+    (record,) = ws.records()
+    assert (record.git_commit, record.git_commit_source) == ("e" * 40, "PV_GIT_COMMIT")
+
+
+def test_stale_with_a_separate_ledger_reads_the_committed_evidence_too(ws, tmp_path):
+    # The GPU machine: the committed ledger holds the old records; new ones go to a separate file.
+    assert pv("FALSIFY-DEMO-001", "--device", "cpu").exit_code == 0
+    basic = ws.root / ws.package / "basic.py"
+    basic.write_text(basic.read_text().replace("loss = 18.55", "loss = 18.5"))
+    other = tmp_path / "gpu-ledger.jsonl"
+    result = pv("--stale", "--device", "cpu", "--ledger", str(other))
+    assert result.exit_code == 0 and "running 1 falsifier test(s) on cpu" in result.output, result.output
+    assert "nothing is stale on cpu" in pv("--stale", "--device", "cpu", "--ledger", str(other)).output

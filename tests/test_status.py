@@ -34,6 +34,7 @@ falsification_tests:
   - id: FALSIFY-ALPHA-001
     rule: loss is finite
     prediction: loss < 10
+    check: demo_checks:loss
     devices: [cpu, cuda]
     if_fails: The alpha path diverges; run pv bisect.
     ship_blocking: true
@@ -41,6 +42,7 @@ falsification_tests:
   - id: FALSIFY-ALPHA-002
     rule: accuracy is high
     prediction: acc > 0.5
+    check: demo_checks:loss
     devices: [cpu]
     if_fails: Accuracy collapsed.
 """
@@ -56,6 +58,7 @@ falsification_tests:
   - id: FALSIFY-BETA-001
     rule: matches reference
     prediction: err <= 0.001
+    check: demo_checks:loss
     devices: [cpu]
     if_fails: Beta kernel is wrong.
     ship_blocking: true
@@ -76,8 +79,24 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "contracts").mkdir()
     (tmp_path / "contracts" / "alpha-v1.yaml").write_text(ALPHA)
     (tmp_path / "contracts" / "beta-v2.yaml").write_text(BETA)
+    (tmp_path / "demo_checks.py").write_text(DEMO_CHECKS)
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+# The code the hand-made records say they ran (bound by digest, as pv run records it).
+DEMO_CHECKS = '''"""Demo checks."""
+
+
+def loss(*, device):
+    return {"loss": 2.5}
+'''
+
+
+def code_digests(root: Path) -> dict[str, str]:
+    from pv.codebind import digest_file
+
+    return {"demo_checks": digest_file(root / "demo_checks.py")}
 
 
 def record(root: Path, cid: str, fid: str, verdict: str, device: str = "cpu", mutant: str | None = None,
@@ -91,6 +110,7 @@ def record(root: Path, cid: str, fid: str, verdict: str, device: str = "cpu", mu
         observations={} if observations is None else observations, prediction=f.prediction,
         margin=0.25 if verdict in ("PASS", "FAIL") else None, message=message, duration_s=0.5,
         time_utc=time or _time(), git_commit="0123456789abcdef", git_dirty=False,
+        code_digests=code_digests(root),
     )
 
 
@@ -281,3 +301,63 @@ def test_cuda_evidence_names_the_accelerator_cpu_evidence_does_not():
 
     assert "on NVIDIA H100 80GB HBM3" in _evidence_cell(record("cuda", "NVIDIA H100 80GB HBM3"))
     assert " on " not in _evidence_cell(record("cpu", "Intel Xeon"))
+
+
+# --- freshness: evidence bound to the code it ran (issue 18) ----------------------------------------
+
+
+def test_a_record_made_before_code_binding_is_stale_never_discharged(ws: Path):
+    old = record(ws, "beta", "FALSIFY-BETA-001", "PASS").model_copy(update={"code_digests": None})
+    add(ws, old)
+    text = pv("--stdout").output
+    assert "| cpu | STALE (last PASS) | recorded before code binding (no digest of the code it ran) |" in text
+    assert "| `FALSIFY-BETA-001` | cpu | PASS | recorded before code binding (no digest of the code it ran) |" in text
+    assert "| cpu | 0/3 |" in text
+
+
+def test_a_code_edit_stales_the_record_and_says_which_module(ws: Path):
+    add(ws, record(ws, "beta", "FALSIFY-BETA-001", "PASS"))
+    assert "| `FALSIFY-BETA-001`<br>ship-blocking | DISCHARGED |" in pv("--stdout").output
+    assert pv().exit_code == 0
+    # the attacker's edit: change the code and keep the committed dashboard
+    checks = ws / "demo_checks.py"
+    checks.write_text(checks.read_text().replace("2.5", "25"))
+    result = pv("--check")
+    assert result.exit_code == 1 and "docs/STATUS.md is out of date" in result.output
+    text = pv("--stdout").output
+    assert "| cpu | STALE (last PASS) | code changed since: demo_checks |" in text
+    assert "| `FALSIFY-BETA-001`<br>ship-blocking | STALE |" in text
+
+
+def test_a_docstring_edit_stales_nothing(ws: Path):
+    add(ws, record(ws, "beta", "FALSIFY-BETA-001", "PASS"))
+    assert pv().exit_code == 0
+    checks = ws / "demo_checks.py"
+    checks.write_text(checks.read_text().replace('"""Demo checks."""', '"""Demo checks, reworded."""\n# a comment'))
+    assert pv("--check").exit_code == 0
+
+
+def test_a_stale_fail_is_not_shown_as_current(ws: Path):
+    add(ws, record(ws, "beta", "FALSIFY-BETA-001", "FAIL"))
+    (ws / "demo_checks.py").write_text(DEMO_CHECKS.replace("2.5", "3.5"))
+    data = json.loads(pv("--format", "json").output)
+    beta = next(c for c in data["contracts"] if c["id"] == "beta")
+    device = beta["falsifiers"][0]["devices"]["cpu"]
+    assert device["state"] == "STALE" and device["stale_because"] == ["demo_checks"]
+    assert data["summary"]["stale"] == [{"falsifier": "FALSIFY-BETA-001", "device": "cpu", "why": ["demo_checks"]}]
+
+
+def test_require_fresh_fails_on_stale_ship_blocking_evidence(ws: Path):
+    add(ws, record(ws, "beta", "FALSIFY-BETA-001", "PASS"),
+        record(ws, "alpha", "FALSIFY-ALPHA-001", "PASS", "cpu"),
+        record(ws, "alpha", "FALSIFY-ALPHA-001", "PASS", "cuda"))
+    result = pv("--require-fresh")
+    assert result.exit_code == 0 and "fresh: no ship-blocking" in result.output
+    (ws / "demo_checks.py").write_text(DEMO_CHECKS.replace("2.5", "3.5"))
+    result = pv("--require-fresh")
+    assert result.exit_code == 1
+    assert "FALSIFY-ALPHA-001 on cuda: code changed since: demo_checks" in result.output
+    assert "FALSIFY-BETA-001 on cpu: code changed since: demo_checks" in result.output
+    assert "pv run --stale --device cpu; pv run --stale --device cuda" in result.output
+    assert not (ws / "docs" / "STATUS.md").exists()  # a gate writes nothing
+    assert pv("--require-fresh", "--check").exit_code == 2

@@ -336,3 +336,12 @@ def test_from_ledger_rebuilds_the_result_without_running_anything(ws):
                        ("FALSIFY-DEMO-002", "drops_bias"): SURVIVED,
                        ("FALSIFY-DEMO-002", "does_nothing"): SURVIVED}
     assert replay.exit_code == 1  # a recorded survivor still fails
+
+
+def test_from_ledger_leaves_cells_blank_when_the_code_changed_since(ws):
+    assert pv("--device", "cpu").exit_code == 1
+    mutants = ws.root / ws.package / "mutants.py"
+    mutants.write_text(mutants.read_text() + "\nEXTRA = 1\n")  # the planted bugs' module changed
+    data = json.loads(pv("--device", "cpu", "--from-ledger", "--format", "json").stdout)
+    results = {(c["falsifier"], c["mutant"]): c["result"] for c in data["cells"]}
+    assert KILLED not in results.values() and SURVIVED not in results.values(), results

@@ -44,8 +44,11 @@ def test_override_replaces_single_dtypes_and_drops_source():
 @pytest.mark.parametrize("override, message", [
     ({"float8": {"rtol": 0, "atol": 0}}, "unknown dtype 'float8'"),
     ({"float32": {"rtol": 0}}, "exactly rtol and atol"),
-    ({"float32": {"rtol": -1, "atol": 0}}, "must be a number >= 0"),
-    ({"float32": {"rtol": True, "atol": 0}}, "must be a number >= 0"),
+    ({"float32": {"rtol": -1, "atol": 0}}, "must be a finite number >= 0"),
+    ({"float32": {"rtol": True, "atol": 0}}, "must be a finite number >= 0"),
+    # the attacker's disarmed gate: an infinite or NaN tolerance passes every comparison
+    ({"float32": {"rtol": float("inf"), "atol": 0}}, "must be a finite number >= 0, got inf"),
+    ({"bfloat16": {"rtol": 0, "atol": float("nan")}}, "must be a finite number >= 0, got nan"),
     ([1, 2], "must be a mapping"),
 ])
 def test_bad_overrides_are_rejected(override, message):

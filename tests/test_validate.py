@@ -465,7 +465,7 @@ def test_non_ascii_names_are_refused_not_folded(vworkspace, where, written, read
     _, text = vworkspace.contract((where, new))
     result = vworkspace.run()
     assert result.exit_code == 1
-    [d] = only(result, "PV405")
+    [d] = only(result, "PV406")
     line = line_of(text, new)
     assert (d.line, d.col) == (line, text.splitlines()[line - 1].index(written) + 1)  # at the name itself
     assert repr(written) in d.message and repr(read_as) in d.message

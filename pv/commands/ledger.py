@@ -6,12 +6,21 @@
 
 `merge` is idempotent (records are deduplicated by record_id) and never rewrites an existing
 line. It refuses, listing them, records whose falsifier_sha256 is not the current definition
-of their falsifier (evidence about a definition that no longer exists), unless --allow-stale.
+of their falsifier (evidence about a definition that no longer exists), unless --allow-stale,
+and any input with a torn or malformed line, a time that is not ISO 8601 UTC, or a date in the
+future (more than CLOCK_SKEW ahead). Merged records carry `merged_from` (source file name, its
+sha256, the merge time) and go after every record already there: the ledger's append order,
+not `time_utc`, decides which record is the latest.
+
+`check` exits 1 for torn, malformed, garbage (too deeply nested) or duplicate lines, records
+dated in the future, and orphans: records for a falsifier or contract that does not exist.
 """
 
 from __future__ import annotations
 
+import datetime
 import difflib
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -39,10 +48,12 @@ def duplicate_ids(path: Path) -> list[tuple[int, str, int]]:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
+    from pv.ledger import parse_line
+
     for number, raw in enumerate(data.split(b"\n"), start=1):
         try:
-            rid = json.loads(raw).get("record_id")
-        except (ValueError, AttributeError):
+            rid = parse_line(raw).get("record_id")
+        except (ValueError, AttributeError, RecursionError):
             continue
         if not isinstance(rid, str):
             continue
@@ -53,20 +64,35 @@ def duplicate_ids(path: Path) -> list[tuple[int, str, int]]:
     return dups
 
 
-def current_definitions(workspace: Workspace) -> tuple[dict[str, str], list[str]]:
-    """falsifier id -> current definition_sha256, and the contract files that failed to load."""
+def _contracts(workspace: Workspace) -> tuple[list[Any], list[str]]:
+    """The contracts that load, and the files that do not."""
     from pv.loader import load_contract
 
-    current: dict[str, str] = {}
-    broken: list[str] = []
+    contracts, broken = [], []
     for path in workspace.contract_files():
-        loaded, problems = load_contract(path, workspace.rel(path))
+        loaded, _ = load_contract(path, workspace.rel(path))
         if loaded is None or loaded.contract is None:
             broken.append(workspace.rel(path))
-            continue
-        for f in loaded.contract.falsification_tests:
-            current[f.id] = f.definition_sha256()
+        else:
+            contracts.append(loaded.contract)
+    return contracts, broken
+
+
+def current_definitions(workspace: Workspace) -> tuple[dict[str, str], list[str]]:
+    """falsifier id -> current definition_sha256, and the contract files that failed to load."""
+    contracts, broken = _contracts(workspace)
+    current = {f.id: f.definition_sha256() for c in contracts for f in c.falsification_tests}
     return current, broken
+
+
+# A clock may run a little ahead of another; more than this is a record from the future.
+CLOCK_SKEW = datetime.timedelta(minutes=5)
+
+
+def from_the_future(record: Any, now: datetime.datetime) -> bool:
+    from pv.ledger import parse_time
+
+    return parse_time(record.time_utc) > now + CLOCK_SKEW
 
 
 @click.group(name="ledger")
@@ -86,10 +112,24 @@ def check_cmd(ledger: str | None) -> None:
     if not path.exists():
         click.echo(f"{label}: no ledger yet (no evidence recorded)")
         return
+    from pv.lifecycle import orphans
+
     contents = ledger_mod.read(path)
     problems = [(p.line, p.message) for p in contents.problems]
     problems += [(line, f"duplicate record_id {rid} (first at line {first})")
                  for line, rid, first in duplicate_ids(path)]
+    now = datetime.datetime.now(datetime.timezone.utc)
+    problems += [(line, f"record {r.record_id[:12]} is dated {r.time_utc}, in the future (the ledger's order "
+                        "decides which record is latest, but a future date is still false)")
+                 for line, r in zip(contents.lines, contents.records) if from_the_future(r, now)]
+    contracts, broken = _contracts(workspace)
+    for name in broken:
+        click.echo(f"warning: {name} does not load (see `pv validate`); records for its falsifiers are not "
+                   "checked against it", err=True)
+    unknown = orphans(contracts, contents.records, incomplete=bool(broken))
+    problems += [(line, f"orphan record: {why} ({r.verdict.value} on {r.device}"
+                        f"{', mutant ' + r.mutant if r.mutant else ''}); no dashboard row shows it")
+                 for line, r, why in ((contents.lines[i], r, why) for i, r, why in unknown)]
     for line, message in sorted(problems):
         click.echo(f"{label}:{line}: {message}")
     if problems:
@@ -158,6 +198,22 @@ def _table(records: list[Any]) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
+def _warn_reordering(existing: list[Any], new: list[Any]) -> None:
+    """Merged records go after everything here, so they decide: say so when one is dated
+    before the latest local record of the same falsifier x device x mutant."""
+    from pv.ledger import parse_time
+
+    latest: dict[tuple[str, str, str | None], datetime.datetime] = {}
+    for r in existing:
+        latest[(r.falsifier, r.device, r.mutant)] = parse_time(r.time_utc)
+    older = [r for r in new if (r.falsifier, r.device, r.mutant) in latest
+             and parse_time(r.time_utc) < latest[(r.falsifier, r.device, r.mutant)]]
+    if older:
+        click.echo(f"note: {len(older)} merged record(s) are dated before the latest record here of the same "
+                   "falsifier x device; they are appended after it, and the ledger's order (not the date) "
+                   "decides, so they are now the latest evidence", err=True)
+
+
 @command.command(name="merge")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--into", "into", type=click.Path(dir_okay=False), default=None,
@@ -179,18 +235,29 @@ def merge_cmd(files: tuple[str, ...], into: str | None, allow_stale: bool) -> No
 
     incoming = []
     unreadable = []
+    now = datetime.datetime.now(datetime.timezone.utc)
+    merged_utc = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     for name in files:
         source = Path(name).resolve()
         if source == target.resolve():
             raise click.UsageError(f"{name} is the ledger being merged into")
         contents = ledger_mod.read(source)
         unreadable += [f"{name}:{p.line}: {p.message}" for p in contents.problems]
-        incoming += [(name, r) for r in contents.records]
+        unreadable += [f"{name}:{line}: record {r.record_id[:12]} is dated {r.time_utc}, in the future "
+                       f"(now {merged_utc})" for line, r in zip(contents.lines, contents.records)
+                       if from_the_future(r, now)]
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        # A merged record stays identifiable: which file, which bytes, when. One merged before
+        # (it travelled through another ledger) keeps its first origin.
+        origin = {"file": source.name, "file_sha256": digest, "merged_utc": merged_utc}
+        incoming += [(name, r if r.merged_from else r.model_copy(update={"merged_from": origin}))
+                     for r in contents.records]
     if unreadable:
         for line in unreadable:
             click.echo(line, err=True)
-        click.echo(f"refusing to merge: {len(unreadable)} bad line(s) in the input; nothing was written "
-                   "(fix or remove them with `pv ledger check FILE` first)", err=True)
+        click.echo(f"refusing to merge: {len(unreadable)} bad line(s) in the input (torn, malformed, a time "
+                   "that is not ISO 8601 UTC, or a date in the future); nothing was written. Fix or remove "
+                   "them first (`pv ledger check FILE`).", err=True)
         sys.exit(1)
 
     new, seen, already = [], set(have), 0
@@ -214,6 +281,7 @@ def merge_cmd(files: tuple[str, ...], into: str | None, allow_stale: bool) -> No
                    "was written. Re-run those falsifiers, or pass --allow-stale to keep them as STALE evidence.",
                    err=True)
         sys.exit(1)
+    _warn_reordering(existing.records, [r for _, r in new])
     written = ledger_mod.append(target, [r for _, r in new])
     stale_note = f", {len(stale)} of them stale" if stale else ""
     click.echo(f"merged {written} new record(s) into {label}{stale_note}; {already} already present")

@@ -20,11 +20,10 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import subprocess
 import sys
-import tempfile
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ import click
 
 from pv.commands import pass_workspace
 from pv.config import Workspace
+from pv.outcome import Outcome
 
 DEVICES = ("cpu", "cuda", "auto")
 DEFAULT = object()  # "the workspace's ledger"
@@ -51,13 +51,13 @@ class Selected:
 class RunResult:
     run_id: str
     selected: list[Selected]
-    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
     returncodes: list[int] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # node ids that reported no outcome
     output: str = ""  # pytest's combined output (all repetitions)
 
     def count(self, verdict: str) -> int:
-        return sum(1 for o in self.outcomes if o.get("verdict") == verdict)
+        return sum(1 for o in self.outcomes if o.verdict == verdict)
 
     @property
     def broken(self) -> bool:
@@ -122,6 +122,28 @@ def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: 
     return selected
 
 
+def select_stale(workspace: Workspace, plan: Any, ids: Iterable[str], contracts: Iterable[str], device: str,
+                 ledger_path: Path) -> list[Selected]:
+    """The generated tests of every falsifier x required device whose deciding evidence is
+    STALE (pv status's rule), narrowed by ids / contracts / device. The evidence is the
+    workspace's ledger followed by `ledger_path` when that is another file (on the GPU machine:
+    the committed evidence, then what this machine has recorded since)."""
+    from pv import ledger as ledger_mod
+    from pv.codebind import TreeDigests
+    from pv.commands.status import build_report, load_all, stale_rows
+
+    loaded, failures = load_all(workspace)
+    records = ledger_mod.read(workspace.ledger).records
+    if Path(ledger_path).resolve() != workspace.ledger.resolve():
+        records = records + ledger_mod.read(ledger_path).records
+    report = build_report(loaded, failures, records, workspace.rel(workspace.ledger), [], None,
+                          TreeDigests(workspace.root))
+    owed = {(f.id, d.device) for _, f, d in stale_rows(report)}
+    ids, contracts = list(ids), list(contracts)
+    candidates = select(plan, ids, contracts, not (ids or contracts), device)
+    return [s for s in candidates if (s.falsifier, s.device) in owed]
+
+
 # --- execution -------------------------------------------------------------------------------
 
 
@@ -157,88 +179,83 @@ def pytest_command(selected: list[Selected], *, rootdir: Path, report: Path, run
     return cmd
 
 
-def _tail_report(path: Path, position: int) -> tuple[list[dict[str, Any]], int]:
-    """Complete new JSON lines of the report file from `position`."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(position)
-            data = handle.read()
-    except FileNotFoundError:
-        return [], position
-    end = data.rfind(b"\n")
-    if end < 0:
-        return [], position
-    events = []
-    for raw in data[: end + 1].splitlines():
-        if raw.strip():
-            try:
-                events.append(json.loads(raw))
-            except json.JSONDecodeError:
-                continue
-    return events, position + end + 1
+def _read_report(stream: Any, on_event: Callable[[dict[str, Any]], None]) -> None:
+    """Read the plugin's report pipe line by line until pytest exits (EOF): no polling."""
+    for raw in stream:
+        if not raw.strip():
+            continue
+        try:
+            event = json.loads(raw)
+        except json.JSONDecodeError:
+            continue  # a line the plugin did not write; the missing verdict is reported later
+        if isinstance(event, dict):
+            on_event(event)
 
 
 def execute(workspace: Workspace, selected: list[Selected], *, device: str = "auto", repeat: int = 1,
             ledger: Any = DEFAULT, mutant: str | None = None, keyword: str | None = None,
             pytest_args: Iterable[str] = (), run_id: str | None = None,
-            on_outcome: Callable[[dict[str, Any], int], None] | None = None,
-            echo_output: Callable[[str], None] | None = None) -> RunResult:
+            on_outcome: Callable[[Outcome, int], None] | None = None,
+            echo_output: Callable[[str], None] | None = None, git_commit: str | None = None) -> RunResult:
     """Run the selected generated tests `repeat` times in pytest subprocesses (the API that
-    `pv strength` uses). `on_outcome(event, repetition)` is called as each test finishes."""
+    `pv strength` uses). `on_outcome(outcome, repetition)` is called as each test finishes.
+
+    The plugin writes one JSON line per finished test to a pipe this process reads (passed as
+    `--pv-report /dev/fd/N`); pytest's own output goes through another pipe."""
     run_id = run_id or uuid.uuid4().hex
     result = RunResult(run_id=run_id, selected=list(selected))
     if ledger is DEFAULT:
         ledger = workspace.ledger
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(workspace.root), *filter(None, [env.get("PYTHONPATH")])])
+    if git_commit:
+        env["PV_GIT_COMMIT"] = git_commit
     pytest_args = list(pytest_args)
     outputs: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="pv-run-") as tmp:
-        for rep in range(1, repeat + 1):
-            report = Path(tmp) / f"report-{rep}.jsonl"
-            cmd = pytest_command(selected, rootdir=workspace.root, report=report, run_id=run_id, device=device, ledger=ledger,
-                                 mutant=mutant, keyword=keyword, pytest_args=pytest_args)
-            lines: list[str] = []
+    for rep in range(1, repeat + 1):
+        read_end, write_end = os.pipe()
+        cmd = pytest_command(selected, rootdir=workspace.root, report=Path(f"/dev/fd/{write_end}"), run_id=run_id,
+                             device=device, ledger=ledger, mutant=mutant, keyword=keyword, pytest_args=pytest_args)
+        lines: list[str] = []
+        try:
             proc = subprocess.Popen(cmd, cwd=workspace.root, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, errors="replace")
+                                    stderr=subprocess.STDOUT, text=True, errors="replace", pass_fds=(write_end,))
+        finally:
+            os.close(write_end)  # the child holds it now; EOF comes when the child exits
 
-            def pump(stream=proc.stdout, sink=lines) -> None:
-                for line in stream:  # type: ignore[union-attr]
-                    sink.append(line)
-                    if echo_output is not None:
-                        echo_output(line.rstrip("\n"))
+        def pump(stream=proc.stdout, sink=lines) -> None:
+            for line in stream:  # type: ignore[union-attr]
+                sink.append(line)
+                if echo_output is not None:
+                    echo_output(line.rstrip("\n"))
 
-            reader = threading.Thread(target=pump, daemon=True)
-            reader.start()
-            position = 0
-            seen: set[tuple[Any, Any]] = set()
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        seen: set[tuple[Any, Any]] = set()
 
-            def drain() -> None:
-                nonlocal position
-                events, position = _tail_report(report, position)
-                for event in events:
-                    if event.get("event") != "outcome":
-                        continue
-                    event["repeat"] = rep
-                    seen.add((event.get("falsifier"), event.get("device")))
-                    result.outcomes.append(event)
-                    if on_outcome is not None:
-                        on_outcome(event, rep)
+        def take(event: dict[str, Any], rep: int = rep, seen: set = seen) -> None:
+            if event.get("event") != "outcome":
+                return
+            outcome = Outcome.from_json(event)
+            outcome.repeat = rep
+            seen.add((outcome.falsifier, outcome.device))
+            result.outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome, rep)
 
-            try:
-                while proc.poll() is None:
-                    drain()
-                    time.sleep(0.05)
-            except KeyboardInterrupt:
-                proc.terminate()
-                proc.wait()
-                raise
-            reader.join()
-            drain()
-            result.returncodes.append(proc.returncode)
-            outputs.append("".join(lines))
-            if keyword is None and not pytest_args:  # -k / passthrough may deselect on purpose
-                result.missing += [s.nodeid for s in selected if (s.falsifier, s.device) not in seen]
+        try:
+            with open(read_end, encoding="utf-8", errors="replace") as report:
+                _read_report(report, take)
+            proc.wait()
+        except KeyboardInterrupt:
+            proc.terminate()
+            proc.wait()
+            raise
+        reader.join()
+        result.returncodes.append(proc.returncode)
+        outputs.append("".join(lines))
+        if keyword is None and not pytest_args:  # -k / passthrough may deselect on purpose
+            result.missing += [s.nodeid for s in selected if (s.falsifier, s.device) not in seen]
     result.output = "\n".join(outputs)
     return result
 
@@ -284,24 +301,24 @@ def _verdict(verdict: str, mutant: str | None) -> str:
     return click.style(text.ljust(5), fg=_COLOURS.get(verdict), bold=verdict != "PASS")
 
 
-def progress_line(event: dict[str, Any], done: int, total: int, mutant: str | None) -> str:
-    verdict = _verdict(event.get("verdict", "?"), mutant)
+def progress_line(event: Outcome, done: int, total: int, mutant: str | None) -> str:
+    verdict = _verdict(event.verdict, mutant)
     extra = ""
-    if event.get("verdict") in ("SKIP", "ERROR") and event.get("message"):
-        extra = f"  {_short(event['message'], 100)}"
-    return (f"[{done}/{total}] {event.get('falsifier')}  {event.get('device'):<4}  {verdict}  "
-            f"margin {_margin(event.get('margin'))}  {float(event.get('duration_s') or 0):.2f}s{extra}")
+    if event.verdict in ("SKIP", "ERROR") and event.message:
+        extra = f"  {_short(event.message, 100)}"
+    return (f"[{done}/{total}] {event.falsifier}  {event.device:<4}  {verdict}  "
+            f"margin {_margin(event.margin)}  {float(event.duration_s or 0):.2f}s{extra}")
 
 
 def print_table(result: RunResult, mutant: str | None, repeat: int) -> None:
     rows = []
     for event in result.outcomes:
-        row = [event.get("falsifier", "?"), event.get("device", "?")]
+        row = [event.falsifier, event.device]
         if repeat > 1:
-            row.append(str(event.get("repeat", "")))
-        row += [event.get("verdict", "?"), _margin(event.get("margin")),
-                f"{float(event.get('duration_s') or 0):.2f}s",
-                _observed(event.get("observations") or {}) or _short(event.get("message") or "", 60)]
+            row.append(str(event.repeat or ""))
+        row += [event.verdict, _margin(event.margin),
+                f"{float(event.duration_s or 0):.2f}s",
+                _observed(event.observations or {}) or _short(event.message or "", 60)]
         rows.append(row)
     header = ["FALSIFIER", "DEVICE"] + (["#"] if repeat > 1 else []) + ["VERDICT", "MARGIN", "TIME", "OBSERVED"]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
@@ -316,26 +333,26 @@ def print_table(result: RunResult, mutant: str | None, repeat: int) -> None:
                 text = click.style(text, fg=_COLOURS.get(str(cell)), bold=cell != "PASS")
             cells.append(text)
         click.echo("  ".join(cells).rstrip())
-    details = [e for e in result.outcomes if e.get("verdict") in ("FAIL", "ERROR", "SKIP") and e.get("message")]
-    unbound = [e for e in details if str(e["message"]).startswith("unbound falsifier")]
+    details = [e for e in result.outcomes if e.verdict in ("FAIL", "ERROR", "SKIP") and e.message]
+    unbound = [e for e in details if str(e.message).startswith("unbound falsifier")]
     if unbound:
         click.echo("")
         click.echo(click.style(f"ERROR: {len(unbound)} unbound falsifier test(s) — no `check:` in the contract, so "
                                "nothing can falsify them yet:", bold=True))
         for event in unbound:
-            click.echo(f"  {event.get('falsifier')} on {event.get('device')}")
+            click.echo(f"  {event.falsifier} on {event.device}")
     skips: dict[str, list[str]] = {}
     for event in details:
-        if event.get("verdict") == "SKIP":
-            skips.setdefault(str(event["message"]).strip(), []).append(f"{event.get('falsifier')} on {event.get('device')}")
+        if event.verdict == "SKIP":
+            skips.setdefault(str(event.message).strip(), []).append(f"{event.falsifier} on {event.device}")
     for reason, tests in skips.items():
         click.echo("")
         click.echo(click.style(f"SKIP — not evidence ({len(tests)}): {reason}", bold=True, fg="yellow"))
         click.echo("  " + ", ".join(tests))
-    for event in (e for e in details if e not in unbound and e.get("verdict") != "SKIP"):
+    for event in (e for e in details if e not in unbound and e.verdict != "SKIP"):
         click.echo("")
-        click.echo(click.style(f"{event['verdict']} {event.get('falsifier')} on {event.get('device')}:", bold=True))
-        for line in str(event["message"]).strip("\n").split("\n"):
+        click.echo(click.style(f"{event.verdict} {event.falsifier} on {event.device}:", bold=True))
+        for line in str(event.message).strip("\n").split("\n"):
             click.echo(f"  {line}")
 
 
@@ -348,7 +365,7 @@ def summary_lines(result: RunResult, mutant: str | None, ledger_label: str | Non
     lines = [head]
     if skipped:
         lines.append(f"{skipped} skipped — not evidence (a SKIP never discharges a falsifier)")
-    recorded = sum(1 for e in result.outcomes if e.get("record_id"))
+    recorded = sum(1 for e in result.outcomes if e.record_id)
     if ledger_label is None:
         lines.append("dry run: no ledger records written")
     else:
@@ -379,26 +396,44 @@ class _RunCommand(click.Command):
 @click.option("--no-ledger", is_flag=True, help="Dry run: record nothing.")
 @click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
               help="Append to this ledger instead of [tool.pv] ledger (e.g. on the GPU machine).")
+@click.option("--stale", is_flag=True,
+              help="Run exactly the falsifier x device rows whose deciding evidence is STALE (definition or "
+                   "code changed since); with --device, on that device only.")
+@click.option("--git-commit", default=None, metavar="SHA",
+              help="The commit this tree is (wins over asking git; e.g. on a copy without .git). Same as "
+                   "PV_GIT_COMMIT.")
 @click.option("--mutant", default=None, hidden=True, help="Run under a planted bug (used by pv strength).")
 @click.option("-v", "--verbose", is_flag=True, help="Show pytest's own output as it runs.")
 @click.pass_context
 @pass_workspace
 def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything: bool,
             device: str, repeat: int, keyword: str | None, no_ledger: bool, ledger_path: str | None,
-            mutant: str | None, verbose: bool, *, workspace: Workspace) -> None:
+            stale: bool, git_commit: str | None, mutant: str | None, verbose: bool, *,
+            workspace: Workspace) -> None:
     """Run falsifiers and record the evidence. Arguments after `--` go to pytest."""
     from pv import codegen
 
     pytest_args = list(ctx.meta.get("pv_pytest_args", []))
     if no_ledger and ledger_path:
         raise click.UsageError("--no-ledger and --ledger exclude each other")
+    if stale and (everything or mutant):
+        raise click.UsageError("--stale picks its own selection; it excludes --all and --mutant")
+    if git_commit is not None and not re.fullmatch(r"[0-9a-fA-F]{7,64}", git_commit):
+        raise click.UsageError(f"--git-commit {git_commit!r} is not a commit id (7 to 64 hex digits)")
     plan = codegen.ensure_fresh(workspace)
-    selected = select(plan, falsifiers, contracts, everything, device)
+    ledger: Any = None if no_ledger else (Path(ledger_path).resolve() if ledger_path else DEFAULT)
+    ledger_file = None if ledger is None else (workspace.ledger if ledger is DEFAULT else ledger)
+    if stale:
+        selected = select_stale(workspace, plan, falsifiers, contracts, device,
+                                ledger_file or workspace.ledger)
+        if not selected:
+            click.echo(f"nothing is stale on {device}: every deciding record matches the current definition and code")
+            return
+    else:
+        selected = select(plan, falsifiers, contracts, everything, device)
     if mutant:
         _check_mutant(workspace, mutant)
 
-    ledger: Any = None if no_ledger else (Path(ledger_path).resolve() if ledger_path else DEFAULT)
-    ledger_file = None if ledger is None else (workspace.ledger if ledger is DEFAULT else ledger)
     ledger_label = None if ledger_file is None else workspace.rel(ledger_file)
     if ledger_file is not None:
         _warn_ledger_problems(ledger_file, ledger_label)
@@ -409,13 +444,13 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
                + ("" if ledger_label else " (dry run)"))
     done = 0
 
-    def on_outcome(event: dict[str, Any], _rep: int) -> None:
+    def on_outcome(event: Outcome, _rep: int) -> None:
         nonlocal done
         done += 1
         click.echo(progress_line(event, done, total, mutant))
 
     result = execute(workspace, selected, device=device, repeat=repeat, ledger=ledger, mutant=mutant,
-                     keyword=keyword, pytest_args=pytest_args, on_outcome=on_outcome,
+                     keyword=keyword, pytest_args=pytest_args, on_outcome=on_outcome, git_commit=git_commit,
                      echo_output=(lambda line: click.echo(line, err=True)) if verbose else None)
     if result.broken and not verbose:
         click.echo(result.output.rstrip("\n")[-20000:], err=True)

@@ -34,6 +34,7 @@ from pv.lifecycle import (
     FalsifierStatus,
     MutantState,
     compute,
+    orphans,
     overclaim,
     to_json,
 )
@@ -66,6 +67,8 @@ class Report:
     ledger_path: str = "evidence/ledger.jsonl"
     ledger_problems: list[LedgerProblem] = field(default_factory=list)
     load_failures: list[tuple[str, str]] = field(default_factory=list)  # (path, first problem)
+    # Records naming a falsifier no contract has: (ledger line, record, why). They decide nothing.
+    orphans: list[tuple[int, LedgerRecord, str]] = field(default_factory=list)
 
     @property
     def live(self) -> list[Entry]:
@@ -75,14 +78,20 @@ class Report:
 
 def build_report(
     loaded: list[LoadedContract], failures: list[tuple[str, str]], records: list[LedgerRecord],
-    ledger_path: str, ledger_problems: list[LedgerProblem],
+    ledger_path: str, ledger_problems: list[LedgerProblem], lines: list[int] | None = None,
+    code: Any = None,
 ) -> Report:
-    """Pure: contracts (already loaded) + records -> report, sorted by contract id, then path."""
+    """Pure: contracts (already loaded) + records -> report, sorted by contract id, then path.
+    `lines`: each record's ledger line (default: its position); `code`: the tree's module
+    digests (pv.codebind.TreeDigests) that decide whether a record's code is current."""
     usable = [lc for lc in loaded if lc.contract is not None]
-    statuses = compute([lc.contract for lc in usable], records)  # type: ignore[misc]
+    contracts = [lc.contract for lc in usable]
+    statuses = compute(contracts, records, code)  # type: ignore[arg-type]
     by_contract = {id(lc.contract): lc.display_path for lc in usable}
     entries = sorted((Entry(by_contract[id(s.contract)], s) for s in statuses), key=lambda e: (e.status.id, e.path))
-    return Report(entries, ledger_path, sorted(ledger_problems, key=lambda p: p.line), sorted(failures))
+    lines = lines if lines is not None else list(range(1, len(records) + 1))
+    lost = [(lines[i], r, why) for i, r, why in orphans(contracts, records, incomplete=bool(failures))]  # type: ignore[arg-type]
+    return Report(entries, ledger_path, sorted(ledger_problems, key=lambda p: p.line), sorted(failures), lost)
 
 
 def load_all(ws: Workspace) -> tuple[list[LoadedContract], list[tuple[str, str]]]:
@@ -99,8 +108,11 @@ def load_all(ws: Workspace) -> tuple[list[LoadedContract], list[tuple[str, str]]
 
 def gather(ws: Workspace) -> tuple[Report, list[LoadedContract]]:
     loaded, failures = load_all(ws)
+    from pv.codebind import TreeDigests
+
     contents = ledger_mod.read(ws.ledger)
-    report = build_report(loaded, failures, contents.records, ws.rel(ws.ledger), contents.problems)
+    report = build_report(loaded, failures, contents.records, ws.rel(ws.ledger), contents.problems,
+                          contents.lines, TreeDigests(ws.root))
     return report, loaded
 
 
@@ -187,9 +199,16 @@ def _device_row_cells(f: FalsifierStatus, d: DeviceEvidence) -> list[str]:
     if d.state is DeviceState.PENDING:
         return [d.device, "PENDING", "—", "—", "—"]
     if d.state is DeviceState.STALE:
-        return [d.device, "STALE", "evidence for an older definition", "—", _evidence_cell(record)]
+        last = f" (last {record.verdict.value})" if record is not None else ""
+        return [d.device, f"STALE{last}", md_text(d.stale_reason()), "—", _evidence_cell(record)]
     assert record is not None
     return [d.device, d.state.value, _observed(record, f.falsifier.prediction), _margin(record), _evidence_cell(record)]
+
+
+def stale_rows(report: Report) -> list[tuple[Entry, FalsifierStatus, DeviceEvidence]]:
+    """Every falsifier x required device whose deciding evidence is stale: the re-runs owed."""
+    return [(e, f, d) for e in report.live for f in e.status.falsifiers for d in f.devices
+            if d.state is DeviceState.STALE]
 
 
 def _falsifier_label(f: FalsifierStatus) -> str:
@@ -239,6 +258,9 @@ def summary(report: Report) -> dict[str, Any]:
         "mutants": {"killed": killed, "declared": declared, "unproven_falsifiers": sum(f.unproven for f in falsifiers)},
         "open_ship_blocking": [f.id for _, f in _open_ship_blocking(report)],
         "overclaims": [e.status.id for e in report.entries if overclaim(e.status)],
+        "stale": [{"falsifier": f.id, "device": d.device, "why": list(d.stale_because)}
+                  for _, f, d in stale_rows(report)],
+        "orphan_records": len(report.orphans),
     }
 
 
@@ -261,6 +283,19 @@ def render_markdown(report: Report) -> str:
             "unreadable line(s); they are ignored below. Run `pv ledger check`.",
             ">",
             *[f"> - line {p.line}: {md_text(p.message)}" for p in report.ledger_problems],
+            "",
+        ]
+    if report.orphans:
+        fails = sum(r.verdict.value in ("FAIL", "ERROR") for _, r, _ in report.orphans)
+        out += [
+            f"> **Warning:** {len(report.orphans)} ledger record(s) name a falsifier that no contract has"
+            + (f", {fails} of them FAIL or ERROR" if fails else "") + "; they decide nothing below. Run "
+            "`pv ledger check`.",
+            ">",
+            *[f"> - line {line}: {md_code(r.falsifier)} {r.verdict.value} on {md_text(r.device)}"
+              f"{' under ' + md_code(r.mutant) if r.mutant else ''}: {md_text(why)}"
+              for line, r, why in report.orphans[:50]],
+            *([f"> - … and {len(report.orphans) - 50} more"] if len(report.orphans) > 50 else []),
             "",
         ]
     if report.load_failures:
@@ -287,6 +322,7 @@ def render_markdown(report: Report) -> str:
         f"- **Mutation score:** {_score(m['killed'], m['declared'])} declared mutants killed; "
         f"{m['unproven_falsifiers']} falsifier(s) UNPROVEN (declare no mutant)",
         f"- **Open ship-blocking falsifiers:** {len(s['open_ship_blocking'])}",
+        f"- **Stale falsifier x device rows (re-run owed):** {len(s['stale'])}",
     ]
     if s["overclaims"]:
         out.append("- **Declared status claims more than the evidence (PV501):** "
@@ -303,6 +339,19 @@ def render_markdown(report: Report) -> str:
             [[md_code(f.id), md_code(e.status.id), f"**{f.state.value}**", md_text(f.explain()),
               md_text(f.falsifier.if_fails)] for e, f in open_rows],
         )
+    else:
+        out.append("None.")
+    out.append("")
+
+    out += ["## Needs a re-run (stale evidence)", ""]
+    owed = stale_rows(report)
+    if owed:
+        out += [f"{len(owed)} falsifier x device row(s) are STALE: the deciding record was made for an older "
+                "definition or ran code that has changed since. Stale evidence never discharges. Re-run them "
+                "with `pv run --stale --device DEVICE`.", ""]
+        out += _table(["falsifier", "device", "last verdict", "why"],
+                      [[md_code(f.id), d.device, d.record.verdict.value if d.record else "—",
+                        md_text(d.stale_reason())] for _, f, d in owed])
     else:
         out.append("None.")
     out.append("")
@@ -351,11 +400,12 @@ def render_markdown(report: Report) -> str:
     else:
         out += [
             "Each falsifier run under each planted bug it declares: KILLED (it failed, as it must), "
-            "SURVIVED (it passed: blind to that bug), ERROR, — (not run yet). Blank: not declared.",
+            "SURVIVED (it passed: blind to that bug), ERROR, STALE (run on code that has changed since), "
+            "— (not run yet). Blank: not declared.",
             "",
         ]
         cell = {MutantState.KILLED: "KILLED", MutantState.SURVIVED: "**SURVIVED**",
-                MutantState.ERROR: "ERROR", MutantState.NOT_RUN: "—"}
+                MutantState.ERROR: "ERROR", MutantState.STALE: "STALE", MutantState.NOT_RUN: "—"}
         rows = []
         for e, f in falsifiers:
             states = {m.mutant: cell[m.state] for m in f.mutants}
@@ -373,6 +423,8 @@ def render_json(report: Report, ids: set[str] | None = None) -> str:
         "ledger": {"path": report.ledger_path,
                    "problems": [{"line": p.line, "message": p.message} for p in report.ledger_problems]},
         "load_failures": [{"path": p, "problem": m} for p, m in report.load_failures],
+        "orphans": [{"line": line, "record_id": r.record_id, "falsifier": r.falsifier, "contract": r.contract,
+                     "device": r.device, "verdict": r.verdict.value, "why": why} for line, r, why in report.orphans],
         "summary": summary(report),
         "contracts": [to_json(e.status, e.path) for e in report.entries if not ids or e.status.id in ids],
     }
@@ -409,6 +461,9 @@ def _warn(report: Report) -> None:
                    err=True)
     for path, problem in report.load_failures:
         click.echo(f"warning: {path} not loaded ({problem}); run `pv validate`", err=True)
+    if report.orphans:
+        click.echo(f"warning: {len(report.orphans)} ledger record(s) name a falsifier no contract has (first: line "
+                   f"{report.orphans[0][0]}: {report.orphans[0][2]}); run `pv ledger check`", err=True)
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -423,18 +478,21 @@ def _warn(report: Report) -> None:
 @click.option("--promote", is_flag=True,
               help="Set the declared status of the named contracts (default: all) from the evidence.")
 @click.option("--allow-demote", is_flag=True, help="With --promote: allow lowering a declared status.")
+@click.option("--require-fresh", is_flag=True,
+              help="Release gate: exit 1 if a ship-blocking falsifier's deciding evidence is stale on a "
+                   "required device; write nothing.")
 @click.option("--to", "target", type=click.Choice(COMPUTABLE),
               help="With --promote: the status to set (refused unless the evidence supports it).")
 @pass_workspace
 def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: str, promote: bool,
-            allow_demote: bool, target: str | None, *, workspace: Workspace) -> None:
+            allow_demote: bool, require_fresh: bool, target: str | None, *, workspace: Workspace) -> None:
     """Compute lifecycle status from the evidence and write the dashboard (docs/STATUS.md).
 
     CONTRACT_IDs select the contracts to promote (with --promote) or to show; the dashboard
     always covers every contract.
     """
     modes = [name for name, on in (("--check", check), ("--stdout", to_stdout), ("--format json", fmt == "json"),
-                                   ("--promote", promote)) if on]
+                                   ("--promote", promote), ("--require-fresh", require_fresh)) if on]
     if len(modes) > 1:
         raise click.UsageError(f"{' and '.join(modes)} cannot be combined")
     if (allow_demote or target) and not promote:
@@ -452,6 +510,9 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
 
     if fmt == "json":
         click.echo(render_json(report, ids))
+        return
+    if require_fresh:
+        _require_fresh(report, ids)
         return
     markdown = render_markdown(report)
     if to_stdout:
@@ -491,6 +552,21 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
         click.echo(f"wrote {status_display}")
     if refused:
         sys.exit(1)
+
+
+def _require_fresh(report: Report, ids: set[str] | None) -> None:
+    """Exit 1 when a ship-blocking falsifier's deciding evidence is stale on a required device."""
+    stale = [(f, d) for e, f, d in stale_rows(report)
+             if f.falsifier.ship_blocking and (not ids or e.status.id in ids)]
+    if not stale:
+        click.echo("fresh: no ship-blocking falsifier's deciding evidence is stale")
+        return
+    click.echo(f"{len(stale)} ship-blocking falsifier x device row(s) decided by stale evidence:", err=True)
+    for f, d in stale:
+        click.echo(f"  {f.id} on {d.device}: {d.stale_reason()}", err=True)
+    devices = sorted({d.device for _, d in stale})
+    click.echo("re-run them: " + "; ".join(f"pv run --stale --device {dev}" for dev in devices), err=True)
+    sys.exit(1)
 
 
 def _promote(ws: Workspace, report: Report, loaded: list[LoadedContract], ids: set[str] | None,

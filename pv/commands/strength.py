@@ -258,13 +258,13 @@ def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutan
         if jobs == 1:
             echo(click.style(f"mutant {mutant}: {len(tests)} falsifier test(s)", bold=True))
 
-        def on_outcome(event: dict[str, Any], _rep: int) -> None:
-            fid, dev, verdict = event.get("falsifier"), event.get("device"), event.get("verdict", "ERROR")
+        def on_outcome(event: Any, _rep: int) -> None:  # a pv.outcome.Outcome
+            fid, dev, verdict = event.falsifier, event.device, event.verdict or "ERROR"
             with lock:
                 result.verdicts.setdefault((fid, mutant), {})[dev] = verdict
-                if verdict in ("ERROR", "SKIP") and event.get("message"):
-                    result.messages[(fid, mutant)] = str(event["message"]).strip().splitlines()[0][:200]
-                if event.get("record_id"):
+                if verdict in ("ERROR", "SKIP") and event.message:
+                    result.messages[(fid, mutant)] = str(event.message).strip().splitlines()[0][:200]
+                if event.record_id:
                     result.records += 1
                 label = _LABEL.get(verdict, verdict)
                 prefix = f"  {mutant}  " if jobs > 1 else "  "
@@ -389,8 +389,10 @@ def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], device: str
 def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: list[str], *, device: str,
                        matrix: bool) -> StrengthResult:
     """The strength result the ledger already holds: for each (falsifier, mutant, device), the
-    latest fresh record run under that mutant. Cells never run stay blank."""
+    latest fresh record run under that mutant (same definition, same code). Cells never run, or
+    whose latest record ran code that has changed since, stay blank."""
     from pv import ledger as ledger_file
+    from pv.codebind import TreeDigests
 
     index = plan.falsifiers()
     declared = {fid: list(index[fid][1].mutants) for fid in selected_ids}
@@ -406,9 +408,10 @@ def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: 
                 or record.device not in index[record.falsifier][1].devices
                 or (not matrix and record.mutant not in declared[record.falsifier])):
             continue
-        key = (record.falsifier, record.mutant, record.device)
-        if key not in latest or record.time_utc >= latest[key].time_utc:
-            latest[key] = record
+        # The ledger's order decides which record is the latest, never the typed-in time.
+        latest[(record.falsifier, record.mutant, record.device)] = record
+    tree = TreeDigests(plan.workspace.root)  # a latest record that ran other code is stale: blank
+    latest = {key: r for key, r in latest.items() if not tree.changes(r.code_digests)}
     for (fid, mutant, dev), record in sorted(latest.items()):
         result.verdicts.setdefault((fid, mutant), {})[dev] = record.verdict.value
         if record.verdict.value in ("ERROR", "SKIP") and record.message:

@@ -1,0 +1,231 @@
+"""Binding evidence to the code it exercised: syntax-tree digests of Python modules.
+
+A ledger record carries `code_digests`: for every module of the bound packages that the check
+imported, plus the check's own module, a digest of the module's syntax tree. `pv status`
+recomputes the digests from the working tree and treats a record whose digests differ as
+STALE. Nothing here imports the modules it digests (only `ast`), so `pv status` and
+`pv validate` stay free of torch.
+
+Granularity (docs/status.md, "What the dashboard can and cannot claim"):
+
+* per module. The digest is of the syntax tree with docstrings removed, so comments,
+  docstrings, blank lines and formatting change nothing; any other edit changes the digest.
+* which modules: the static import closure of the check's module inside the bound packages
+  (`[tool.pv] check_packages` + `code_packages`): every module it imports, at any depth,
+  including the `__init__` of each package on the way (Python runs those too). Under a planted
+  bug, the module defining that mutant and its closure are added. Modules of those packages
+  first imported while the check ran (imports by name at run time) are added as well. A module
+  outside that set can change freely without staling the record.
+
+The digest is a canonical walk of the tree (iterative: no recursion limit) that omits empty
+fields, so Python versions that add new, empty AST fields (3.12's `type_params`) agree.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import sys
+from pathlib import Path
+from typing import Iterable, Mapping
+
+DIGEST_CHARS = 24  # 96 bits of sha256: a second preimage is out of reach
+BEFORE_BINDING = "recorded before code binding"
+
+
+def _strip_docstrings(tree: ast.AST) -> None:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+
+
+_MARK = object()  # tags punctuation on the work stack, so no source string can pose as one
+
+
+def _canonical(tree: ast.AST) -> str:
+    """A deterministic text of the tree: node types and non-empty fields, no positions."""
+    out: list[str] = []
+    stack: list[tuple[object, object]] = [(None, tree)]
+    while stack:
+        tag, item = stack.pop()
+        if tag is _MARK:
+            out.append(str(item))
+        elif isinstance(item, ast.AST):
+            todo: list[tuple[object, object]] = [(_MARK, type(item).__name__ + "(")]
+            for name, value in ast.iter_fields(item):
+                if value is None or value == []:
+                    continue  # absent or empty: the same tree whatever fields this Python has
+                todo.append((_MARK, name + "="))
+                if isinstance(value, list):
+                    todo += [(_MARK, "["), *((None, v) for v in value), (_MARK, "]")]
+                else:
+                    todo.append((None, value))
+            todo.append((_MARK, ")"))
+            stack.extend(reversed(todo))
+        else:
+            out.append(repr(item) + ",")
+    return "".join(out)
+
+
+def digest_source(data: bytes) -> str:
+    """The digest of one module's source. Unparseable source (a syntax error, nesting too deep
+    for the parser) is digested as bytes, so it still binds — any edit makes it differ."""
+    try:
+        tree = ast.parse(data)
+        _strip_docstrings(tree)
+        text = "ast:" + _canonical(tree)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "raw-" + hashlib.sha256(data).hexdigest()[: DIGEST_CHARS - 4]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return None
+
+
+def digest_file(path: Path) -> str | None:
+    data = _read(path)
+    return None if data is None else _digest_cached(data)
+
+
+# A pytest session binds every falsifier test to mostly the same modules: parse each distinct
+# source once (keyed by its bytes, so an edit is never missed), not once per test.
+@functools.lru_cache(maxsize=4096)
+def _digest_cached(data: bytes) -> str:
+    return digest_source(data)
+
+
+def module_file(name: str, roots: Iterable[Path]) -> Path | None:
+    """The source file of a dotted module under the first root that has it, without importing:
+    `a/b/c.py` or `a/b/c/__init__.py`."""
+    parts = name.split(".")
+    for root in roots:
+        base = Path(root).joinpath(*parts)
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def search_roots(workspace_root: Path) -> list[Path]:
+    """Where modules are looked for: the workspace root first (what `pv run` puts on the path),
+    then this interpreter's path."""
+    roots = [Path(workspace_root)]
+    roots += [Path(p) for p in sys.path if p and Path(p).is_dir() and Path(p) != Path(workspace_root)]
+    return roots
+
+
+def in_packages(name: str, packages: Iterable[str]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def _imports(name: str, path: Path, roots: list[Path]) -> set[str]:
+    """Every module a module's import statements can load (anywhere in it, functions too)."""
+    data = _read(path)
+    return set() if data is None else set(_imports_cached(name, path.name == "__init__.py", data, tuple(roots)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _imports_cached(name: str, is_package: bool, data: bytes, roots: tuple[Path, ...]) -> frozenset[str]:
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    package = name if is_package else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".") if package else []
+                if node.level - 1 > len(base_parts):
+                    continue
+                base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            if not base:
+                continue
+            found.add(base)
+            for alias in node.names:  # `from pkg import submodule`
+                if alias.name != "*" and module_file(f"{base}.{alias.name}", roots) is not None:
+                    found.add(f"{base}.{alias.name}")
+    with_parents = set()
+    for module in found:
+        parts = module.split(".")
+        with_parents.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return frozenset(with_parents)
+
+
+def closure(start: Iterable[str], packages: Iterable[str], roots: list[Path]) -> set[str]:
+    """The modules of `packages` reachable from `start` through import statements (and the
+    `start` modules themselves, wherever they live)."""
+    packages = tuple(packages)
+    seen: set[str] = set()
+    todo = list(start)
+    first = set(todo)
+    while todo:
+        name = todo.pop()
+        if name in seen or not (name in first or in_packages(name, packages)):
+            continue
+        seen.add(name)
+        path = module_file(name, roots)
+        if path is None:
+            continue
+        parts = name.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent packages run first
+        todo += sorted(_imports(name, path, roots))
+    return {n for n in seen if n in first or in_packages(n, packages)}
+
+
+def bind(start: Iterable[str], packages: Iterable[str], roots: list[Path],
+         loaded: Mapping[str, object] | None = None, also: Iterable[str] = ()) -> dict[str, str]:
+    """module -> digest for the closure of `start` plus `also`. A loaded module is digested
+    from the file it was loaded from (the code that ran); others from `roots`."""
+    loaded = sys.modules if loaded is None else loaded
+    names = closure(start, packages, roots) | set(also)
+    out = {}
+    for name in sorted(names):
+        module_path = getattr(loaded.get(name), "__file__", None)
+        path = Path(module_path) if module_path and str(module_path).endswith(".py") else module_file(name, roots)
+        digest = None if path is None else digest_file(path)
+        if digest is not None:
+            out[name] = digest
+    return out
+
+
+class TreeDigests:
+    """The working tree's digests, computed on demand and cached (one `pv status` run)."""
+
+    def __init__(self, workspace_root: Path):
+        self.roots = search_roots(workspace_root)
+        self._cache: dict[str, str | None] = {}
+
+    def digest(self, module: str) -> str | None:
+        if module not in self._cache:
+            path = module_file(module, self.roots)
+            self._cache[module] = None if path is None else digest_file(path)
+        return self._cache[module]
+
+    def changes(self, recorded: Mapping[str, str] | None) -> tuple[str, ...]:
+        """Why a record's code is not the tree's: () when every digest matches."""
+        if recorded is None:
+            return (BEFORE_BINDING,)
+        if not recorded:  # every real record names at least its check's module
+            return ("records no code digest",)
+        changed = []
+        for module, digest in sorted(recorded.items()):
+            now = self.digest(module)
+            if now is None:
+                changed.append(f"{module} (removed)")
+            elif now != digest:
+                changed.append(module)
+        return tuple(changed)

@@ -1,0 +1,64 @@
+"""pv.codebind: syntax-tree digests and the modules a check's evidence is bound to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pv import codebind
+
+BASE = b'"""Module doc."""\n\n\ndef f(x):\n    """Doc."""\n    return x + 1  # a comment\n'
+
+
+def test_docstrings_comments_and_layout_do_not_change_the_digest():
+    same = b'"""Another doc."""\ndef f(x):\n\n    return (x +\n            1)\n'
+    assert codebind.digest_source(BASE) == codebind.digest_source(same)
+
+
+def test_any_code_edit_changes_the_digest():
+    for edited in (BASE.replace(b"x + 1", b"x + 2"), BASE.replace(b"x + 1", b"1 + x"),
+                   BASE + b"Y = 'doc-like string that is not a docstring'\n"):
+        assert codebind.digest_source(edited) != codebind.digest_source(BASE)
+
+
+def test_unparseable_and_absurdly_deep_modules_still_bind_without_a_crash():
+    deep = b"x = " + b"(" * 3000 + b"1" + b")" * 3000 + b"\n"
+    digest = codebind.digest_source(deep)
+    assert digest.startswith("raw-") and digest != codebind.digest_source(deep + b"\n#")
+    assert codebind.digest_source(b"def (:\n").startswith("raw-")
+
+
+def _package(root: Path) -> None:
+    pkg = root / "lab"
+    (pkg / "runtime").mkdir(parents=True)
+    (pkg / "checks").mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "runtime" / "__init__.py").write_text("from . import kernels\n")
+    (pkg / "runtime" / "kernels.py").write_text("def add(a, b):\n    return a + b\n")
+    (pkg / "runtime" / "unused.py").write_text("X = 1\n")
+    (pkg / "checks" / "__init__.py").write_text("")
+    (pkg / "checks" / "helpers.py").write_text("def norm(x):\n    return abs(x)\n")
+    (pkg / "checks" / "add.py").write_text(
+        "from lab.runtime import kernels\nfrom .helpers import norm\n\n\ndef check(*, device):\n"
+        "    import json  # outside the bound packages\n    return {'x': norm(kernels.add(1, 2))}\n")
+    (pkg / "checks" / "other.py").write_text("from lab.runtime import unused\n")
+
+
+def test_the_closure_is_what_the_check_imports_and_nothing_else(tmp_path):
+    _package(tmp_path)
+    bound = codebind.bind(["lab.checks.add"], ["lab.checks", "lab.runtime"], [tmp_path], loaded={})
+    assert sorted(bound) == ["lab.checks", "lab.checks.add", "lab.checks.helpers", "lab.runtime",
+                             "lab.runtime.kernels"]
+    tree = codebind.TreeDigests(tmp_path)
+    assert tree.changes(bound) == ()
+    (tmp_path / "lab" / "runtime" / "unused.py").write_text("X = 2\n")  # never imported by the check
+    (tmp_path / "lab" / "checks" / "other.py").write_text("Y = 3\n")
+    assert codebind.TreeDigests(tmp_path).changes(bound) == ()
+    (tmp_path / "lab" / "runtime" / "kernels.py").write_text("def add(a, b):\n    return a - b\n")
+    (tmp_path / "lab" / "checks" / "helpers.py").unlink()
+    assert codebind.TreeDigests(tmp_path).changes(bound) == ("lab.checks.helpers (removed)", "lab.runtime.kernels")
+
+
+def test_records_without_digests_are_stale_with_a_reason(tmp_path):
+    tree = codebind.TreeDigests(tmp_path)
+    assert tree.changes(None) == ("recorded before code binding",)
+    assert tree.changes({}) == ("records no code digest",)

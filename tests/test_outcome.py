@@ -1,0 +1,34 @@
+"""pv.outcome.Outcome: the one type from the check to the ledger record."""
+
+from __future__ import annotations
+
+import pytest
+
+from pv import harness
+from pv.outcome import Outcome
+
+
+def test_an_outcome_becomes_its_record_in_one_step():
+    outcome = Outcome(falsifier="FALSIFY-DEMO-001", device="cpu", prediction="x < 1", verdict="PASS",
+                      observations={"x": 0.5, "bad": float("nan")}, margin=0.5, duration_s=0.1234567,
+                      code_digests={"checks": "a" * 24})
+    outcome.identify({"contract": "demo", "contract_version": "1.0.0", "sha256": "0" * 64, "device": "cpu"},
+                     "generated_tests/test_demo.py::test_falsify_demo_001__cpu")
+    record = outcome.to_record(run_id="r", time_utc="2026-11-22T00:00:00Z", git_commit="c" * 40,
+                               git_commit_source="git", git_dirty=False)
+    assert (record.contract, record.falsifier_sha256, record.verdict.value) == ("demo", "0" * 64, "PASS")
+    assert record.code_digests == {"checks": "a" * 24} and record.duration_s == 0.123457
+    assert record.observations == {"x": 0.5, "bad": "nan"}  # JSON has no NaN: kept as text
+    assert Outcome.from_json({**outcome.to_json(), "event": "outcome"}) == outcome
+
+
+def test_the_harness_hands_each_outcome_to_the_sink_once_and_keeps_it_otherwise():
+    seen = []
+    with harness.outcomes_to(seen.append):
+        harness.falsify(lambda *, device: {"x": 0.5}, {}, "x < 1", "cpu", falsifier="F")
+        with pytest.raises(harness.Falsified):
+            harness.falsify(lambda *, device: {"x": 2.0}, {}, "x < 1", "cpu", falsifier="G")
+    assert [(o.falsifier, o.verdict) for o in seen] == [("F", "PASS"), ("G", "FAIL")]
+    assert harness.take_outcome() is None  # delivered, not also kept
+    harness.falsify(lambda *, device: {"x": 0.5}, {}, "x < 1", "cpu", falsifier="H")  # no sink: kept
+    assert harness.take_outcome().falsifier == "H"

@@ -1,0 +1,72 @@
+"""pv.provenance: which commit a record says it ran, and where that claim came from."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pv import provenance
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+                          check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def state(root: Path) -> provenance.GitState:
+    provenance.git_state.cache_clear()
+    return provenance.git_state(root, exclude=(str(root / "evidence" / "ledger.jsonl"),))
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    monkeypatch.delenv("PV_GIT_COMMIT", raising=False)
+    monkeypatch.delenv("PV_GIT_DIRTY", raising=False)
+    yield
+    provenance.git_state.cache_clear()
+
+
+def test_a_copy_inside_another_repository_does_not_take_its_commit(tmp_path, monkeypatch):
+    # The attack seen: a working-tree copy dropped inside some unrelated repository.
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    (outer / "README").write_text("another project\n")
+    git(outer, "init", "-q")
+    git(outer, "add", "-A")
+    git(outer, "commit", "-qm", "unrelated")
+    copy = outer / "copy-of-pv"
+    copy.mkdir()
+    (copy / "pyproject.toml").write_text("[tool.pv]\n")
+    assert state(copy) == (None, None, None)  # unknown, never the unrelated commit
+    monkeypatch.setenv("PV_GIT_COMMIT", "c" * 40)
+    monkeypatch.setenv("PV_GIT_DIRTY", "0")
+    assert state(copy) == ("c" * 40, False, "PV_GIT_COMMIT")
+
+
+def test_an_explicit_commit_wins_over_git_and_dirty_is_measured_against_it(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text("[tool.pv]\n")
+    (repo / "code.py").write_text("x = 1\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "one")
+    first = git(repo, "rev-parse", "HEAD")
+    (repo / "code.py").write_text("x = 2\n")
+    git(repo, "commit", "-qam", "two")
+    second = git(repo, "rev-parse", "HEAD")
+    assert state(repo) == (second, False, "git")
+
+    monkeypatch.setenv("PV_GIT_COMMIT", first)  # the tree is at `second`: its tracked files differ
+    assert state(repo) == (first, True, "PV_GIT_COMMIT")
+    monkeypatch.setenv("PV_GIT_COMMIT", second)
+    monkeypatch.setenv("PV_GIT_DIRTY", "1")  # git can tell, so it is asked, not the variable
+    assert state(repo) == (second, False, "PV_GIT_COMMIT")
+    (repo / "code.py").write_text("x = 3\n")
+    assert state(repo) == (second, True, "PV_GIT_COMMIT")
