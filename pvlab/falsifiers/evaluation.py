@@ -31,10 +31,14 @@ def _independent_loss(model, batch, device) -> float:
     from pvlab.runtime.kernels import IGNORE_INDEX
 
     with torch.no_grad():
-        logits = model(batch.inputs.to(device)).detach().to("cpu", torch.float64)
-    keep = batch.targets != IGNORE_INDEX
-    rows, targets = logits[keep], batch.targets[keep]
-    return float((torch.logsumexp(rows, dim=-1) - rows.gather(1, targets[:, None]).squeeze(1)).mean())
+        logits = model(batch.inputs.to(device)).detach()                               # (B, T, V)
+    total, count = 0.0, 0
+    for b in range(logits.shape[0]):     # one sequence at a time: float64 (T, V) stays small at V = 151,936
+        keep = batch.targets[b] != IGNORE_INDEX
+        rows, targets = logits[b].to("cpu", torch.float64)[keep], batch.targets[b][keep]
+        total += float((torch.logsumexp(rows, dim=-1) - rows.gather(1, targets[:, None]).squeeze(1)).sum())
+        count += int(keep.sum())
+    return total / count
 
 
 def eval_loss(*, device: str, checkpoint: str = "tiny-trained", path: str | None = None, batches: int = 4) -> dict:
@@ -135,8 +139,9 @@ def label_integrity(*, device: str, checkpoint: str = "tiny-trained", batches: i
 
 def heldout_disjoint(*, device: str, checkpoint: str = "tiny-trained") -> dict:
     """Rebuild the corpus and split the runtime trains with (runtime.data.synthetic_python_corpus /
-    read_corpus + split_documents, with the checkpoint's recipe) and intersect the two sides
-    independently: exact text, and text with whitespace normalised.
+    read_corpus + split_documents, with the checkpoint's recipe; for a named real corpus such as
+    the standard library, runtime.corpus.documents_for, split by file path) and intersect the two
+    sides independently: exact text, and text with whitespace normalised.
 
     Observations: heldout_documents, train_documents, overlapping_documents (held-out documents
     whose exact text is also in training), overlapping_normalised (the same after collapsing
@@ -145,9 +150,15 @@ def heldout_disjoint(*, device: str, checkpoint: str = "tiny-trained") -> dict:
 
     torch_device(device)
     r = fixtures.recipe(checkpoint)
-    documents = (data.read_corpus(r.corpus_dir) if r.corpus_dir is not None
-                 else data.synthetic_python_corpus(r.num_documents, r.data_seed))
-    train, held_out = data.split_documents(documents, val_fraction=r.val_fraction, seed=r.data_seed)
+    if getattr(r, "corpus", None) is not None:
+        from pvlab.runtime import corpus
+
+        train, held_out, _ = corpus.documents_for(r.corpus, val_fraction=r.val_fraction, seed=r.data_seed,
+                                                  expected_digest=r.corpus_digest)
+    else:
+        documents = (data.read_corpus(r.corpus_dir) if r.corpus_dir is not None
+                     else data.synthetic_python_corpus(r.num_documents, r.data_seed))
+        train, held_out = data.split_documents(documents, val_fraction=r.val_fraction, seed=r.data_seed)
     train_set = set(train)
     normalise = lambda text: " ".join(text.split())  # noqa: E731
     train_normalised = {normalise(d) for d in train}
