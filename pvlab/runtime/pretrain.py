@@ -71,6 +71,7 @@ class Recipe:
     corpus: str | None = None             # a named real corpus instead ("stdlib", "stdlib/json": runtime.corpus)
     corpus_digest: str | None = None      # its sha256 (runtime.corpus.Corpus.digest); checked when read
     tokenizer_vocab_size: int | None = None  # BPE vocabulary (None: the model's vocab_size)
+    bias_init_std: float = 0.0            # draw the projection biases from N(0, std) instead of zeros
     val_fraction: float = 0.05
     eval_every: int = 40
     eval_batches: int = 8
@@ -152,6 +153,17 @@ def prepare_data(recipe: Recipe, *, vocab_size: int, tokenizer=None) -> Prepared
                         corpus_summary=corpus_summary)
 
 
+def draw_biases(model: CausalLM, std: float, seed: int) -> None:
+    """Every bias from N(0, std), drawn on the CPU (the same values on every device). Biases
+    trained from zero stay near zero in a short run and carry no signal (docs/gpu.md measures
+    it); a subject whose Q/K/V biases matter, as a production Qwen2's do, starts them non-zero."""
+    generator = torch.Generator(device="cpu").manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith(".bias"):
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
+
+
 class Progress:
     """A one-line progress bar on a terminal; plain lines (evals only) otherwise."""
 
@@ -203,6 +215,8 @@ def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | No
         config = config.replace(bos_token_id=end_of_text, eos_token_id=end_of_text)
         model = checkpoint.init_model(config=config, weights="random", seed=recipe.seed, device=target_device,
                                       path=path)
+        if recipe.bias_init_std:
+            draw_biases(model, recipe.bias_init_std, recipe.seed)
     if recipe.seq_len > config.max_position_embeddings:
         raise ConfigError(f"seq_len {recipe.seq_len} exceeds the model's context of {config.max_position_embeddings}")
     model.tokenizer = prepared.tokenizer
