@@ -44,7 +44,10 @@ def _independent_loss(model, batch, device) -> float:
 def eval_loss(*, device: str, checkpoint: str = "tiny-trained", path: str | None = None, batches: int = 4) -> dict:
     """The runtime's eval (Trainer.evaluate) over `batches` held-out batches of `checkpoint`, on
     `device` running `path` (default: the device's default path — reference on cpu, fast on
-    cuda). Observations: val_loss, vocab_size, ln_vocab, tokens."""
+    cuda). Observations: val_loss, vocab_size, ln_vocab, tokens, and for a trained checkpoint
+    recorded_val_loss (the held-out loss its build measured, runtime.json: a bound relative to it
+    sees a defect that costs nats without reaching ln V, as dropped biases do on a model trained
+    for minutes — docs/gpu.md)."""
     from pvlab.runtime.devices import default_path
 
     dev = torch_device(device)
@@ -53,8 +56,11 @@ def eval_loss(*, device: str, checkpoint: str = "tiny-trained", path: str | None
     held_out = fixtures.heldout_batches(checkpoint, batches)
     val_loss = _trainer(model).evaluate(held_out)
     vocab = model.config.vocab_size
-    return {"val_loss": val_loss, "vocab_size": vocab, "ln_vocab": math.log(vocab),
-            "tokens": sum(b.num_target_tokens for b in held_out)}
+    observations = {"val_loss": val_loss, "vocab_size": vocab, "ln_vocab": math.log(vocab),
+                    "tokens": sum(b.num_target_tokens for b in held_out)}
+    if not fixtures.is_random(fixtures.resolve(checkpoint)):
+        observations["recorded_val_loss"] = fixtures.recorded_results(checkpoint)["val_loss"]
+    return observations
 
 
 def eval_pollution(*, device: str, checkpoint: str = "tiny-trained", path: str | None = None,

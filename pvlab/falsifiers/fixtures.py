@@ -181,6 +181,15 @@ def recipe(name: str = "tiny-trained"):
     return Recipe.from_dict(meta["recipe"])
 
 
+@cached(data=True)
+def recorded_results(name: str = "tiny-trained") -> dict:
+    """The results its build recorded in runtime.json (val_loss, train_loss, timings, ...)."""
+    import json
+
+    meta = json.loads((checkpoint_dir(name) / "runtime.json").read_text(encoding="utf-8"))
+    return meta["results"]
+
+
 @cached
 def model(name: str = "tiny-trained", device: str = "cpu", path: str = "reference"):
     """A model on `device` running `path`, shared read-only between checks."""
