@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "list":
         for item in SUBJECTS.values():
-            print(f"{item.name:<20} {item.device}/{item.path:<9} {item.summary}")
+            print(f"{item.name:<20} {item.device + '/' + item.path:<15} {item.summary}")
         return 0
     started = time.monotonic()
     try:
