@@ -31,16 +31,23 @@ def _independent_loss(model, batch, device) -> float:
     from pvlab.runtime.kernels import IGNORE_INDEX
 
     with torch.no_grad():
-        logits = model(batch.inputs.to(device)).detach().to("cpu", torch.float64)
-    keep = batch.targets != IGNORE_INDEX
-    rows, targets = logits[keep], batch.targets[keep]
-    return float((torch.logsumexp(rows, dim=-1) - rows.gather(1, targets[:, None]).squeeze(1)).mean())
+        logits = model(batch.inputs.to(device)).detach()                               # (B, T, V)
+    total, count = 0.0, 0
+    for b in range(logits.shape[0]):     # one sequence at a time: float64 (T, V) stays small at V = 151,936
+        keep = batch.targets[b] != IGNORE_INDEX
+        rows, targets = logits[b].to("cpu", torch.float64)[keep], batch.targets[b][keep]
+        total += float((torch.logsumexp(rows, dim=-1) - rows.gather(1, targets[:, None]).squeeze(1)).sum())
+        count += int(keep.sum())
+    return total / count
 
 
 def eval_loss(*, device: str, checkpoint: str = "tiny-trained", path: str | None = None, batches: int = 4) -> dict:
     """The runtime's eval (Trainer.evaluate) over `batches` held-out batches of `checkpoint`, on
     `device` running `path` (default: the device's default path — reference on cpu, fast on
-    cuda). Observations: val_loss, vocab_size, ln_vocab, tokens."""
+    cuda). Observations: val_loss, vocab_size, ln_vocab, tokens, and for a trained checkpoint
+    recorded_val_loss (the held-out loss its build measured, runtime.json: a bound relative to it
+    sees a defect that costs nats without reaching ln V, as dropped biases do on a model trained
+    for minutes — docs/gpu.md)."""
     from pvlab.runtime.devices import default_path
 
     dev = torch_device(device)
@@ -49,8 +56,11 @@ def eval_loss(*, device: str, checkpoint: str = "tiny-trained", path: str | None
     held_out = fixtures.heldout_batches(checkpoint, batches)
     val_loss = _trainer(model).evaluate(held_out)
     vocab = model.config.vocab_size
-    return {"val_loss": val_loss, "vocab_size": vocab, "ln_vocab": math.log(vocab),
-            "tokens": sum(b.num_target_tokens for b in held_out)}
+    observations = {"val_loss": val_loss, "vocab_size": vocab, "ln_vocab": math.log(vocab),
+                    "tokens": sum(b.num_target_tokens for b in held_out)}
+    if not fixtures.is_random(fixtures.resolve(checkpoint)):
+        observations["recorded_val_loss"] = fixtures.recorded_results(checkpoint)["val_loss"]
+    return observations
 
 
 def eval_pollution(*, device: str, checkpoint: str = "tiny-trained", path: str | None = None,
@@ -135,8 +145,9 @@ def label_integrity(*, device: str, checkpoint: str = "tiny-trained", batches: i
 
 def heldout_disjoint(*, device: str, checkpoint: str = "tiny-trained") -> dict:
     """Rebuild the corpus and split the runtime trains with (runtime.data.synthetic_python_corpus /
-    read_corpus + split_documents, with the checkpoint's recipe) and intersect the two sides
-    independently: exact text, and text with whitespace normalised.
+    read_corpus + split_documents, with the checkpoint's recipe; for a named real corpus such as
+    the standard library, runtime.corpus.documents_for, split by file path) and intersect the two
+    sides independently: exact text, and text with whitespace normalised.
 
     Observations: heldout_documents, train_documents, overlapping_documents (held-out documents
     whose exact text is also in training), overlapping_normalised (the same after collapsing
@@ -145,9 +156,15 @@ def heldout_disjoint(*, device: str, checkpoint: str = "tiny-trained") -> dict:
 
     torch_device(device)
     r = fixtures.recipe(checkpoint)
-    documents = (data.read_corpus(r.corpus_dir) if r.corpus_dir is not None
-                 else data.synthetic_python_corpus(r.num_documents, r.data_seed))
-    train, held_out = data.split_documents(documents, val_fraction=r.val_fraction, seed=r.data_seed)
+    if getattr(r, "corpus", None) is not None:
+        from pvlab.runtime import corpus
+
+        train, held_out, _ = corpus.documents_for(r.corpus, val_fraction=r.val_fraction, seed=r.data_seed,
+                                                  expected_digest=r.corpus_digest)
+    else:
+        documents = (data.read_corpus(r.corpus_dir) if r.corpus_dir is not None
+                     else data.synthetic_python_corpus(r.num_documents, r.data_seed))
+        train, held_out = data.split_documents(documents, val_fraction=r.val_fraction, seed=r.data_seed)
     train_set = set(train)
     normalise = lambda text: " ".join(text.split())  # noqa: E731
     train_normalised = {normalise(d) for d in train}

@@ -11,6 +11,14 @@ Checkpoint names used in contract params:
     tiny-random    the same architecture and tokenizer with weights drawn by the runtime's own
                    runtime.init_model(weights="random", seed=0) — step 0 of training — scored on
                    tiny-trained's data (its held-out split and tokenizer)
+    <subject>, <subject>-random
+                   any subject of runtime.subjects (qwen2-0.5b-stdlib, llama-370m-stdlib) and its
+                   random twin, exactly like tiny-trained / tiny-random; a subject that is neither
+                   cached nor buildable here (no GPU) makes the check SKIP (DeviceUnavailable)
+
+Under a subject (`for_subject`, or the environment variable PV_SUBJECT that pv's runner sets for
+`pv run --subject NAME`), a contract's `checkpoint: tiny-trained` means that subject and
+`checkpoint: tiny-random` its random twin: one contract, several subjects.
 
 Caches are keyed by the planted bug active in pv's harness (pv.harness.active_mutant()), so a
 model built under one mutant is never reused under another or under none; `clear()` empties
@@ -25,12 +33,71 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import os
 from pathlib import Path
 
 import torch
 
-CHECKPOINTS = ("tiny-trained", "tiny-random")
+from ._util import device_unavailable
+
+TINY = "tiny-trained"
+RANDOM_SUFFIX = "-random"
+SUBJECT_ENV = "PV_SUBJECT"
 _CACHES: list = []
+
+
+def subject_names() -> tuple[str, ...]:
+    from pvlab.runtime import subjects
+
+    return tuple(subjects.SUBJECTS)
+
+
+def random_twin(subject: str) -> str:
+    """The checkpoint name of a subject's random initialisation (tiny-trained -> tiny-random)."""
+    return "tiny-random" if subject == TINY else subject + RANDOM_SUFFIX
+
+
+def known_checkpoints() -> tuple[str, ...]:
+    return tuple(name for subject in subject_names() for name in (subject, random_twin(subject)))
+
+
+def trained_of(name: str) -> str:
+    """The subject a checkpoint name belongs to (itself, or the subject of a random twin)."""
+    for subject in subject_names():
+        if name in (subject, random_twin(subject)):
+            return subject
+    raise ValueError(f"unknown checkpoint {name!r}; known: {', '.join(known_checkpoints())}")
+
+
+def is_random(name: str) -> bool:
+    return name != trained_of(name)
+
+
+def for_subject(checkpoint: str, subject: str | None) -> str:
+    """What a contract's `checkpoint:` param names when the falsifier runs on `subject`: the tiny
+    checkpoints stand for the subject (tiny-trained) and its random twin (tiny-random); any other
+    name is explicit and stays. No subject: the name unchanged."""
+    if subject is None or subject == "":
+        return checkpoint
+    trained_of(subject)
+    if subject != trained_of(subject):
+        raise ValueError(f"{subject!r} is a random twin, not a subject; subjects: {', '.join(subject_names())}")
+    if checkpoint == TINY:
+        return subject
+    if checkpoint == random_twin(TINY):
+        return random_twin(subject)
+    return checkpoint
+
+
+def active_subject() -> str | None:
+    return os.environ.get(SUBJECT_ENV) or None
+
+
+def resolve(name: str) -> str:
+    """`name` under the active subject, checked against the known checkpoints."""
+    resolved = for_subject(name, active_subject())
+    trained_of(resolved)
+    return resolved
 
 
 def _active_mutant() -> str | None:
@@ -46,12 +113,12 @@ def cached(function=None, *, data: bool = False):
     (corpus, token streams) rather than of models or runs: clear(models_only=True) keeps it."""
     def decorate(function):
         @functools.lru_cache(maxsize=None)
-        def keyed(mutant, *args, **kwargs):
+        def keyed(mutant, subject, *args, **kwargs):
             return function(*args, **kwargs)
 
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
-            return keyed(_active_mutant(), *args, **kwargs)
+            return keyed(_active_mutant(), active_subject(), *args, **kwargs)
 
         wrapper.cache_clear = keyed.cache_clear
         _CACHES.append((keyed, data))
@@ -72,23 +139,35 @@ def fresh_copy(model):
     return copy.deepcopy(model)
 
 
-def _known(name: str) -> None:
-    if name not in CHECKPOINTS:
-        raise ValueError(f"unknown checkpoint {name!r}; known: {', '.join(CHECKPOINTS)}")
-
-
-@functools.lru_cache(maxsize=None)
 def checkpoint_dir(name: str = "tiny-trained") -> Path:
-    """The directory of a checkpoint (tiny-random has none of its own: it is tiny-trained's).
+    """The directory of a checkpoint (a random twin has none of its own: it is its subject's).
 
     The zoo builds it on first use into the shared on-disk cache. Under a planted bug the
     registry of falsifiers/mutants.py suspends the mutant while runtime.zoo.build_cached runs,
     so a bug is never baked into that cache; a test that monkeypatches the runtime by hand must
     make sure the checkpoint exists first (tests/falsifiers do)."""
-    _known(name)
-    from pvlab.runtime import zoo
+    return _subject_dir(trained_of(resolve(name)))
 
-    return Path(zoo.tiny_trained())
+
+@functools.lru_cache(maxsize=None)
+def _subject_dir(subject: str) -> Path:
+    from pvlab.runtime import subjects, zoo
+
+    if subject == TINY:
+        return Path(zoo.tiny_trained())
+    try:
+        return subjects.checkpoint_dir(subject, progress=True)
+    except subjects.SubjectUnavailable as error:
+        raise device_unavailable(str(error)) from None
+
+
+@cached(data=True)
+def tokenizer(name: str = "tiny-trained"):
+    """The tokenizer the checkpoint was trained with (its tokenizer.json), read without loading
+    any weights."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(checkpoint_dir(name) / "tokenizer.json"))
 
 
 @cached(data=True)
@@ -102,19 +181,27 @@ def recipe(name: str = "tiny-trained"):
     return Recipe.from_dict(meta["recipe"])
 
 
+@cached(data=True)
+def recorded_results(name: str = "tiny-trained") -> dict:
+    """The results its build recorded in runtime.json (val_loss, train_loss, timings, ...)."""
+    import json
+
+    meta = json.loads((checkpoint_dir(name) / "runtime.json").read_text(encoding="utf-8"))
+    return meta["results"]
+
+
 @cached
 def model(name: str = "tiny-trained", device: str = "cpu", path: str = "reference"):
     """A model on `device` running `path`, shared read-only between checks."""
-    _known(name)
     from pvlab.runtime import checkpoint
 
-    if name == "tiny-random":
+    if is_random(resolve(name)):
         from pvlab.runtime.config import ModelConfig
 
         config = ModelConfig.from_json_file(checkpoint_dir(name) / "config.json")
         loaded = checkpoint.init_model(config=config, weights="random", seed=0, device=device, path=path,
                                        parity_gate=False)
-        loaded.tokenizer = model("tiny-trained", "cpu", "reference").tokenizer
+        loaded.tokenizer = tokenizer(name)
     else:
         loaded = checkpoint.load(checkpoint_dir(name), device=device, path=path, parity_gate=False)
     loaded.eval()
@@ -124,10 +211,13 @@ def model(name: str = "tiny-trained", device: str = "cpu", path: str = "referenc
 @cached(data=True)
 def prepared_data(name: str = "tiny-trained"):
     """The corpus split and token streams the checkpoint was trained and evaluated on, rebuilt from
-    its recipe and tokenised with its own tokenizer (runtime.pretrain.heldout_for_checkpoint)."""
-    from pvlab.runtime.pretrain import heldout_for_checkpoint
+    its recipe and tokenised with its own tokenizer (runtime.pretrain.prepare_data, as
+    heldout_for_checkpoint does, without loading the weights)."""
+    from pvlab.runtime.config import ModelConfig
+    from pvlab.runtime.pretrain import prepare_data
 
-    return heldout_for_checkpoint(model("tiny-trained", "cpu", "reference"), recipe(name))
+    vocab_size = ModelConfig.from_json_file(checkpoint_dir(name) / "config.json").vocab_size
+    return prepare_data(recipe(name), vocab_size=vocab_size, tokenizer=tokenizer(name))
 
 
 def heldout_batches(name: str = "tiny-trained", batches: int | None = None) -> list:

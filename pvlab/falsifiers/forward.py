@@ -34,10 +34,12 @@ def forward_sanity(*, device: str, checkpoint: str = "tiny-trained", path: str =
     argmax_min, argmax_max = vocab, -1
     width = None
     with torch.no_grad():
-        for batch in fixtures.heldout_batches(checkpoint, batches):
-            logits = model(batch.inputs.to(dev)).detach().to("cpu", torch.float64)   # (B, T, V)
+        for batch, b in ((batch, b) for batch in fixtures.heldout_batches(checkpoint, batches)
+                         for b in range(batch.inputs.shape[0])):
+            # One sequence at a time: its float64 logits stay ~1 GB even at V = 151,936.
+            logits = model(batch.inputs[b:b + 1].to(dev)).detach().to("cpu", torch.float64)[0]   # (T, V)
             width = logits.shape[-1]
-            rows = logits[batch.targets != IGNORE_INDEX]                              # (N, V)
+            rows = logits[batch.targets[b] != IGNORE_INDEX]                                     # (N, V)
             nonfinite += int((~torch.isfinite(rows)).sum())
             finite_rows = rows[torch.isfinite(rows).all(dim=-1)]
             if finite_rows.numel():

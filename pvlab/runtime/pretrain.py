@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import checkpoint, data
+from . import checkpoint, corpus, data
 from .config import preset
 from .devices import default_path, resolve_device
 from .errors import ConfigError, DataError
@@ -33,7 +33,7 @@ RECIPE_FORMAT = 2  # bump when the meaning of a recipe field changes
 # The code that determines a checkpoint's bytes is part of its recipe: a cached checkpoint built
 # by an older corpus generator, tokenizer or training step must not be mistaken for a fresh one.
 _SOURCES_THAT_SHAPE_A_CHECKPOINT = ("config.py", "data.py", "kernels.py", "model.py", "pretrain.py", "trainer.py",
-                                    "checkpoint.py")
+                                    "checkpoint.py", "corpus.py")
 
 
 def code_fingerprint(source_dir: Path | None = None) -> str:
@@ -68,6 +68,10 @@ class Recipe:
     data_seed: int = 0                    # synthetic corpus and held-out split
     num_documents: int = 4000             # synthetic corpus size (when corpus_dir is None)
     corpus_dir: str | None = None         # read *.py files from here instead
+    corpus: str | None = None             # a named real corpus instead ("stdlib", "stdlib/json": runtime.corpus)
+    corpus_digest: str | None = None      # its sha256 (runtime.corpus.Corpus.digest); checked when read
+    tokenizer_vocab_size: int | None = None  # BPE vocabulary (None: the model's vocab_size)
+    bias_init_std: float = 0.0            # draw the projection biases from N(0, std) instead of zeros
     val_fraction: float = 0.05
     eval_every: int = 40
     eval_batches: int = 8
@@ -97,6 +101,8 @@ class PreparedData:
     heldout_documents: list[str]
     train_stream: torch.Tensor
     heldout_stream: torch.Tensor
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)   # corpus, tokenizer, encode
+    corpus_summary: dict[str, Any] | None = None                          # a named corpus's figures
 
     def heldout_batches(self, recipe: Recipe) -> list[data.LMBatch]:
         return data.sequential_batches(self.heldout_stream, batch_size=recipe.batch_size, seq_len=recipe.seq_len,
@@ -108,22 +114,54 @@ class PreparedData:
                                        max_batches=recipe.eval_batches)
 
 
-def prepare_data(recipe: Recipe, *, vocab_size: int, tokenizer=None) -> PreparedData:
-    """Corpus, split, tokenizer (trained on the training split only, unless one is given) and streams."""
+def split_corpus(recipe: Recipe) -> tuple[list[str], list[str], dict[str, Any] | None]:
+    """(train documents, held-out documents, named corpus figures or None) of a recipe: a named
+    corpus split by file path (runtime.corpus), else the synthetic / directory corpus split by
+    document content (runtime.data.split_documents)."""
+    if recipe.corpus is not None:
+        train, held_out, named = corpus.documents_for(recipe.corpus, val_fraction=recipe.val_fraction,
+                                                      seed=recipe.data_seed, expected_digest=recipe.corpus_digest)
+        data.verify_disjoint(train, held_out)
+        return train, held_out, named.summary()
     if recipe.corpus_dir is not None:
         documents = data.read_corpus(recipe.corpus_dir)
     else:
         documents = data.synthetic_python_corpus(recipe.num_documents, recipe.data_seed)
-    train_documents, heldout_documents = data.split_documents(documents, val_fraction=recipe.val_fraction,
-                                                              seed=recipe.data_seed)
-    data.verify_disjoint(train_documents, heldout_documents)
+    train, held_out = data.split_documents(documents, val_fraction=recipe.val_fraction, seed=recipe.data_seed)
+    data.verify_disjoint(train, held_out)
+    return train, held_out, None
+
+
+def prepare_data(recipe: Recipe, *, vocab_size: int, tokenizer=None) -> PreparedData:
+    """Corpus, split, tokenizer (trained on the training split only, unless one is given) and streams."""
+    seconds: dict[str, float] = {}
+    tick = time.monotonic()
+    train_documents, heldout_documents, corpus_summary = split_corpus(recipe)
+    seconds["corpus"] = time.monotonic() - tick
     if tokenizer is None:
-        tokenizer = data.train_tokenizer(train_documents, vocab_size)
+        tick = time.monotonic()
+        tokenizer = data.train_tokenizer(train_documents, recipe.tokenizer_vocab_size or vocab_size)
+        seconds["tokenizer"] = time.monotonic() - tick
     if tokenizer.get_vocab_size() > vocab_size:
         raise DataError(f"tokenizer has {tokenizer.get_vocab_size()} tokens, more than the model's vocab_size {vocab_size}")
+    tick = time.monotonic()
+    train_stream = data.token_stream(data.encode_documents(tokenizer, train_documents))
+    heldout_stream = data.token_stream(data.encode_documents(tokenizer, heldout_documents))
+    seconds["encode"] = time.monotonic() - tick
     return PreparedData(tokenizer=tokenizer, train_documents=train_documents, heldout_documents=heldout_documents,
-                        train_stream=data.token_stream(data.encode_documents(tokenizer, train_documents)),
-                        heldout_stream=data.token_stream(data.encode_documents(tokenizer, heldout_documents)))
+                        train_stream=train_stream, heldout_stream=heldout_stream, seconds=seconds,
+                        corpus_summary=corpus_summary)
+
+
+def draw_biases(model: CausalLM, std: float, seed: int) -> None:
+    """Every bias from N(0, std), drawn on the CPU (the same values on every device). Biases
+    trained from zero stay near zero in a short run and carry no signal (docs/gpu.md measures
+    it); a subject whose Q/K/V biases matter, as a production Qwen2's do, starts them non-zero."""
+    generator = torch.Generator(device="cpu").manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith(".bias"):
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
 
 
 class Progress:
@@ -177,6 +215,8 @@ def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | No
         config = config.replace(bos_token_id=end_of_text, eos_token_id=end_of_text)
         model = checkpoint.init_model(config=config, weights="random", seed=recipe.seed, device=target_device,
                                       path=path)
+        if recipe.bias_init_std:
+            draw_biases(model, recipe.bias_init_std, recipe.seed)
     if recipe.seq_len > config.max_position_embeddings:
         raise ConfigError(f"seq_len {recipe.seq_len} exceeds the model's context of {config.max_position_embeddings}")
     model.tokenizer = prepared.tokenizer
@@ -190,10 +230,16 @@ def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | No
                                   seed=recipe.seed)
     bar = Progress(recipe.steps, enabled=progress)
     history: list[dict[str, Any]] = []
+    phases = {name: round(value, 2) for name, value in prepared.seconds.items()}
+    bar.message("  ".join(f"{name} {value:.1f}s" for name, value in phases.items()))
+    eval_seconds = 0.0
 
     def evaluate(step: int) -> dict[str, Any]:
+        nonlocal eval_seconds
+        tick = time.monotonic()
         record = {"step": step, "train_loss": trainer.evaluate(train_eval_batches),
                   "val_loss": trainer.evaluate(heldout_batches), "seconds": round(time.monotonic() - started, 2)}
+        eval_seconds += time.monotonic() - tick
         history.append(record)
         bar.message(f"step {step:>5}/{recipe.steps}  train_loss {record['train_loss']:.4f}  "
                     f"val_loss {record['val_loss']:.4f}  ({record['seconds']:.0f}s)")
@@ -212,6 +258,8 @@ def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | No
             evaluate(step)
 
     final = history[-1]
+    phases.update(training=round(train_seconds, 2), eval=round(eval_seconds, 2))
+    bar.message(f"training {train_seconds:.1f}s ({recipe.steps} steps)  eval {eval_seconds:.1f}s ({len(history)} evals)")
     results = {
         "train_loss": final["train_loss"], "val_loss": final["val_loss"],
         "ln_vocab": math.log(config.vocab_size), "vocab_size": config.vocab_size,
@@ -220,10 +268,15 @@ def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | No
         "train_documents": len(prepared.train_documents), "heldout_documents": len(prepared.heldout_documents),
         "train_tokens": int(prepared.train_stream.numel()), "heldout_tokens": int(prepared.heldout_stream.numel()),
         "tokens_per_second": round(recipe.steps * recipe.batch_size * recipe.seq_len / max(train_seconds, 1e-9), 1),
+        "trained_tokens": recipe.steps * recipe.batch_size * recipe.seq_len,
+        "phase_seconds": phases, "corpus": prepared.corpus_summary,
         "device": str(target_device), "path": path, "init": None if init is None else str(init),
         "seconds": round(time.monotonic() - started, 2), "torch": torch.__version__,
     }
+    tick = time.monotonic()
     trainer.save(out, runtime_meta={"recipe": recipe.as_dict(), "recipe_digest": recipe.digest(), "results": results})
+    results["phase_seconds"]["save"] = round(time.monotonic() - tick, 2)   # after the fact: not in runtime.json
+    bar.message(f"save {results['phase_seconds']['save']:.1f}s")
     return results
 
 
