@@ -13,7 +13,7 @@ def test_an_outcome_becomes_its_record_in_one_step():
                       observations={"x": 0.5, "bad": float("nan")}, margin=0.5, duration_s=0.1234567,
                       code_digests={"checks": "a" * 24})
     outcome.identify({"contract": "demo", "contract_version": "1.0.0", "sha256": "0" * 64, "device": "cpu"},
-                     "generated_tests/test_demo.py::test_falsify_demo_001__cpu")
+                     "generated_tests/test_demo.py::test_falsify_demo_001[cpu]")
     record = outcome.to_record(run_id="r", time_utc="2026-11-22T00:00:00Z", git_commit="c" * 40,
                                git_commit_source="git", git_dirty=False)
     assert (record.contract, record.falsifier_sha256, record.verdict.value) == ("demo", "0" * 64, "PASS")
