@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ._util import generator, torch_device
+from ._util import generator, rtol_atol, torch_device
 
 
 def _flat(model) -> torch.Tensor:
@@ -37,18 +37,20 @@ def _run(config, *, device, path, compiled: bool, batches, seed: int):
 
 
 def compiled_matches_eager(*, device: str, path: str | None = None, steps: int = 4, layers: int = 1,
-                           seed: int = 0) -> dict:
+                           seed: int = 0, tolerance: dict | None = None) -> dict:
     """`steps` Trainer.train_batch steps of the tiny preset cut to `layers` decoder layers, once
     eager and once with compile=True, from the same seeded init on the same random batches.
 
     Observations: trajectory_rel_diff (max over steps of |p_compiled - p_eager| / |p_eager - p_0|,
     L2 over every parameter), param_max_abs_diff (after the last step), loss_max_abs_diff (over
-    the steps' losses), update_norm (|p_eager - p_0| after the last step), steps."""
+    the steps' losses), update_norm (|p_eager - p_0| after the last step), steps, rtol (the
+    bound on trajectory_rel_diff: the float32 or bfloat16 entry of the tolerance, by path)."""
     from pvlab.runtime import data, devices
     from pvlab.runtime.config import preset
 
     dev = torch_device(device)
     path = path or devices.default_path(dev)
+    rtol, _ = rtol_atol(tolerance, "bfloat16" if path == "fast" else "float32")
     config = preset("tiny").replace(num_hidden_layers=int(layers))
     tokens = torch.randint(0, config.vocab_size, (steps, 4, 33), generator=generator(seed))
     batches = [data.LMBatch.from_sequences(tokens[i]) for i in range(steps)]
@@ -57,4 +59,4 @@ def compiled_matches_eager(*, device: str, path: str | None = None, steps: int =
     relative = [float((c - e).norm() / (e - start).norm()) for c, e in zip(compiled, eager)]
     return {"trajectory_rel_diff": max(relative), "param_max_abs_diff": float((compiled[-1] - eager[-1]).abs().max()),
             "loss_max_abs_diff": max(abs(a - b) for a, b in zip(compiled_losses, eager_losses)),
-            "update_norm": float((eager[-1] - start).norm()), "steps": len(relative)}
+            "update_norm": float((eager[-1] - start).norm()), "steps": len(relative), "rtol": rtol}

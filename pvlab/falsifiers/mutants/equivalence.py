@@ -95,6 +95,28 @@ def tied_head_untied_on_load():
         yield
 
 
+@mutant("untied_head_tied_on_load")
+def untied_head_tied_on_load():
+    """Loading a checkpoint whose config does *not* tie the embeddings makes the head share the
+    input embedding anyway: the trained lm_head.weight of the file is discarded.
+
+    Imitates re-tying code that looked at a list of "tied weight keys" instead of the config's
+    tie_word_embeddings (NVIDIA NeMo Automodel issue #2941, fixed in PR #2942: untied Nemotron
+    checkpoints lost their trained head). Seam: runtime.checkpoint.load."""
+    from pvlab.runtime import checkpoint
+
+    original = checkpoint.load
+
+    def load(*args, **kwargs):
+        model = original(*args, **kwargs)
+        if not model.config.tie_word_embeddings:
+            model.lm_head.weight = model.model.embed_tokens.weight
+        return model
+
+    with plant("untied_head_tied_on_load", swap(checkpoint, "load", load)):
+        yield
+
+
 @mutant("positions_ignore_attention_mask")
 def positions_ignore_attention_mask():
     """In a left-padded batch the newest token of every row takes its position from the cache
@@ -120,14 +142,16 @@ def positions_ignore_attention_mask():
         yield
 
 
-@mutant("compiled_layers_round_to_bfloat16")
-def compiled_layers_round_to_bfloat16():
-    """The compiled decoder layers store their fp32 output through bfloat16: an arithmetic change
-    that exists only on the compiled path (eager is untouched).
+@mutant("compiled_layer_branch_scaled")
+def compiled_layer_branch_scaled():
+    """The compiled decoder layers add their attention + MLP branch to the residual stream
+    scaled by 1 + 2^-5: a constant folded wrong inside compiled code, an arithmetic change that
+    exists only on the compiled path (eager is untouched) and moves forward and backward alike.
 
     Imitates a compiler that silently changes the arithmetic of a training step (pytorch issue
     #185382: inductor computing an Adam-style addcdiv/addcmul update wrongly; issue #136121:
-    fused backward numerics differing from eager). Seam: runtime.trainer.compile_module."""
+    fused backward numerics differing from eager). A dtype round trip would not do: inductor
+    removes it as a no-op. Seam: runtime.trainer.compile_module."""
     import torch
 
     from pvlab.runtime import trainer
@@ -135,13 +159,12 @@ def compiled_layers_round_to_bfloat16():
     def compile_module(module):
         call = module._call_impl
 
-        def rounded(*args, **kwargs):
-            out = call(*args, **kwargs)
-            return out.to(torch.bfloat16).to(out.dtype)
+        def scaled(x, *args, **kwargs):
+            return x + (call(x, *args, **kwargs) - x) * (1 + 2 ** -5)
 
-        module._compiled_call_impl = torch.compile(rounded)
+        module._compiled_call_impl = torch.compile(scaled)
 
-    with plant("compiled_layers_round_to_bfloat16", swap(trainer, "compile_module", compile_module)):
+    with plant("compiled_layer_branch_scaled", swap(trainer, "compile_module", compile_module)):
         yield
 
 
