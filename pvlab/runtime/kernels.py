@@ -251,7 +251,7 @@ def sdpa_backend_available(name: str, device: torch.device | str, dtype: torch.d
     """Whether backend `name` runs a small causal attention, forward and backward, on `device`."""
     q = torch.zeros(1, 2, 4, 64, device=device, dtype=dtype, requires_grad=True)
     try:
-        with sdpa_backend(name):
+        with sdpa_backend(name), torch.enable_grad():  # the probe needs a backward even under no_grad
             F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
     except RuntimeError:
         return False
