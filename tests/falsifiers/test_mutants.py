@@ -502,13 +502,12 @@ def test_check_caches_are_dropped_around_a_mutant_but_kept_across_a_plugin_run(m
 
 
 def test_a_child_python_process_gets_the_same_mutant():
-    code = ("from pvlab.runtime import checkpoint, devices; "
-            "print(devices.resolve_device.__qualname__, checkpoint.resolve_device.__qualname__)")
+    code = "from pvlab.runtime import devices; print(devices.resolve_device.__qualname__)"
     with REGISTRY["no_gpu_ignored"]():
         env = dict(os.environ)
         child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
                                timeout=120)
     assert child.returncode == 0, child.stderr
-    assert child.stdout.split() == ["no_gpu_ignored.<locals>.resolve_device"] * 2, child.stderr
+    assert child.stdout.split() == ["no_gpu_ignored.<locals>.resolve_device"], child.stderr
     clean = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert clean.stdout.split() == ["resolve_device"] * 2, clean.stderr
+    assert clean.stdout.split() == ["resolve_device"], clean.stderr

@@ -103,31 +103,16 @@ class ItemSwap:
 
 
 def swap(owner: Any, name: str, new: Any) -> Swap:
-    """Replace `owner.name` by `new`: a function of a runtime module, a method or classmethod of
-    a runtime class, a module attribute."""
+    """Replace `owner.name` by `new`: a function of the runtime module that defines it, a method
+    or classmethod of a runtime class. The runtime looks its seams up through the module
+    attribute at call time (`kernels.rms_norm(...)`, `devices.resolve_device(...)`;
+    tests/runtime/test_runtime_seams.py proves it), so this one setattr reaches every caller."""
     return Swap(owner, name, new)
 
 
 def swap_item(mapping: Any, key: str, new: Any, label: str = "") -> ItemSwap:
     """Replace one entry of a runtime dict (e.g. runtime.config.PRESETS)."""
     return ItemSwap(mapping, key, new, label)
-
-
-def _with_bindings(one: Any) -> list[Any]:
-    """`one`, plus a swap for every runtime module that bound the same object by name
-    (`from .devices import resolve_device`), so no import-time binding escapes."""
-    if not (isinstance(one, Swap) and isinstance(one.owner, type(sys))):
-        return [one]
-    original = getattr(one.owner, one.name)
-    return [one, *(Swap(other, one.name, one.new) for other in _runtime_modules()
-                   if other is not one.owner and vars(other).get(one.name) is original)]
-
-
-def _runtime_modules() -> list[Any]:
-    import pvlab.runtime  # noqa: F401 - imports the package's modules so their bindings exist
-
-    return [m for n, m in sorted(sys.modules.items())
-            if m is not None and (n == "pvlab.runtime" or n.startswith("pvlab.runtime."))]
 
 
 # ---- planting ------------------------------------------------------------------------------------
@@ -183,7 +168,7 @@ def _guards() -> list[Any]:
         with _suspended():
             return build_cached(*args, **kwargs)
 
-    return _with_bindings(swap(zoo, "build_cached", clean_build_cached))
+    return [swap(zoo, "build_cached", clean_build_cached)]
 
 
 def _child_env(name: str) -> list[ItemSwap]:
@@ -203,7 +188,7 @@ def plant(name: str, *swaps: Any) -> Iterator[None]:
         _CACHE_OWNER = name
     applied: list[Any] = []
     try:
-        for one in (*_guards(), *_child_env(name), *(s for given in swaps for s in _with_bindings(given))):
+        for one in (*_guards(), *_child_env(name), *swaps):
             one.start()
             applied.append(one)
             _ACTIVE.append(one)
