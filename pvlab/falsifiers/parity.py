@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import torch
 
 from . import fixtures
+from .mutants.child import python_command
 from ._util import device_unavailable, rtol_atol, torch_device
 
 
@@ -214,11 +214,11 @@ def no_gpu_context(*, device: str, checkpoint: str = "tiny-trained", prompt: str
         raise device_unavailable("the --no-gpu falsifier needs a machine with a CUDA GPU")
     directory = fixtures.checkpoint_dir(checkpoint)
     env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # imports pvlab
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    completed = subprocess.run(
-        [sys.executable, "-c", _NO_GPU_DRIVER, "run", str(directory), "--prompt", prompt, "--max-tokens",
-         str(max_tokens), "--no-gpu"],
+    completed = subprocess.run(  # through python_command: a planted bug is planted in the child too
+        python_command("-c", _NO_GPU_DRIVER, "run", str(directory), "--prompt", prompt, "--max-tokens",
+                       str(max_tokens), "--no-gpu"),
         capture_output=True, text=True, timeout=timeout_s, env=env, cwd=root)
     lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
     if completed.returncode != 0 or not lines:
