@@ -434,6 +434,83 @@ def probe_finetune_starts_from_random_init():
     return loaded.model.layers[0].self_attn.q_proj.weight.detach().clone()
 
 
+# ---- probes of the planted bugs that replaced inline patches in the check tests -------------------
+
+probe_cache_positions_restart_at_zero = probe_kv_cache_off_by_one
+probe_rope_sin_one_position_ahead = probe_rope_wrong_theta
+probe_rms_norm_returns_nan = probe_rms_norm_ignores_weight
+probe_fast_path_reverses_output_features = probe_fast_path_drops_qkv_bias
+probe_chunked_cross_entropy_drops_last_chunk = probe_cross_entropy_off_by_one  # 18 tokens in chunks of 4
+probe_final_norm_outputs_zeros = probe_final_norm_skipped
+
+
+def probe_causal_mask_sees_next_key():
+    return kernels.causal_mask(4, 6, "cpu")
+
+
+def probe_kv_cache_evicts_oldest_entry():
+    cache = KVCache(1)
+    for step in range(10):
+        keys, _ = cache.update(0, torch.full((1, 1, 1, 2), float(step)), torch.zeros(1, 1, 1, 2))
+    return keys[0, 0, :, 0]
+
+
+def _chunked_loss_and_gradient(scale: float):
+    generator = torch.Generator().manual_seed(7)
+    hidden = (torch.randn(2, 6, 8, generator=generator) * scale).requires_grad_()
+    weight = torch.randn(30, 8, generator=generator)
+    targets = torch.randint(0, 30, (2, 6), generator=generator)
+    loss = kernels.chunked_linear_cross_entropy(hidden, weight, targets, chunk_tokens=4, compute_dtype=torch.float32)
+    loss.backward()
+    return loss.detach(), hidden.grad
+
+
+def probe_chunked_cross_entropy_gradient_doubled():
+    return _chunked_loss_and_gradient(1.0)[1]
+
+
+def probe_chunked_cross_entropy_without_max_subtraction():
+    return _chunked_loss_and_gradient(1000.0)[0]
+
+
+def probe_init_weights_unseeded():
+    model = checkpoint.init_model(config="tiny", weights="random", seed=0, parity_gate=False)
+    return model.model.layers[0].self_attn.q_proj.weight.detach().clone()
+
+
+def probe_tied_head_replaced_by_random_rows():
+    source = tiny_model(seed=2)
+    model = checkpoint.init_model(config=preset("tiny"), weights=checkpoint.model_tensors(source), parity_gate=False)
+    return model.lm_head.weight is model.model.embed_tokens.weight, model.lm_head.weight.detach().clone()
+
+
+def probe_parity_gate_refuses_everything():
+    try:
+        parity.place(tiny_model(), torch.device("cpu"), "fast", gate=True)
+        return "accepted"
+    except Exception as error:  # noqa: BLE001 - which refusal it is, is the probe
+        return type(error).__name__
+
+
+def probe_eval_batch_reports_a_rescaled_loss():
+    return trainer.Trainer(tiny_model(), lr=1e-3).eval_batch(LMBatch.from_sequences(tokens(2, 13, seed=14)))
+
+
+def probe_grad_norm_reported_after_clipping():
+    return trainer.global_grad_norm([torch.full((10,), 3.0)])
+
+
+def probe_resume_drops_optimizer_state():
+    import tempfile
+
+    run = trainer.Trainer(tiny_model(), lr=1e-3)
+    run.train_batch(LMBatch.from_sequences(tokens(2, 13, seed=15)))
+    with tempfile.TemporaryDirectory(prefix="pv-probe-") as directory:
+        run.save(Path(directory) / "run")
+        resumed = trainer.Trainer.resume(Path(directory) / "run")
+    return len(resumed.optimizer.state)
+
+
 PROBES = {name[len("probe_"):]: fn for name, fn in dict(globals()).items() if name.startswith("probe_")}
 
 
@@ -477,6 +554,25 @@ def test_a_checkpoint_cache_build_runs_with_the_mutant_lifted(tmp_path):
         mutated_name = __import__("pvlab.runtime.model").runtime.model.apply_final_norm.__qualname__
     assert seen["final_norm"] == clean_name == "apply_final_norm"
     assert mutated_name != clean_name  # planted again after the build
+
+
+def test_a_cache_build_under_nested_mutants_is_clean_and_leaves_nothing_behind(tmp_path):
+    from pvlab.runtime import model as runtime_model
+
+    seen = {}
+
+    def build(out: Path) -> dict:
+        out.mkdir()
+        seen["inside"] = (runtime_model.apply_final_norm.__qualname__, kernels.rope_cos_sin.__qualname__)
+        return {}
+
+    before = attributes()
+    with REGISTRY["final_norm_skipped"](), REGISTRY["rope_wrong_theta"]():
+        zoo.build_cached("probe", "1" * 16, build, cache_dir=tmp_path)
+        planted_again = (runtime_model.apply_final_norm.__qualname__, kernels.rope_cos_sin.__qualname__)
+    assert seen["inside"] == ("apply_final_norm", "rope_cos_sin")
+    assert planted_again == ("final_norm_skipped.<locals>.apply_final_norm", "rope_wrong_theta.<locals>.rope_cos_sin")
+    assert attributes() == before
 
 
 def test_check_caches_are_dropped_when_the_planted_bugs_change_and_kept_while_they_do_not():

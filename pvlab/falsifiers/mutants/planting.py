@@ -56,6 +56,10 @@ class Swap:
         namespace = vars(self.owner)
         self.had_own = self.name in namespace
         self.original = namespace.get(self.name)
+        self.replant()
+
+    def replant(self) -> None:
+        """Put `new` back after stop(), keeping what start() saved."""
         setattr(self.owner, self.name, self.new)
 
     def stop(self) -> None:
@@ -80,6 +84,10 @@ class ItemSwap:
 
     def start(self) -> None:
         self.original = self.mapping.get(self.key, self.MISSING)
+        self.replant()
+
+    def replant(self) -> None:
+        """Put `new` back after stop(), keeping what start() saved."""
         if self.new is self.MISSING:
             self.mapping.pop(self.key, None)
         else:
@@ -111,19 +119,25 @@ def swap_item(mapping: Any, key: str, new: Any, label: str = "") -> ItemSwap:
 # ---- planting ------------------------------------------------------------------------------------
 
 _ACTIVE: list[Any] = []  # swaps of the mutant(s) planted in this process, in the order applied
+_LIFTED: list[bool] = []  # non-empty while _suspended() has lifted them (a build inside a build)
 
 
 @contextlib.contextmanager
 def _suspended() -> Iterator[None]:
     """Lift every active mutant for the duration (clean code), then plant them again."""
+    if _LIFTED:  # already clean: an inner guard of a nested mutant
+        yield
+        return
     lifted = list(_ACTIVE)
     for one in reversed(lifted):
         one.stop()
+    _LIFTED.append(True)
     try:
         yield
     finally:
+        _LIFTED.pop()
         for one in lifted:
-            one.start()
+            one.replant()
 
 
 def _guards() -> list[Any]:
