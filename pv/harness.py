@@ -27,7 +27,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from pv import expr, provenance, tolerance as tolerances
+from pv import expr, mutation, provenance, tolerance as tolerances
 
 
 class DeviceUnavailable(Exception):
@@ -64,8 +64,6 @@ class Outcome:
 
 
 _last: Outcome | None = None
-# Set by pv.plugin for `--pv-mutant NAME`: (name, factory returning a context manager).
-_mutant: tuple[str, Callable[[], Any]] | None = None
 
 
 def take_outcome() -> Outcome | None:
@@ -81,13 +79,13 @@ def reset() -> None:
 
 
 def set_mutant(name: str | None, factory: Callable[[], Any] | None = None) -> None:
-    """Wrap every following check call in a mutant's context (None to clear)."""
-    global _mutant
-    _mutant = None if name is None else (name, factory)  # type: ignore[assignment]
+    """Wrap every following check call in a mutant's context (None to clear); pv.mutation keeps it."""
+    mutation.set_run_mutant(name, factory)
 
 
 def active_mutant() -> str | None:
-    return None if _mutant is None else _mutant[0]
+    """The mutant this run wraps every check call in (pv.mutation owns it)."""
+    return mutation.run_mutant()
 
 
 def _record(outcome: Outcome) -> Outcome:
@@ -228,10 +226,7 @@ def falsify(
 
     start = time.perf_counter()
     try:
-        if _mutant is not None:
-            with _mutant[1]():
-                observations = check(**kwargs)
-        else:
+        with mutation.around_check():
             observations = check(**kwargs)
     except DeviceUnavailable as exc:
         outcome.duration_s = time.perf_counter() - start

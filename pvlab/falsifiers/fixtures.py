@@ -12,9 +12,11 @@ Checkpoint names used in contract params:
                    runtime.init_model(weights="random", seed=0) — step 0 of training — scored on
                    tiny-trained's data (its held-out split and tokenizer)
 
-Caches are keyed by the planted bug active in pv's harness (pv.harness.active_mutant()), so a
-model built under one mutant is never reused under another or under none; `clear()` empties
-them (tests that patch the loading path call it).
+A planted bug changes what these build, so the caches belong to the bugs planted when they were
+filled: the first cached call after the planted bugs changed (pv.mutation.planted(), the one
+place that knows) drops every cache, so a model built under one mutant is never reused under
+another or under none. Entering the same mutant around every check call (`pytest --pv-mutant`)
+keeps them. `clear()` empties them explicitly.
 
 Models are loaded without the parity gate (`parity_gate=False`): a check measures what the
 device path does; refusing to place a diverging model is the gate's own falsifier's business.
@@ -30,31 +32,39 @@ from pathlib import Path
 import torch
 
 CHECKPOINTS = ("tiny-trained", "tiny-random")
-_CACHES: list = []
+_CACHES: list = []  # (lru_cache, holds data rather than models) of every @cached function
+_FILLED_UNDER: tuple[str, ...] = ()  # the mutants planted when the caches were filled
 
 
-def _active_mutant() -> str | None:
+def _planted() -> tuple[str, ...]:
     try:
-        from pv.harness import active_mutant
+        from pv.mutation import planted
     except ImportError:  # pragma: no cover - the checks run without pv too
-        return None
-    return active_mutant()
+        return ()
+    return planted()
+
+
+def _drop_if_the_planted_bugs_changed() -> None:
+    global _FILLED_UNDER
+    now = _planted()
+    if now != _FILLED_UNDER:
+        clear()
+        _FILLED_UNDER = now
 
 
 def cached(function=None, *, data: bool = False):
-    """functools.lru_cache keyed also by the active mutant. `data=True` marks a cache of data
-    (corpus, token streams) rather than of models or runs: clear(models_only=True) keeps it."""
+    """functools.lru_cache, dropped (with every other) when the planted bugs change. `data=True`
+    marks a cache of data (corpus, token streams) rather than of models or runs:
+    clear(models_only=True) keeps it."""
     def decorate(function):
-        @functools.lru_cache(maxsize=None)
-        def keyed(mutant, *args, **kwargs):
-            return function(*args, **kwargs)
+        memo = functools.lru_cache(maxsize=None)(function)
 
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
-            return keyed(_active_mutant(), *args, **kwargs)
+            _drop_if_the_planted_bugs_changed()
+            return memo(*args, **kwargs)
 
-        wrapper.cache_clear = keyed.cache_clear
-        _CACHES.append((keyed, data))
+        _CACHES.append((memo, data))
         return wrapper
     return decorate(function) if function is not None else decorate
 
@@ -82,9 +92,9 @@ def checkpoint_dir(name: str = "tiny-trained") -> Path:
     """The directory of a checkpoint (tiny-random has none of its own: it is tiny-trained's).
 
     The zoo builds it on first use into the shared on-disk cache. Under a planted bug the
-    registry (pvlab/falsifiers/mutants/) suspends the mutant while runtime.zoo.build_cached runs,
-    so a bug is never baked into that cache; a test that monkeypatches the runtime by hand must
-    make sure the checkpoint exists first (tests/falsifiers do)."""
+    registry (pvlab/falsifiers/mutants/) lifts the bug while runtime.zoo.build_cached runs, so a
+    bug is never baked into that cache, and the path is the same under every bug (a plain
+    lru_cache)."""
     _known(name)
     from pvlab.runtime import zoo
 

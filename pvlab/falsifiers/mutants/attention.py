@@ -115,3 +115,61 @@ def kv_cache_off_by_one():
     with plant("kv_cache_off_by_one", swap(kernels, "positions_for", positions_for)):
         yield
 
+
+
+@mutant("cache_positions_restart_at_zero")
+def cache_positions_restart_at_zero():
+    """Tokens appended after a KV cache get positions 0, 1, ... again instead of continuing after
+    the cached ones: every decoded token is rotated as if it were at the start of the sequence.
+
+    Imitates the decode-position defect of a runtime that passes only the new tokens' own range
+    to RoPE (`arange(num_new)`), forgetting the cache offset. Seam: runtime.kernels.positions_for."""
+    import torch
+
+    from pvlab.runtime import kernels
+
+    def positions_for(past_length, num_new, device):
+        return torch.arange(num_new, device=device)
+
+    with plant("cache_positions_restart_at_zero", swap(kernels, "positions_for", positions_for)):
+        yield
+
+
+@mutant("causal_mask_sees_next_key")
+def causal_mask_sees_next_key():
+    """The reference path's causal mask lets every query also see the key right after it (an
+    off-by-one in the mask's diagonal): each position peeks one token into the future.
+
+    Imitates the classic `<=` / `<` slip in a hand-built triangular mask (`triu(diagonal=2)` for
+    `diagonal=1`). Seam: runtime.kernels.causal_mask."""
+    import torch
+
+    from pvlab.runtime import kernels
+
+    def causal_mask(query_length, key_length, device):
+        query = torch.arange(query_length, device=device)[:, None] + key_length - query_length
+        return torch.arange(key_length, device=device)[None, :] <= query + 1
+
+    with plant("causal_mask_sees_next_key", swap(kernels, "causal_mask", causal_mask)):
+        yield
+
+
+@mutant("kv_cache_evicts_oldest_entry")
+def kv_cache_evicts_oldest_entry():
+    """Once the KV cache holds more than 8 positions, appending drops the oldest one: decoding
+    after a longer prompt attends to a window that has silently lost its first token.
+
+    Imitates a cache-eviction bug (a ring buffer or sliding window applied where the model has
+    full attention). Seam: runtime.model.KVCache.update."""
+    from pvlab.runtime.model import KVCache
+
+    original = KVCache.update
+
+    def update(self, layer_index, k, v):
+        k_all, v_all = original(self, layer_index, k, v)
+        if k_all.shape[-2] > 8:
+            self.keys[layer_index], self.values[layer_index] = k_all[..., 1:, :], v_all[..., 1:, :]
+        return self.keys[layer_index], self.values[layer_index]
+
+    with plant("kv_cache_evicts_oldest_entry", swap(KVCache, "update", update)):
+        yield

@@ -156,3 +156,46 @@ def finetune_starts_from_random_init():
     with plant("finetune_starts_from_random_init", swap(pretrain, "checkpoint", CheckpointAsPretrainSeesIt())):
         yield
 
+
+
+@mutant("tied_head_replaced_by_random_rows")
+def tied_head_replaced_by_random_rows():
+    """After populating a tied checkpoint, the output head is a separate, freshly drawn
+    N(0, 0.02) matrix instead of the trained embedding: the logits look plausible (finite,
+    peaked) and mean nothing.
+
+    Imitates the seed defect "tied head replaced by an uninitialised one" in its harder-to-see
+    form (random rather than zero rows). Seam: runtime.checkpoint.populate."""
+    import torch
+
+    from pvlab.runtime import checkpoint
+
+    original = checkpoint.populate
+
+    def populate(model, tensors, plan):
+        report = original(model, tensors, plan)
+        generator = torch.Generator(device="cpu").manual_seed(2)
+        rows = torch.randn(model.lm_head.weight.shape, generator=generator) * 0.02
+        model.lm_head.weight = torch.nn.Parameter(rows.to(model.lm_head.weight.dtype))
+        return report
+
+    with plant("tied_head_replaced_by_random_rows", swap(checkpoint, "populate", populate)):
+        yield
+
+
+@mutant("parity_gate_refuses_everything")
+def parity_gate_refuses_everything():
+    """The parity gate demands a logits cosine above 1.01, which no model can reach: every gated
+    placement is refused, a faithful one included.
+
+    Imitates a gate whose threshold is wrong in the other direction (a gate that is "safe" by
+    never letting anything through). Seam: runtime.parity.place."""
+    from pvlab.runtime import parity
+
+    original = parity.place
+
+    def place(model, device, path, *, gate=None, min_cosine=parity.PARITY_MIN_COSINE):
+        return original(model, device, path, gate=gate, min_cosine=1.01)
+
+    with plant("parity_gate_refuses_everything", swap(parity, "place", place)):
+        yield

@@ -18,10 +18,10 @@ def no_gpu_ignored():
     runs there.
 
     Imitates the seed defect "--no-gpu ignored (touches CUDA)". Seam:
-    runtime.devices.resolve_device, everywhere it is bound (runtime.checkpoint, runtime.trainer,
-    runtime.pretrain and the package; `python -m pvlab.runtime run` imports it at call time). It
-    reaches `python -m pvlab.runtime` child processes through the sitecustomize hook. On a machine
-    without a GPU there is no CUDA context to create: the falsifier is CUDA-only."""
+    runtime.devices.resolve_device (which runtime.checkpoint, runtime.trainer, runtime.pretrain
+    and `python -m pvlab.runtime run` look up at call time). It reaches `python -m pvlab.runtime`
+    child processes too. On a machine without a GPU there is no CUDA context to create: the
+    falsifier is CUDA-only."""
     from pvlab.runtime import devices
 
     original = devices.resolve_device

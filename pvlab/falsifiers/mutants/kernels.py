@@ -215,3 +215,58 @@ def greedy_decode_samples():
     with plant("greedy_decode_samples", swap(kernels, "pick_next_token", pick_next_token)):
         yield
 
+
+
+@mutant("rope_sin_one_position_ahead")
+def rope_sin_one_position_ahead():
+    """RoPE takes its cos table at position p but its sin table at p + 1: the "rotation" is no
+    longer a rotation (it changes vector norms) and no longer depends on relative distance only.
+
+    Imitates a table-indexing slip between separately cached cos and sin buffers.
+    Seam: runtime.kernels.rope_cos_sin."""
+    from pvlab.runtime import kernels
+
+    original = kernels.rope_cos_sin
+
+    def rope_cos_sin(theta, head_dim, positions):
+        return original(theta, head_dim, positions)[0], original(theta, head_dim, positions + 1)[1]
+
+    with plant("rope_sin_one_position_ahead", swap(kernels, "rope_cos_sin", rope_cos_sin)):
+        yield
+
+
+@mutant("rms_norm_returns_nan")
+def rms_norm_returns_nan():
+    """Every RMSNorm returns NaN (its output divided by zero): logits, losses and gradients of
+    every forward are NaN.
+
+    Imitates a division by a zero statistic (eps forgotten on an all-zero row, an fp16 underflow)
+    that poisons the whole forward. Seam: runtime.kernels.rms_norm."""
+    from pvlab.runtime import kernels
+
+    original = kernels.rms_norm
+
+    def rms_norm(x, weight, eps):
+        return original(x, weight, eps) / 0.0 * 0.0
+
+    with plant("rms_norm_returns_nan", swap(kernels, "rms_norm", rms_norm)):
+        yield
+
+
+@mutant("fast_path_reverses_output_features")
+def fast_path_reverses_output_features():
+    """The fast path's linear layers return their output features in reverse order: the device
+    path computes gibberish while the CPU reference path is intact.
+
+    Imitates the bug hunt's GPU decode that printed gibberish next to a correct CPU answer (a
+    layout mismatch of device weights). The parity gate's own falsifier plants it to prove the
+    gate refuses a diverging device. Seam: runtime.kernels.linear_fast."""
+    from pvlab.runtime import kernels
+
+    original = kernels.linear_fast
+
+    def linear_fast(x, weight, bias):
+        return original(x, weight, bias).flip(-1)
+
+    with plant("fast_path_reverses_output_features", swap(kernels, "linear_fast", linear_fast)):
+        yield

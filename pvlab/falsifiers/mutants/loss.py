@@ -95,3 +95,81 @@ def cross_entropy_mean_over_batch_not_tokens():
                swap(kernels, "chunked_linear_cross_entropy", chunked_linear_cross_entropy)):
         yield
 
+
+
+@mutant("chunked_cross_entropy_drops_last_chunk")
+def chunked_cross_entropy_drops_last_chunk():
+    """The fused chunked cross-entropy scores only whole chunks: the tokens of a last, partial
+    chunk are never scored.
+
+    Imitates the loop-bound defect of chunked losses (`range(n // chunk)` for ceil(n / chunk)).
+    Seam: runtime.kernels.chunked_linear_cross_entropy."""
+    from pvlab.runtime import kernels
+
+    original = kernels.chunked_linear_cross_entropy
+
+    def chunked_linear_cross_entropy(hidden, weight, targets, *, chunk_tokens=None, **kwargs):
+        chunk = chunk_tokens or kernels.default_loss_chunk_tokens(weight.shape[0])
+        whole = targets.numel() // chunk * chunk
+        if whole == 0:
+            return original(hidden, weight, targets, chunk_tokens=chunk_tokens, **kwargs)
+        return original(hidden.reshape(-1, hidden.shape[-1])[:whole], weight, targets.reshape(-1)[:whole],
+                        chunk_tokens=chunk, **kwargs)
+
+    with plant("chunked_cross_entropy_drops_last_chunk",
+               swap(kernels, "chunked_linear_cross_entropy", chunked_linear_cross_entropy)):
+        yield
+
+
+@mutant("chunked_cross_entropy_gradient_doubled")
+def chunked_cross_entropy_gradient_doubled():
+    """The fused chunked cross-entropy's backward returns twice the gradient of the hidden states
+    (the forward value is right): training steps twice as large as the loss says.
+
+    Imitates a hand-written backward that accumulates a chunk's gradient twice (or forgets to
+    divide by the token count once). Seam: runtime.kernels.chunked_linear_cross_entropy."""
+    import torch
+
+    from pvlab.runtime import kernels
+
+    original = kernels.chunked_linear_cross_entropy
+
+    class DoubledGradient(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, gradient):
+            return 2 * gradient
+
+    def chunked_linear_cross_entropy(hidden, weight, targets, **kwargs):
+        return original(DoubledGradient.apply(hidden), weight, targets, **kwargs)
+
+    with plant("chunked_cross_entropy_gradient_doubled",
+               swap(kernels, "chunked_linear_cross_entropy", chunked_linear_cross_entropy)):
+        yield
+
+
+@mutant("chunked_cross_entropy_without_max_subtraction")
+def chunked_cross_entropy_without_max_subtraction():
+    """The fused cross-entropy computes log(sum(exp(logits))) directly, without subtracting the
+    row maximum: large logits overflow to inf (an infinite or NaN loss).
+
+    Imitates the naive log-sum-exp of a hand-written fused loss. Seam:
+    runtime.kernels.chunked_linear_cross_entropy."""
+    import torch
+
+    from pvlab.runtime import kernels
+
+    def chunked_linear_cross_entropy(hidden, weight, targets, *, chunk_tokens=None, compute_dtype=torch.bfloat16):
+        logits = hidden.reshape(-1, hidden.shape[-1]).to(compute_dtype) @ weight.to(compute_dtype).t()
+        flat = targets.reshape(-1)
+        keep = flat != kernels.IGNORE_INDEX
+        logits = logits.float()[keep]
+        log_sum_exp = torch.log(torch.exp(logits).sum(-1))
+        return (log_sum_exp - logits.gather(1, flat[keep][:, None]).squeeze(1)).mean()
+
+    with plant("chunked_cross_entropy_without_max_subtraction",
+               swap(kernels, "chunked_linear_cross_entropy", chunked_linear_cross_entropy)):
+        yield

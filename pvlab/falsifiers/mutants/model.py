@@ -93,3 +93,39 @@ def head_padded_rows_unmasked():
     with plant("head_padded_rows_unmasked", swap(CausalLM, "forward", forward)):
         yield
 
+
+
+@mutant("final_norm_outputs_zeros")
+def final_norm_outputs_zeros():
+    """The final norm returns zeros: every logit is 0 whatever the input, a constant uniform
+    distribution over the vocabulary.
+
+    Imitates a forward that "runs" and returns finite numbers that carry no information (a
+    zeroed buffer handed to the head). Seam: runtime.model.apply_final_norm."""
+    from pvlab.runtime import model
+
+    def apply_final_norm(norm, hidden):
+        return hidden * 0
+
+    with plant("final_norm_outputs_zeros", swap(model, "apply_final_norm", apply_final_norm)):
+        yield
+
+
+@mutant("init_weights_unseeded")
+def init_weights_unseeded():
+    """Random initialisation ignores its seed and draws from the operating system's entropy: two
+    runs with the same seed start from different weights.
+
+    Imitates "unseeded randomness in the initialisation" (INV-TRAIN-003). Seam:
+    runtime.model.init_weights (which init_model looks up at call time)."""
+    import os
+
+    from pvlab.runtime import model
+
+    original = model.init_weights
+
+    def init_weights(module, seed):
+        return original(module, int.from_bytes(os.urandom(4), "little"))
+
+    with plant("init_weights_unseeded", swap(model, "init_weights", init_weights)):
+        yield

@@ -169,3 +169,57 @@ def optimizer_holds_stale_parameters():
     with plant("optimizer_holds_stale_parameters", swap(trainer, "build_optimizer", build_optimizer)):
         yield
 
+
+
+@mutant("eval_batch_reports_a_rescaled_loss")
+def eval_batch_reports_a_rescaled_loss():
+    """Trainer.eval_batch reports its loss divided by 1500 (a sum over tokens divided by the
+    wrong count, a per-character figure): eval numbers that are not the next-token cross-entropy.
+
+    Imitates an eval computing another quantity than the one it is reported as. Seam:
+    runtime.trainer.Trainer.eval_batch."""
+    from pvlab.runtime.trainer import Trainer
+
+    original = Trainer.eval_batch
+
+    def eval_batch(self, batch):
+        return original(self, batch) / 1500
+
+    with plant("eval_batch_reports_a_rescaled_loss", swap(Trainer, "eval_batch", eval_batch)):
+        yield
+
+
+@mutant("grad_norm_reported_after_clipping")
+def grad_norm_reported_after_clipping():
+    """The gradient norm is capped at 0.5 before it is reported and used: the log shows the norm
+    after clipping, and clipping at any max_norm above 0.5 never happens.
+
+    Imitates logging `clip_grad_norm_`'s result taken after the gradients were already clipped
+    (INV-TRAIN-008). Seam: runtime.trainer.global_grad_norm."""
+    import torch
+
+    from pvlab.runtime import trainer
+
+    original = trainer.global_grad_norm
+
+    def global_grad_norm(gradients):
+        return torch.clamp(original(gradients), max=0.5)
+
+    with plant("grad_norm_reported_after_clipping", swap(trainer, "global_grad_norm", global_grad_norm)):
+        yield
+
+
+@mutant("resume_drops_optimizer_state")
+def resume_drops_optimizer_state():
+    """Resuming from a checkpoint restores weights and step but not the optimizer's moments: the
+    resumed run continues from a cold AdamW and diverges from the uninterrupted one.
+
+    Imitates a checkpoint that saves the optimizer state and never loads it. Seam:
+    runtime.trainer.Trainer._load_optimizer_state."""
+    from pvlab.runtime.trainer import Trainer
+
+    def _load_optimizer_state(self, file):
+        return None
+
+    with plant("resume_drops_optimizer_state", swap(Trainer, "_load_optimizer_state", _load_optimizer_state)):
+        yield
