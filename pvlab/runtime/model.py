@@ -134,8 +134,9 @@ class Attention(nn.Module):
 
     def _attend_fast(self, q, k, v, mask):
         backend = self.attention_backend
-        if backend in ("efficient", "cudnn") and k.shape[1] != q.shape[1]:
-            # These kernels take no grouped-query K/V: share the KV heads explicitly.
+        if backend == "efficient" and k.shape[1] != q.shape[1]:
+            # The memory-efficient kernel takes no grouped-query K/V (math, flash and cuDNN do;
+            # seen on an H100, torch 2.11): share the KV heads explicitly.
             groups = q.shape[1] // k.shape[1]
             k, v = kernels.repeat_kv(k, groups), kernels.repeat_kv(v, groups)           # (B, H, S, D)
         try:
