@@ -20,7 +20,7 @@ from pv import mutation
 from pv.config import load_workspace
 
 from pvlab.falsifiers import fixtures, mutants as planted
-from pvlab.falsifiers.mutants.child import python_command
+from pvlab.falsifiers.mutants.child import python_args, python_command
 from pvlab.runtime import checkpoint, config as runtime_config, data, devices, kernels, parity, trainer, zoo
 from pvlab.runtime.config import preset
 from pvlab.runtime.data import LMBatch
@@ -600,7 +600,10 @@ CHILD = "from pvlab.runtime import devices; print(devices.resolve_device.__qualn
 
 def test_a_child_python_process_gets_the_same_mutants():
     assert python_command("-c", CHILD) == [sys.executable, "-c", CHILD]
+    assert python_args("-m", "pvlab.runtime", "x") == ["-m", "pvlab.runtime", "x"]
     with REGISTRY["no_gpu_ignored"](), REGISTRY["final_norm_skipped"]():
+        assert python_args("-m", "pvlab.runtime", "x") == [
+            "-m", "pvlab.falsifiers.mutants.child", "no_gpu_ignored,final_norm_skipped", "--", "-m", "pvlab.runtime", "x"]
         command = python_command("-c", "import sys; from pvlab.runtime import devices, model; "
                                  "print(devices.resolve_device.__qualname__); "
                                  "print(model.apply_final_norm.__qualname__, sys.argv[1:])", "x", "--y")

@@ -5,6 +5,8 @@ its command line with `python_command(...)`:
 
 * no mutant planted: `[sys.executable, *args]`, the child is the plain runtime;
 * mutants planted: `[sys.executable, "-m", "pvlab.falsifiers.mutants.child", "a,b", "--", *args]`.
+  A launcher that starts the Python processes itself (torchrun) is given `python_args(...)`, the
+  same without the executable, so every worker it starts is planted.
   This module, run as the program, enters the same registered mutants by name (the registry's
   own code, not a copy), runs `args` as `python` would (`-m module ...`, `-c code ...`,
   `script.py ...`) and restores them when the program ends, whatever way it ends.
@@ -25,12 +27,16 @@ USAGE = "usage: python -m pvlab.falsifiers.mutants.child NAME[,NAME...] -- (-m M
 
 def python_command(*args: str) -> list[str]:
     """The command line that runs `python *args` with the mutants planted here planted there too."""
+    return [sys.executable, *python_args(*args)]
+
+
+def python_args(*args: str) -> list[str]:
+    """`args` for a Python started by another launcher, planted like python_command's: e.g.
+    `torchrun --nproc-per-node 2 *python_args("-m", "pvlab.runtime", ...)` plants every worker."""
     from pv import mutation
 
     names = mutation.planted()
-    if not names:
-        return [sys.executable, *args]
-    return [sys.executable, "-m", __name__, ",".join(names), "--", *args]
+    return ["-m", __name__, ",".join(names), "--", *args] if names else list(args)
 
 
 def _run_like_python(args: list[str]) -> None:
