@@ -32,7 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from pv import codebind, expr, provenance, tolerance as tolerances, vacuity
+from pv import codebind, expr, mutation, provenance, tolerance as tolerances, vacuity
 from pv.outcome import Outcome
 
 
@@ -58,8 +58,6 @@ class Falsified(AssertionError):
 _sink: contextvars.ContextVar[Callable[[Outcome], None] | None] = contextvars.ContextVar("pv_outcome_sink",
                                                                                          default=None)
 _last: Outcome | None = None
-# Set by pv.plugin for `--pv-mutant NAME`: (name, factory returning a context manager).
-_mutant: tuple[str, Callable[[], Any]] | None = None
 # Set by pv.plugin from [tool.pv]: the packages whose modules bind a record, and where to find
 # them. None: the check's own top-level package, found from the current directory.
 _binding: tuple[tuple[str, ...], tuple[Path, ...]] | None = None
@@ -88,13 +86,13 @@ def reset() -> None:
 
 
 def set_mutant(name: str | None, factory: Callable[[], Any] | None = None) -> None:
-    """Wrap every following check call in a mutant's context (None to clear)."""
-    global _mutant
-    _mutant = None if name is None else (name, factory)  # type: ignore[assignment]
+    """Wrap every following check call in a mutant's context (None to clear); pv.mutation keeps it."""
+    mutation.set_run_mutant(name, factory)
 
 
 def active_mutant() -> str | None:
-    return None if _mutant is None else _mutant[0]
+    """The mutant this run wraps every check call in (pv.mutation owns it)."""
+    return mutation.run_mutant()
 
 
 def set_code_binding(packages: Iterable[str] | None, roots: Iterable[Path] = ()) -> None:
@@ -119,7 +117,7 @@ def _code_digests(check: Callable[..., Any], before: set[str]) -> dict[str, str]
     if not module:
         return None
     start = [module]
-    factory = None if _mutant is None else _mutant[1]
+    factory = mutation.run_mutant_factory()
     mutant_module = getattr(getattr(factory, "__wrapped__", factory), "__module__", None)
     if mutant_module:
         start.append(mutant_module)  # the planted bug's own code
@@ -285,10 +283,7 @@ def falsify(
     before = set(sys.modules)
     start = time.perf_counter()
     try:
-        if _mutant is not None:
-            with _mutant[1]():
-                observations = check(**kwargs)
-        else:
+        with mutation.around_check():
             observations = check(**kwargs)
     except DeviceUnavailable as exc:
         outcome.verdict, outcome.message = "SKIP", f"device absent: {exc}"

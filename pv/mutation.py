@@ -16,6 +16,11 @@ The decorator wraps the generator with `contextlib.contextmanager` and registers
 docstring, under its name. `load_registry(workspace)` imports `[tool.pv] mutants_module` and
 returns the registry; `scan_mutant_names(path)` finds the names statically (for `pv validate`,
 which must not import the runtime).
+
+This module is also the one place that knows which mutant is active: `planted()` names the
+registered mutants planted in this process right now (every registered mutant reports its own
+entry and exit), and `run_mutant()` the one a `pytest --pv-mutant NAME` run wraps every check
+call in (set by pv.plugin through pv.harness). Check caches read `planted()`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import difflib
+import functools
 import importlib
 import inspect
 import re
@@ -73,6 +79,51 @@ class Mutant:
 
 REGISTRY: dict[str, Mutant] = {}
 
+# Which mutant is active: the one place that knows (harness and check caches read it from here).
+_PLANTED: list[str] = []  # registered mutants planted in this process now, innermost last
+_RUN: tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]] | None = None  # --pv-mutant
+
+
+def planted() -> tuple[str, ...]:
+    """Names of the registered mutants planted in this process right now, outermost first."""
+    return tuple(_PLANTED)
+
+
+def set_run_mutant(name: str | None, factory: Callable[[], Any] | None = None) -> None:
+    """The mutant every following check call of this run is wrapped in (None to clear)."""
+    global _RUN
+    _RUN = None if name is None else (name, factory)  # type: ignore[assignment]
+
+
+def run_mutant() -> str | None:
+    """The mutant this run wraps every check call in (`--pv-mutant`), or None."""
+    return None if _RUN is None else _RUN[0]
+
+
+def run_mutant_factory() -> Callable[[], Any] | None:
+    """The context factory of the run's mutant (its module is code a record is bound to), or None."""
+    return None if _RUN is None else _RUN[1]
+
+
+def around_check() -> contextlib.AbstractContextManager[Any]:
+    """The context a check call runs in: the run's mutant, or nothing."""
+    return _RUN[1]() if _RUN is not None else contextlib.nullcontext()
+
+
+def _reporting(name: str, factory: Callable[[], contextlib.AbstractContextManager[Any]]) -> Callable[[], Any]:
+    """`factory`, whose context also names `name` in planted() while its body runs."""
+
+    @contextlib.contextmanager
+    def entered() -> Iterator[None]:
+        with factory():
+            _PLANTED.append(name)
+            try:
+                yield
+            finally:
+                _PLANTED.pop()
+
+    return entered
+
 
 def mutant(name: str) -> Callable[[Callable[..., Any]], Callable[[], contextlib.AbstractContextManager[Any]]]:
     """Register a generator (contextlib.contextmanager style) as the planted bug `name`."""
@@ -86,6 +137,7 @@ def mutant(name: str) -> Callable[[Callable[..., Any]], Callable[[], contextlib.
             factory = fn  # already returns a context manager (e.g. decorated with @contextmanager)
         else:
             raise MutationError(f"@mutant({name!r}) must decorate a generator function")
+        factory = functools.wraps(fn)(_reporting(name, factory))
         entry = Mutant(
             name=name, factory=factory, doc=inspect.getdoc(fn) or "",
             module=getattr(fn, "__module__", "?"), qualname=getattr(fn, "__qualname__", "?"),

@@ -123,3 +123,65 @@ def test_module_path_locates_the_mutants_module(tmp_path):
     assert mutation.module_path(ws.workspace()) == ws.root / ws.package / "mutants.py"
     assert [d.name for d in mutation.scan_mutant_names(mutation.module_path(ws.workspace()))] == \
         ["drops_bias", "does_nothing"]
+
+
+def test_a_mutants_package_is_located_and_scanned_through_every_submodule(tmp_path):
+    ws = make_workspace(tmp_path)
+    flat = ws.root / ws.package / "mutants.py"
+    package = ws.root / ws.package / "mutants"
+    (package / "seams").mkdir(parents=True)
+    (package / "__init__.py").write_text("from . import kernels, seams  # registers\n")
+    (package / "kernels.py").write_text(flat.read_text())
+    (package / "seams" / "__init__.py").write_text("from . import devices  # registers\n")
+    (package / "seams" / "devices.py").write_text(
+        'from pv.mutation import mutant\n\n\n@mutant("ignores_no_gpu")\ndef ignores_no_gpu():\n    yield\n')
+    flat.unlink()
+    assert mutation.module_path(ws.workspace()) == package
+    found = mutation.scan_mutant_names(mutation.module_path(ws.workspace()))
+    assert sorted((d.name, d.path.name) for d in found) == [
+        ("does_nothing", "kernels.py"), ("drops_bias", "kernels.py"), ("ignores_no_gpu", "devices.py")]
+    assert set(mutation.load_registry(ws.workspace())) == {d.name for d in found}  # the import agrees
+
+
+def test_planted_names_the_registered_mutants_in_effect_innermost_last(monkeypatch):
+    monkeypatch.setattr(mutation, "_PLANTED", [])
+    seen = []
+
+    @mutation.mutant("outer_bug")
+    def outer_bug():
+        seen.append(("entering outer", mutation.planted()))
+        yield
+
+    @mutation.mutant("inner_bug")
+    def inner_bug():
+        yield
+
+    assert mutation.planted() == ()
+    with outer_bug():
+        with inner_bug():
+            assert mutation.planted() == ("outer_bug", "inner_bug")
+        assert mutation.planted() == ("outer_bug",)
+    assert seen == [("entering outer", ())]  # named once its swaps are in place, not before
+    with pytest.raises(ZeroDivisionError):
+        with outer_bug():
+            1 / 0
+    assert mutation.planted() == ()
+
+
+def test_the_run_mutant_wraps_each_check_call(monkeypatch):
+    monkeypatch.setattr(mutation, "_PLANTED", [])
+    monkeypatch.setattr(mutation, "_RUN", None)
+
+    @mutation.mutant("run_bug")
+    def run_bug():
+        yield
+
+    with mutation.around_check():
+        assert mutation.planted() == ()
+    mutation.set_run_mutant("run_bug", mutation.REGISTRY["run_bug"].factory)
+    assert mutation.run_mutant() == "run_bug"
+    with mutation.around_check():
+        assert mutation.planted() == ("run_bug",)
+    assert mutation.planted() == ()  # only around the check call
+    mutation.set_run_mutant(None)
+    assert mutation.run_mutant() is None

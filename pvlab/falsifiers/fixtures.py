@@ -20,9 +20,11 @@ Under a subject (`for_subject`, or the environment variable PV_SUBJECT that pv's
 `pv run --subject NAME`), a contract's `checkpoint: tiny-trained` means that subject and
 `checkpoint: tiny-random` its random twin: one contract, several subjects.
 
-Caches are keyed by the planted bug active in pv's harness (pv.harness.active_mutant()), so a
-model built under one mutant is never reused under another or under none; `clear()` empties
-them (tests that patch the loading path call it).
+A planted bug changes what these build, so the caches belong to the bugs planted when they were
+filled: the first cached call after the planted bugs changed (pv.mutation.planted(), the one
+place that knows) drops every cache, so a model built under one mutant is never reused under
+another or under none. Entering the same mutant around every check call (`pytest --pv-mutant`)
+keeps them. `clear()` empties them explicitly.
 
 Models are loaded without the parity gate (`parity_gate=False`): a check measures what the
 device path does; refusing to place a diverging model is the gate's own falsifier's business.
@@ -43,7 +45,8 @@ from ._util import device_unavailable
 TINY = "tiny-trained"
 RANDOM_SUFFIX = "-random"
 SUBJECT_ENV = "PV_SUBJECT"
-_CACHES: list = []
+_CACHES: list = []  # (lru_cache, holds data rather than models) of every @cached function
+_FILLED_UNDER: tuple[str, ...] = ()  # the mutants planted when the caches were filled
 
 
 def subject_names() -> tuple[str, ...]:
@@ -100,27 +103,36 @@ def resolve(name: str) -> str:
     return resolved
 
 
-def _active_mutant() -> str | None:
+def _planted() -> tuple[str, ...]:
     try:
-        from pv.harness import active_mutant
+        from pv.mutation import planted
     except ImportError:  # pragma: no cover - the checks run without pv too
-        return None
-    return active_mutant()
+        return ()
+    return planted()
+
+
+def _drop_if_the_planted_bugs_changed() -> None:
+    global _FILLED_UNDER
+    now = _planted()
+    if now != _FILLED_UNDER:
+        clear()
+        _FILLED_UNDER = now
 
 
 def cached(function=None, *, data: bool = False):
-    """functools.lru_cache keyed also by the active mutant. `data=True` marks a cache of data
-    (corpus, token streams) rather than of models or runs: clear(models_only=True) keeps it."""
+    """functools.lru_cache, dropped (with every other) when the planted bugs change. `data=True`
+    marks a cache of data (corpus, token streams) rather than of models or runs:
+    clear(models_only=True) keeps it."""
     def decorate(function):
         @functools.lru_cache(maxsize=None)
-        def keyed(mutant, subject, *args, **kwargs):
+        def keyed(subject, *args, **kwargs):
             return function(*args, **kwargs)
 
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
-            return keyed(_active_mutant(), active_subject(), *args, **kwargs)
+            _drop_if_the_planted_bugs_changed()
+            return keyed(active_subject(), *args, **kwargs)
 
-        wrapper.cache_clear = keyed.cache_clear
         _CACHES.append((keyed, data))
         return wrapper
     return decorate(function) if function is not None else decorate
@@ -143,9 +155,9 @@ def checkpoint_dir(name: str = "tiny-trained") -> Path:
     """The directory of a checkpoint (a random twin has none of its own: it is its subject's).
 
     The zoo builds it on first use into the shared on-disk cache. Under a planted bug the
-    registry of falsifiers/mutants.py suspends the mutant while runtime.zoo.build_cached runs,
-    so a bug is never baked into that cache; a test that monkeypatches the runtime by hand must
-    make sure the checkpoint exists first (tests/falsifiers do)."""
+    registry (pvlab/falsifiers/mutants/) lifts the bug while runtime.zoo.build_cached runs, so a
+    bug is never baked into that cache, and the path is the same under every bug (a plain
+    lru_cache)."""
     return _subject_dir(trained_of(resolve(name)))
 
 

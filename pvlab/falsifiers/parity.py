@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import torch
 
 from . import fixtures
+from .mutants.child import python_command
 from ._util import device_unavailable, rtol_atol, torch_device
 
 
@@ -144,16 +144,17 @@ def greedy_decode_parity(*, device: str, checkpoint: str = "tiny-trained", promp
 def parity_gate(*, device: str, checkpoint: str = "tiny-trained") -> dict:
     """Place the checkpoint on the device backend through runtime.load with the parity gate on:
     once as it is (must be accepted), once with a divergence planted in the device path only
-    (the fast path's linear layers permute their output features — gibberish, as in the bug hunt,
-    while the CPU reference stays intact; must be refused with ParityGateError).
+    (the registered planted bug fast_path_reverses_output_features: the fast path's linear layers
+    reverse their output features — gibberish, as in the bug hunt, while the CPU reference stays
+    intact; must be refused with ParityGateError).
 
     Observations: gate_accepted_faithful, gate_refused_diverging (1/0), faithful_min_cosine
     (from the accepted model's parity report), diverging_min_cosine (the planted model's logits
     against the reference, measured here)."""
-    from unittest import mock
-
-    from pvlab.runtime import checkpoint as runtime_checkpoint, kernels
+    from pvlab.runtime import checkpoint as runtime_checkpoint
     from pvlab.runtime.errors import ParityGateError
+
+    from .mutants import registry
 
     dev_name, path = _device_backend(device)
     directory = fixtures.checkpoint_dir(checkpoint)
@@ -166,23 +167,19 @@ def parity_gate(*, device: str, checkpoint: str = "tiny-trained") -> dict:
     except ParityGateError:
         accepted = 0
 
-    original_linear = kernels.linear_fast
-
-    def permuted_linear(x, weight, bias):
-        return original_linear(x, weight, bias).flip(-1)
-
+    # Taken before the divergence is planted: the fixtures would rebuild them under it.
+    probe = fixtures.heldout_batches(checkpoint, 1)[0].inputs[:1, :32]
+    with torch.no_grad():
+        a = fixtures.model(checkpoint, "cpu", "reference")(probe).double()
     refused, diverging_cosine = 0, float("nan")
-    with mock.patch.object(kernels, "linear_fast", permuted_linear):
+    with registry()["fast_path_reverses_output_features"]():  # the registered planted divergence
         try:
             runtime_checkpoint.load(directory, device=dev_name, path=path, parity_gate=True)
         except ParityGateError:
             refused = 1
         ungated = runtime_checkpoint.load(directory, device=dev_name, path=path, parity_gate=False)
-        probe = fixtures.heldout_batches(checkpoint, 1)[0].inputs[:1, :32]
         with torch.no_grad():
             b = ungated(probe.to(torch.device(dev_name))).double().cpu()
-    with torch.no_grad():
-        a = fixtures.model(checkpoint, "cpu", "reference")(probe).double()
     diverging_cosine = float(torch.nn.functional.cosine_similarity(a, b, dim=-1).min())
     return {"gate_accepted_faithful": accepted, "gate_refused_diverging": refused,
             "faithful_min_cosine": faithful_cosine, "diverging_min_cosine": diverging_cosine}
@@ -216,11 +213,11 @@ def no_gpu_context(*, device: str, checkpoint: str = "tiny-trained", prompt: str
         raise device_unavailable("the --no-gpu falsifier needs a machine with a CUDA GPU")
     directory = fixtures.checkpoint_dir(checkpoint)
     env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # imports pvlab
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    completed = subprocess.run(
-        [sys.executable, "-c", _NO_GPU_DRIVER, "run", str(directory), "--prompt", prompt, "--max-tokens",
-         str(max_tokens), "--no-gpu"],
+    completed = subprocess.run(  # through python_command: a planted bug is planted in the child too
+        python_command("-c", _NO_GPU_DRIVER, "run", str(directory), "--prompt", prompt, "--max-tokens",
+                       str(max_tokens), "--no-gpu"),
         capture_output=True, text=True, timeout=timeout_s, env=env, cwd=root)
     lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
     if completed.returncode != 0 or not lines:

@@ -15,7 +15,7 @@ from .checkpoint import PopulateReport, init_model, inspect_checkpoint, load, sa
 from .config import PRESETS, ModelConfig, preset
 from .data import LMBatch
 from .devices import resolve_device
-from .generate import Generation, generate, generate_text
+from .generate import Generation, generate, generate_batch, generate_text, generate_texts
 from .model import CausalLM, KVCache
 from .parity import ParityReport
 from .pretrain import Recipe, pretrain
@@ -25,6 +25,6 @@ __all__ = [
     "data", "errors", "kernels", "zoo",
     "PopulateReport", "init_model", "inspect_checkpoint", "load", "save_checkpoint",
     "PRESETS", "ModelConfig", "preset", "LMBatch", "resolve_device",
-    "Generation", "generate", "generate_text", "CausalLM", "KVCache", "ParityReport",
+    "Generation", "generate", "generate_batch", "generate_text", "generate_texts", "CausalLM", "KVCache", "ParityReport",
     "Recipe", "pretrain", "Trainer",
 ]

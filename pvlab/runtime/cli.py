@@ -22,6 +22,7 @@ import click
 from .errors import RuntimeInputError
 
 PATH_CHOICE = click.Choice(["reference", "fast"])
+BACKEND_CHOICE = click.Choice(["math", "flash", "efficient", "cudnn"])  # kernels.ATTENTION_BACKENDS
 
 
 def _fail(error: Exception) -> None:
@@ -65,9 +66,15 @@ def main() -> None:
               help="Train on the *.py files under this directory instead of the synthetic corpus.")
 @click.option("--documents", type=int, default=None, help="Synthetic corpus size in documents.")
 @click.option("--compile", "use_compile", is_flag=True, help="torch.compile the decoder layers.")
+@click.option("--micro-batch-size", type=int, default=None,
+              help="Rows per forward/backward; gradients accumulate over the batch (the last micro-batch may be short).")
+@click.option("--pack-documents", is_flag=True,
+              help="Train on whole documents packed into rows (no attention across documents, positions restart).")
+@click.option("--attention-backend", type=BACKEND_CHOICE, default=None,
+              help="Pin the fast path's SDPA kernel (cpu: math, flash; cuda: also efficient, cudnn).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, seq_len, lr, seed, eval_every,
-             corpus_dir, documents, use_compile, quiet) -> None:
+             corpus_dir, documents, use_compile, micro_batch_size, pack_documents, attention_backend, quiet) -> None:
     """Train a model and write a Hugging Face checkpoint directory to --out."""
     from .checkpoint import read_runtime_meta
     from .config import preset
@@ -84,14 +91,15 @@ def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, se
         base = Recipe.from_dict(read_runtime_meta(Path(init_dir))["recipe"])
     overrides = {"config": config_name, "steps": steps, "batch_size": batch_size, "seq_len": seq_len, "lr": lr,
                  "seed": seed, "eval_every": eval_every, "num_documents": documents,
-                 "corpus_dir": None if corpus_dir is None else str(corpus_dir)}
+                 "corpus_dir": None if corpus_dir is None else str(corpus_dir),
+                 "micro_batch_size": micro_batch_size, "pack_documents": pack_documents or None}
     recipe = dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
     if recipe.lr != base.lr:
         recipe = dataclasses.replace(recipe, min_lr=recipe.lr / 10)
     if recipe.warmup_steps > recipe.steps:
         recipe = dataclasses.replace(recipe, warmup_steps=recipe.steps // 10)
     results = run_pretraining(recipe, out_dir, device=device, path=path, init=init_dir, progress=not quiet,
-                              compile=use_compile)
+                              compile=use_compile, attention_backend=attention_backend)
     click.echo(f"wrote {out_dir}: train_loss {results['train_loss']:.4f} val_loss {results['val_loss']:.4f} "
                f"(ln V = {results['ln_vocab']:.4f}) in {results['seconds']:.1f}s")
 
@@ -156,27 +164,37 @@ def evaluate(checkpoint_dir, device, path, corpus_dir, batches, as_json) -> None
 
 @main.command()
 @click.argument("checkpoint_dir", type=click.Path(path_type=Path))
-@click.option("--prompt", required=True)
+@click.option("--prompt", "prompts", required=True, multiple=True,
+              help="Repeat for several prompts: they are decoded together in one left-padded batch.")
 @click.option("--max-tokens", type=int, default=64, show_default=True)
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="0 = greedy.")
 @click.option("--top-k", type=int, default=None)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default=None, help="cpu, cuda, cuda:N (default: a GPU if present, unless --no-gpu).")
 @click.option("--path", "path", type=PATH_CHOICE, default=None)
+@click.option("--attention-backend", type=BACKEND_CHOICE, default=None, help="Pin the fast path's SDPA kernel.")
 @click.option("--no-gpu", is_flag=True, help="Run on the CPU and never initialise CUDA.")
-def run(checkpoint_dir, prompt, max_tokens, temperature, top_k, seed, device, path, no_gpu) -> None:
-    """Generate a continuation of --prompt."""
+def run(checkpoint_dir, prompts, max_tokens, temperature, top_k, seed, device, path, attention_backend, no_gpu) -> None:
+    """Generate a continuation of each --prompt."""
     from .checkpoint import load
     from .devices import resolve_device
-    from .generate import generate_text
+    from .generate import generate_text, generate_texts
 
     target = resolve_device(device, allow_gpu=not no_gpu, argument="--device")
     model = load(checkpoint_dir, device=target, path=path, allow_gpu=not no_gpu)
     if model.tokenizer is None:
         raise RuntimeInputError(f"{checkpoint_dir}: no tokenizer.json; `run` needs one to encode --prompt")
-    text = generate_text(model, model.tokenizer, prompt, max_new_tokens=max_tokens, temperature=temperature,
-                         top_k=top_k, seed=seed)
-    click.echo(text)
+    if attention_backend is not None:
+        model.set_attention_backend(attention_backend)
+    if len(prompts) == 1:
+        click.echo(generate_text(model, model.tokenizer, prompts[0], max_new_tokens=max_tokens,
+                                 temperature=temperature, top_k=top_k, seed=seed))
+        return
+    texts = generate_texts(model, model.tokenizer, prompts, max_new_tokens=max_tokens, temperature=temperature,
+                           top_k=top_k, seed=seed)
+    for index, text in enumerate(texts):
+        click.echo(f"--- prompt {index + 1}")
+        click.echo(text)
 
 
 @main.command()

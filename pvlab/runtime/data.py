@@ -239,10 +239,13 @@ def shift_for_next_token(tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
 @dataclass(frozen=True)
 class LMBatch:
     """Next-token prediction batch. inputs and targets are (B, T) int64; targets are the inputs
-    shifted left by one, with IGNORE_INDEX after the end of a shorter sequence."""
+    shifted left by one, with IGNORE_INDEX after the end of a shorter sequence. A packed batch
+    (`from_packed_rows`) also carries document_ids (B, T): which document each position belongs
+    to, so attention stays inside a document and positions restart at each one."""
 
     inputs: torch.Tensor
     targets: torch.Tensor
+    document_ids: torch.Tensor | None = None
 
     @classmethod
     def from_sequences(cls, sequences: Sequence[Sequence[int]] | torch.Tensor, *, pad_id: int = 0) -> "LMBatch":
@@ -264,12 +267,60 @@ class LMBatch:
         inputs = inputs.masked_fill(inputs == IGNORE_INDEX, pad_id)
         return cls(inputs=inputs.contiguous(), targets=targets.contiguous())
 
+    @classmethod
+    def from_packed_rows(cls, rows: Sequence[Sequence[Sequence[int]]], *, width: int | None = None,
+                         pad_id: int = 0) -> "LMBatch":
+        """Each row is a list of documents (token lists of >= 2 tokens) laid end to end. A
+        document of n tokens contributes its own n-1 (input, target) pairs, exactly those it
+        has alone: no target crosses into the next document. Rows are right-padded to `width`
+        (default: the longest) with pad_id inputs, IGNORE_INDEX targets and document id -1."""
+        rows = [[list(document) for document in row] for row in rows]
+        if not rows or not all(rows):
+            raise DataError("a packed batch needs at least one row and a document in every row")
+        lengths = [sum(len(d) - 1 for d in row) for row in rows]
+        width = max(lengths) if width is None else width
+        if max(lengths) > width:
+            raise DataError(f"a packed row holds {max(lengths)} positions, more than the width {width}")
+        inputs = torch.full((len(rows), width), pad_id, dtype=torch.long)                # (B, T)
+        targets = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)         # (B, T)
+        document_ids = torch.full((len(rows), width), -1, dtype=torch.long)              # (B, T)
+        for r, row in enumerate(rows):
+            start = 0
+            for d, document in enumerate(row):
+                if len(document) < 2:
+                    raise DataError(f"row {r}, document {d} has {len(document)} token(s); "
+                                    "next-token prediction needs at least 2")
+                window = torch.tensor(document, dtype=torch.long)[None]                 # (1, n)
+                doc_inputs, doc_targets = shift_for_next_token(window)                  # (1, n-1) each
+                stop = start + doc_inputs.shape[1]
+                inputs[r, start:stop], targets[r, start:stop] = doc_inputs[0], doc_targets[0]
+                document_ids[r, start:stop] = d
+                start = stop
+        return cls(inputs=inputs, targets=targets, document_ids=document_ids)
+
     def to(self, device: torch.device | str) -> "LMBatch":
-        return LMBatch(self.inputs.to(device), self.targets.to(device))
+        documents = None if self.document_ids is None else self.document_ids.to(device)
+        return LMBatch(self.inputs.to(device), self.targets.to(device), documents)
 
     @property
     def num_target_tokens(self) -> int:
         return int((self.targets != IGNORE_INDEX).sum())
+
+    def split(self, rows: int) -> list["LMBatch"]:
+        """Micro-batches of at most `rows` rows (the last one may be short), each cut to its own
+        longest row: trailing columns with no target in any of its rows are dropped."""
+        if rows <= 0:
+            raise DataError(f"micro-batch size must be positive, got {rows}")
+        parts = []
+        for start in range(0, self.inputs.shape[0], rows):
+            targets = self.targets[start:start + rows]                                  # (b, T)
+            counted_columns = (targets != IGNORE_INDEX).any(dim=0).nonzero()
+            width = int(counted_columns.max()) + 1 if counted_columns.numel() else 1
+            documents = None if self.document_ids is None else self.document_ids[start:start + rows, :width]
+            parts.append(LMBatch(self.inputs[start:start + rows, :width].contiguous(),
+                                 targets[:, :width].contiguous(),
+                                 None if documents is None else documents.contiguous()))
+        return parts
 
 
 def token_stream(encoded_documents: Sequence[Sequence[int]]) -> torch.Tensor:
@@ -288,6 +339,45 @@ def random_batches(stream: torch.Tensor, *, batch_size: int, seq_len: int, seed:
         starts = torch.randint(0, stream.numel() - seq_len, (batch_size,), generator=generator)
         windows = torch.stack([stream[s:s + seq_len + 1] for s in starts.tolist()])   # (B, T+1)
         yield LMBatch.from_sequences(windows)
+
+
+def pack_documents(documents: Sequence[Sequence[int]], *, seq_len: int) -> list[list[list[int]]]:
+    """Lay documents end to end in rows of `seq_len` positions, in the given order, never
+    splitting a document across rows unless it is longer than a row: such a document is cut into
+    pieces of seq_len + 1 tokens that overlap by one, so each of its targets is predicted once.
+    Returns rows of documents for LMBatch.from_packed_rows."""
+    pieces = []
+    for document in documents:
+        document = list(document)
+        for start in range(0, max(1, len(document) - 1), seq_len):
+            piece = document[start:start + seq_len + 1]
+            if len(piece) >= 2:
+                pieces.append(piece)
+    rows: list[list[list[int]]] = []
+    used = seq_len
+    for piece in pieces:
+        if used + len(piece) - 1 > seq_len:
+            rows.append([])
+            used = 0
+        rows[-1].append(piece)
+        used += len(piece) - 1
+    return rows
+
+
+def packed_batches(encoded_documents: Sequence[Sequence[int]], *, batch_size: int, seq_len: int,
+                   seed: int) -> Iterator[LMBatch]:
+    """Endless training batches of whole documents packed into rows (document_ids set, so no
+    attention crosses a document boundary), in an order reshuffled from `seed` every pass."""
+    if not encoded_documents:
+        raise DataError("no documents to pack")
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    while True:
+        order = torch.randperm(len(encoded_documents), generator=generator).tolist()
+        rows = pack_documents([encoded_documents[i] for i in order], seq_len=seq_len)
+        if len(rows) < batch_size:
+            raise DataError(f"the documents fill {len(rows)} packed row(s) of {seq_len}, fewer than one batch of {batch_size}")
+        for start in range(0, len(rows) - batch_size + 1, batch_size):
+            yield LMBatch.from_packed_rows(rows[start:start + batch_size], width=seq_len)
 
 
 def sequential_batches(stream: torch.Tensor, *, batch_size: int, seq_len: int,

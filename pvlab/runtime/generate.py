@@ -3,6 +3,10 @@
 The prompt is processed in one forward that fills the cache; each further step feeds only the
 newest token, at position `cache.length` (kernels.positions_for). Incremental decoding produces
 the same logits as a full forward over the whole sequence (tests/runtime/test_generate.py).
+
+`generate_batch` decodes several prompts at once: they are left-padded to a common length and
+an attention mask (1 real, 0 padding) travels with the cache, so every row gets the positions
+and attention it would get alone (model.attention_layout).
 """
 
 from __future__ import annotations
@@ -22,19 +26,10 @@ class Generation:
     prompt_ids: list[int]
     new_ids: list[int] = field(default_factory=list)
     stopped_on_eos: bool = False
+    logits: torch.Tensor | None = None  # (len(new_ids), V) fp32 on the CPU, with output_logits=True
 
 
-@torch.no_grad()
-def generate(model: CausalLM, prompt_ids: Sequence[int], *, max_new_tokens: int, temperature: float = 0.0,
-             top_k: int | None = None, seed: int = 0, eos_token_id: int | None = None,
-             use_cache: bool = True) -> Generation:
-    """Continue `prompt_ids` by up to `max_new_tokens` tokens, stopping early at `eos_token_id`.
-
-    temperature 0 is greedy (argmax) decoding; > 0 samples from softmax(logits / temperature),
-    from a generator seeded with `seed` on the model's device (so the same seed gives the same
-    text). use_cache=False recomputes the full sequence each step (for checking the cache).
-    """
-    prompt = [int(t) for t in prompt_ids]
+def _check_request(model: CausalLM, prompt: list[int], max_new_tokens: int, temperature: float) -> None:
     context = model.config.max_position_embeddings
     if not prompt:
         raise GenerationError("the prompt is empty: at least one token is needed to condition on")
@@ -50,6 +45,21 @@ def generate(model: CausalLM, prompt_ids: Sequence[int], *, max_new_tokens: int,
         raise PromptTooLongError(f"prompt ({len(prompt)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the "
                                  f"model's context of {context}; ask for at most {context - len(prompt)} new tokens")
 
+
+@torch.no_grad()
+def generate(model: CausalLM, prompt_ids: Sequence[int], *, max_new_tokens: int, temperature: float = 0.0,
+             top_k: int | None = None, seed: int = 0, eos_token_id: int | None = None,
+             use_cache: bool = True, output_logits: bool = False) -> Generation:
+    """Continue `prompt_ids` by up to `max_new_tokens` tokens, stopping early at `eos_token_id`.
+
+    temperature 0 is greedy (argmax) decoding; > 0 samples from softmax(logits / temperature),
+    from a generator seeded with `seed` on the model's device (so the same seed gives the same
+    text). use_cache=False recomputes the full sequence each step (for checking the cache).
+    output_logits=True keeps each step's next-token logits in `Generation.logits`.
+    """
+    prompt = [int(t) for t in prompt_ids]
+    _check_request(model, prompt, max_new_tokens, temperature)
+
     was_training = model.training
     model.eval()
     device = model.device
@@ -58,10 +68,13 @@ def generate(model: CausalLM, prompt_ids: Sequence[int], *, max_new_tokens: int,
     cache = KVCache(model.config.num_hidden_layers) if use_cache else None
     sequence = torch.tensor([prompt], dtype=torch.long, device=device)    # (1, T)
     step_input = sequence
+    kept = []
     try:
         for _ in range(max_new_tokens):
             logits = model(step_input, cache)                              # (1, T or 1, V)
             next_token = kernels.pick_next_token(logits[:, -1, :], temperature, generator, top_k)  # (1,)
+            if output_logits:
+                kept.append(logits[0, -1].detach().to("cpu"))
             token = int(next_token.item())
             result.new_ids.append(token)
             if eos_token_id is not None and token == eos_token_id:
@@ -71,7 +84,64 @@ def generate(model: CausalLM, prompt_ids: Sequence[int], *, max_new_tokens: int,
             step_input = sequence[:, -1:] if use_cache else sequence
     finally:
         model.train(was_training)
+    if output_logits:
+        result.logits = torch.stack(kept) if kept else torch.empty(0, model.config.vocab_size)
     return result
+
+
+@torch.no_grad()
+def generate_batch(model: CausalLM, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
+                   temperature: float = 0.0, top_k: int | None = None, seed: int = 0,
+                   eos_token_id: int | None = None, pad_token_id: int = 0,
+                   output_logits: bool = False) -> list[Generation]:
+    """`generate` for several prompts in one batch, one Generation per prompt, in order.
+
+    Prompts are left-padded with pad_token_id to the longest; the attention mask (B, S) marks
+    real tokens and grows by one column per step, so each row's positions count its own tokens
+    only and no row attends to padding: greedy decoding gives every row the tokens (and, up to
+    rounding, the logits) it gets alone. A row that stopped at eos_token_id keeps being fed
+    padding (masked out) until every row has stopped or max_new_tokens is reached.
+    """
+    rows = [[int(t) for t in prompt] for prompt in prompts]
+    if not rows:
+        raise GenerationError("no prompts to generate from")
+    for prompt in rows:
+        _check_request(model, prompt, max_new_tokens, temperature)
+    was_training = model.training
+    model.eval()
+    device = model.device
+    generator = torch.Generator(device=device).manual_seed(seed) if temperature > 0 else None
+    width = max(len(prompt) for prompt in rows)
+    step_input = torch.tensor([[pad_token_id] * (width - len(p)) + p for p in rows], device=device)   # (B, T)
+    attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in rows], device=device)  # (B, T)
+    results = [Generation(prompt_ids=prompt) for prompt in rows]
+    kept: list[list[torch.Tensor]] = [[] for _ in rows]
+    active = [True] * len(rows)
+    cache = KVCache(model.config.num_hidden_layers)
+    try:
+        for _ in range(max_new_tokens):
+            logits = model(step_input, cache, attention_mask=attention_mask)    # (B, T or 1, V)
+            next_tokens = kernels.pick_next_token(logits[:, -1, :], temperature, generator, top_k)  # (B,)
+            for row, token in enumerate(next_tokens.tolist()):
+                if not active[row]:
+                    continue
+                results[row].new_ids.append(int(token))
+                if output_logits:
+                    kept[row].append(logits[row, -1].detach().to("cpu"))
+                if eos_token_id is not None and token == eos_token_id:
+                    results[row].stopped_on_eos = True
+                    active[row] = False
+            if not any(active):
+                break
+            still = torch.tensor(active, device=device)                                     # (B,)
+            step_input = torch.where(still, next_tokens, torch.full_like(next_tokens, pad_token_id))[:, None]  # (B, 1)
+            attention_mask = torch.cat((attention_mask, still.long()[:, None]), dim=1)      # (B, S+1)
+    finally:
+        model.train(was_training)
+    if output_logits:
+        for result, rows_logits in zip(results, kept):
+            result.logits = torch.stack(rows_logits) if rows_logits else torch.empty(0, model.config.vocab_size)
+    return results
 
 
 def generate_text(model: CausalLM, tokenizer, prompt: str, *, max_new_tokens: int, temperature: float = 0.0,
@@ -87,3 +157,22 @@ def generate_text(model: CausalLM, tokenizer, prompt: str, *, max_new_tokens: in
                       seed=seed, eos_token_id=eos)
     new_ids = result.new_ids[:-1] if result.stopped_on_eos else result.new_ids
     return tokenizer.decode(prompt_ids + new_ids)
+
+
+def generate_texts(model: CausalLM, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
+                   temperature: float = 0.0, top_k: int | None = None, seed: int = 0,
+                   stop_at_eos: bool = True) -> list[str]:
+    """generate_text for several prompts in one left-padded batch (generate_batch)."""
+    if tokenizer is None:
+        raise GenerationError("this checkpoint has no tokenizer.json; pass token ids to generate_batch() instead")
+    encoded = [tokenizer.encode(prompt).ids for prompt in prompts]
+    if not encoded or any(not ids for ids in encoded):
+        raise GenerationError("every prompt must encode to at least one token")
+    eos = model.config.eos_token_id if stop_at_eos else None
+    results = generate_batch(model, encoded, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
+                             seed=seed, eos_token_id=eos, pad_token_id=model.config.eos_token_id or 0)
+    texts = []
+    for prompt_ids, result in zip(encoded, results):
+        new_ids = result.new_ids[:-1] if result.stopped_on_eos else result.new_ids
+        texts.append(tokenizer.decode(prompt_ids + new_ids))
+    return texts

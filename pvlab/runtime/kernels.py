@@ -18,6 +18,7 @@ KV = key/value heads, D = head dim, C = hidden size, V = vocabulary, N = B*T tok
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -59,15 +60,16 @@ def positions_for(past_length: int, num_new: int, device: torch.device | str) ->
 
 
 def rope_cos_sin(theta: float, head_dim: int, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin tables for rotary embeddings at `positions` (T,): each (T, D), fp32.
+    """cos and sin tables for rotary embeddings at `positions` (T,): each (T, D), fp32. Per-row
+    positions (B, T) (padded or packed batches) give (B, T, D).
 
     Frequencies theta^(-2i/D) for i < D/2, duplicated across the two halves of the head
     dimension (the "rotate_half" layout that Qwen2 and Llama checkpoints are trained with).
     """
     exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).to(device=positions.device, dtype=torch.float32)
     inverse_frequency = 1.0 / (theta ** (exponents / head_dim))              # (D/2,)
-    angles = positions.to(torch.float32)[:, None] * inverse_frequency[None, :]  # (T, D/2)
-    angles = torch.cat((angles, angles), dim=-1)                             # (T, D)
+    angles = positions.to(torch.float32)[..., None] * inverse_frequency     # (T, D/2) or (B, T, D/2)
+    angles = torch.cat((angles, angles), dim=-1)                             # (T, D) or (B, T, D)
     return angles.cos(), angles.sin()
 
 
@@ -78,7 +80,10 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate queries or keys x (B, heads, T, D) by the position angles (T, D)."""
+    """Rotate queries or keys x (B, heads, T, D) by the position angles (T, D), or by per-row
+    angles (B, T, D), which are shared by every head."""
+    if cos.dim() == 3:
+        cos, sin = cos[:, None], sin[:, None]                                # (B, 1, T, D)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     return x * cos + rotate_half(x) * sin
 
@@ -132,6 +137,45 @@ def causal_mask(query_length: int, key_length: int, device: torch.device | str) 
     return key_positions <= query_positions
 
 
+def positions_from_attention_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions of a left-padded batch: attention_mask (B, S), 1 for a real token and 0 for
+    padding, -> (B, S). Each row's first real token is position 0 however much padding precedes
+    it (what the row gets alone); padding itself sits at 0 and is never attended to."""
+    positions = attention_mask.long().cumsum(dim=-1) - 1                    # (B, S)
+    return positions.clamp(min=0)
+
+
+def padded_causal_mask(attention_mask: torch.Tensor, query_length: int) -> torch.Tensor:
+    """Boolean (B, 1, T, S) mask for the last T of S positions of a padded batch: causal, and
+    never a padding key. A padding query would then see no key at all (a NaN softmax row), so
+    every query also sees itself; no real query is affected, its own key being real."""
+    key_length = attention_mask.shape[-1]
+    allowed = causal_mask(query_length, key_length, attention_mask.device)[None]     # (1, T, S)
+    allowed = allowed & attention_mask.bool()[:, None, :]                           # (B, T, S)
+    query_positions = torch.arange(query_length, device=attention_mask.device) + key_length - query_length
+    itself = query_positions[:, None] == torch.arange(key_length, device=attention_mask.device)[None, :]
+    return (allowed | itself[None])[:, None]                                        # (B, 1, T, S)
+
+
+def document_positions(document_ids: torch.Tensor) -> torch.Tensor:
+    """Positions in a packed batch: document_ids (B, T) labels each token with its document
+    (contiguous runs); -> (B, T) positions that restart at 0 where each document starts."""
+    batch, length = document_ids.shape
+    index = torch.arange(length, device=document_ids.device).expand(batch, length)     # (B, T)
+    starts = torch.ones_like(document_ids, dtype=torch.bool)
+    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]                        # (B, T)
+    start_of_run = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=-1).values
+    return index - start_of_run
+
+
+def document_causal_mask(document_ids: torch.Tensor) -> torch.Tensor:
+    """Block-diagonal causal mask of a packed batch: (B, T) document ids -> (B, 1, T, T), True
+    where query i may attend key j: j <= i and both in the same document."""
+    length = document_ids.shape[-1]
+    same_document = document_ids[:, :, None] == document_ids[:, None, :]              # (B, T, T)
+    return (same_document & causal_mask(length, length, document_ids.device)[None])[:, None]
+
+
 def softmax_reference(scores: torch.Tensor) -> torch.Tensor:
     """softmax over the last dimension, subtracting the row maximum first so exp cannot overflow."""
     row_max = scores.amax(dim=-1, keepdim=True)
@@ -139,30 +183,37 @@ def softmax_reference(scores: torch.Tensor) -> torch.Tensor:
     return exponentials / exponentials.sum(dim=-1, keepdim=True)
 
 
-def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """softmax(Q K^T / sqrt(D) + causal mask) V, explicitly, in fp32.
+def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        mask: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax(Q K^T / sqrt(D) + mask) V, explicitly, in fp32.
 
-    q: (B, H, T, D); k, v: (B, KV, S, D) -> (B, H, T, D).
+    q: (B, H, T, D); k, v: (B, KV, S, D) -> (B, H, T, D). mask: boolean, broadcastable to
+    (B, H, T, S), True where attending is allowed (padded or packed batches); None means the
+    causal mask.
     """
     groups = q.shape[1] // k.shape[1]
     k, v = repeat_kv(k, groups), repeat_kv(v, groups)                        # (B, H, S, D)
     compute = torch.promote_types(q.dtype, torch.float32)  # fp32, or fp64 for a float64 model
     q, k, v = q.to(compute), k.to(compute), v.to(compute)
     scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])   # (B, H, T, S)
-    allowed = causal_mask(q.shape[-2], k.shape[-2], q.device)                # (T, S)
+    allowed = causal_mask(q.shape[-2], k.shape[-2], q.device) if mask is None else mask  # (T, S) / (B, 1, T, S)
     scores = scores.masked_fill(~allowed, float("-inf"))
     weights = softmax_reference(scores)                                      # (B, H, T, S)
     return torch.matmul(weights, v)                                          # (B, H, T, D)
 
 
-def attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   mask: torch.Tensor | None = None) -> torch.Tensor:
     """The same attention through torch's fused scaled_dot_product_attention (flash / memory-
-    efficient kernels where available), with native grouped-query support.
+    efficient kernels where available, or the one `sdpa_backend` selects), with native
+    grouped-query support.
 
-    q: (B, H, T, D); k, v: (B, KV, S, D) -> (B, H, T, D).
+    q: (B, H, T, D); k, v: (B, KV, S, D) -> (B, H, T, D). mask as for attention_reference.
     """
     query_length, key_length = q.shape[-2], k.shape[-2]
     enable_gqa = q.shape[1] != k.shape[1]
+    if mask is not None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=enable_gqa)
     if query_length == key_length:
         # No cache: the standard lower-triangular mask, which SDPA builds itself.
         return F.scaled_dot_product_attention(q, k, v, is_causal=query_length > 1, enable_gqa=enable_gqa)
@@ -172,6 +223,39 @@ def attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.T
     # Several new tokens after a cache: SDPA's is_causal aligns top-left, which would be wrong.
     allowed = causal_mask(query_length, key_length, q.device)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=enable_gqa)
+
+
+# ---- SDPA backends -----------------------------------------------------------------------------
+
+# The fused attention kernels behind scaled_dot_product_attention, by the names the runtime
+# accepts. Only "math" and "flash" exist on the CPU; "efficient" and "cudnn" are CUDA kernels.
+ATTENTION_BACKENDS = ("math", "flash", "efficient", "cudnn")
+
+
+def sdpa_backend(name: str | None):
+    """Context in which scaled_dot_product_attention may use only backend `name` (None: torch
+    chooses, the default). Inside it, a call the backend cannot serve raises RuntimeError
+    instead of silently falling back to another kernel."""
+    if name is None:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    choices = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
+               "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    if name not in choices:
+        raise ValueError(f"unknown attention backend {name!r}; choose one of {', '.join(ATTENTION_BACKENDS)}")
+    return sdpa_kernel([choices[name]])
+
+
+def sdpa_backend_available(name: str, device: torch.device | str, dtype: torch.dtype = torch.bfloat16) -> bool:
+    """Whether backend `name` runs a small causal attention, forward and backward, on `device`."""
+    q = torch.zeros(1, 2, 4, 64, device=device, dtype=dtype, requires_grad=True)
+    try:
+        with sdpa_backend(name), torch.enable_grad():  # the probe needs a backward even under no_grad
+            F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+    except RuntimeError:
+        return False
+    return True
 
 
 # ---- loss --------------------------------------------------------------------------------------

@@ -9,7 +9,13 @@ forward hooks on `embed_tokens`, `input_layernorm`, `self_attn.q_proj`, `self_at
 
 Every numerical step is a call into `kernels` (looked up at call time, so it can be patched).
 Each module that has two implementations carries `path` ("reference" or "fast"), set for the
-whole tree by `CausalLM.set_path`.
+whole tree by `CausalLM.set_path`; the fast path's SDPA backend is set by
+`CausalLM.set_attention_backend`.
+
+Batches of unequal sequences come in two layouts (`attention_layout` below): left-padded rows
+with an `attention_mask` (batched generation) and packed rows with `document_ids` (training on
+whole documents). Both give per-row positions and a boolean attention mask; a plain batch
+uses neither (positions 0..T-1 after the cache, the causal mask).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import torch.nn.functional as F
 
 from . import kernels
 from .config import ModelConfig
-from .errors import ArgumentError
+from .errors import ArgumentError, DeviceError
 
 EXECUTION_PATHS = ("reference", "fast")
 
@@ -105,9 +111,10 @@ class Attention(nn.Module):
         self.v_proj = Linear(hidden, self.num_kv_heads * self.head_dim, bias=config.qkv_bias)
         self.o_proj = Linear(self.num_heads * self.head_dim, hidden, bias=config.o_proj_bias)
         self.path = "reference"
+        self.attention_backend: str | None = None  # fast path: the SDPA kernel (None: torch's choice)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                cache: KVCache | None = None) -> torch.Tensor:
+                cache: KVCache | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
         batch, seq, _ = x.shape                                                          # x: (B, T, C)
         q = self.q_proj(x).view(batch, seq, self.num_heads, self.head_dim).transpose(1, 2)     # (B, H, T, D)
         k = self.k_proj(x).view(batch, seq, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, KV, T, D)
@@ -117,11 +124,30 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(self.layer_index, k, v)                                  # (B, KV, S, D)
         if self.path == "fast":
-            y = kernels.attention_fast(q, k, v)                                          # (B, H, T, D)
-        else:
+            y = self._attend_fast(q, k, v, mask)                                         # (B, H, T, D)
+        elif mask is None:
             y = kernels.attention_reference(q, k, v)                                     # (B, H, T, D)
+        else:
+            y = kernels.attention_reference(q, k, v, mask)                               # (B, H, T, D)
         y = y.transpose(1, 2).reshape(batch, seq, self.num_heads * self.head_dim)        # (B, T, H*D)
         return self.o_proj(y)                                                            # (B, T, C)
+
+    def _attend_fast(self, q, k, v, mask):
+        backend = self.attention_backend
+        if backend == "efficient" and k.shape[1] != q.shape[1]:
+            # The memory-efficient kernel takes no grouped-query K/V (math, flash and cuDNN do;
+            # seen on an H100, torch 2.11): share the KV heads explicitly.
+            groups = q.shape[1] // k.shape[1]
+            k, v = kernels.repeat_kv(k, groups), kernels.repeat_kv(v, groups)           # (B, H, S, D)
+        try:
+            with kernels.sdpa_backend(backend):
+                # The three-argument call is the plain causal case; planted bugs patch it as such.
+                return kernels.attention_fast(q, k, v) if mask is None else kernels.attention_fast(q, k, v, mask)
+        except RuntimeError as error:
+            if backend is None:
+                raise
+            raise DeviceError(f"attention backend {backend!r} cannot run this attention on {q.device.type} "
+                              f"({q.dtype}, {'masked' if mask is not None else 'causal'}): {error}") from None
 
 
 class MLP(nn.Module):
@@ -153,8 +179,8 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                cache: KVCache | None = None) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache)
+                cache: KVCache | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, mask)
         x = x + self.mlp(self.post_attention_layernorm(x))
         return x
 
@@ -175,15 +201,47 @@ class DecoderModel(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None, *,
+                positions: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """positions (B, T) and mask (B, 1, T, S) come from `attention_layout` for padded or
+        packed batches; without them, positions follow the cache and the mask is causal."""
         seq = input_ids.shape[1]                                                         # input_ids: (B, T)
-        past = cache.length if cache is not None else 0
-        positions = kernels.positions_for(past, seq, input_ids.device)                   # (T,)
-        cos, sin = kernels.rope_cos_sin(self.config.rope_theta, self.config.attention_head_dim, positions)  # (T, D)
+        if positions is None:
+            past = cache.length if cache is not None else 0
+            positions = kernels.positions_for(past, seq, input_ids.device)               # (T,)
+        cos, sin = kernels.rope_cos_sin(self.config.rope_theta, self.config.attention_head_dim, positions)  # (T, D) / (B, T, D)
         x = self.embed_tokens(input_ids)                                                 # (B, T, C)
         for layer in self.layers:
-            x = layer(x, cos, sin, cache)                                                # (B, T, C)
+            x = layer(x, cos, sin, cache, mask)                                          # (B, T, C)
         return apply_final_norm(self.norm, x)                                            # (B, T, C)
+
+
+def attention_layout(input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
+                     document_ids: torch.Tensor | None = None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """Per-row positions (B, T) and attention mask (B, 1, T, S) of a batch of unequal sequences.
+
+    * `attention_mask` (B, S), 1 real / 0 padding, covering the cached positions and the T new
+      ones (left padding, batched generation): positions count real tokens only
+      (kernels.positions_from_attention_mask), and no query attends to padding.
+    * `document_ids` (B, T) (packed training rows): positions restart at every document
+      (kernels.document_positions), attention is block-diagonal causal.
+    * neither: (None, None), the plain causal batch.
+    """
+    if attention_mask is not None and document_ids is not None:
+        raise ArgumentError("give attention_mask (padded batch) or document_ids (packed batch), not both")
+    seq = input_ids.shape[1]
+    if attention_mask is not None:
+        if attention_mask.dim() != 2 or attention_mask.shape[0] != input_ids.shape[0] or attention_mask.shape[1] < seq:
+            raise ArgumentError(f"attention_mask must be (batch, cached + new) = ({input_ids.shape[0]}, >= {seq}), "
+                                f"got {tuple(attention_mask.shape)}")
+        positions = kernels.positions_from_attention_mask(attention_mask)[:, -seq:]     # (B, T)
+        return positions, kernels.padded_causal_mask(attention_mask, seq)               # (B, 1, T, S)
+    if document_ids is not None:
+        if document_ids.shape != input_ids.shape:
+            raise ArgumentError(f"document_ids must have the shape of input_ids {tuple(input_ids.shape)}, "
+                                f"got {tuple(document_ids.shape)}")
+        return kernels.document_positions(document_ids), kernels.document_causal_mask(document_ids)
+    return None, None
 
 
 def tie_output_head(model: "CausalLM") -> None:
@@ -228,18 +286,42 @@ class CausalLM(nn.Module):
     def device(self) -> torch.device:
         return self.model.embed_tokens.weight.device
 
-    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        """input_ids (B, T) -> fp32 logits (B, T, V) for the token after each position."""
+    def set_attention_backend(self, backend: str | None) -> "CausalLM":
+        """Pin the fast path's attention to one SDPA kernel (kernels.ATTENTION_BACKENDS) or give
+        the choice back to torch (None). Refused, never ignored: a backend on the reference
+        path (which does not use SDPA) or one that this device does not have."""
+        if backend is not None:
+            if backend not in kernels.ATTENTION_BACKENDS:
+                raise ArgumentError(f"attention backend must be one of {kernels.ATTENTION_BACKENDS}, got {backend!r}")
+            if self.path != "fast":
+                raise ArgumentError(f"attention backend {backend!r} applies to the fast path (SDPA); "
+                                    f"this model runs the {self.path} path")
+            if not kernels.sdpa_backend_available(backend, self.device):
+                raise DeviceError(f"attention backend {backend!r} is not available on {self.device} "
+                                  f"(torch {torch.__version__}); on the CPU only 'math' and 'flash' exist")
+        for module in self.modules():
+            if isinstance(module, Attention):
+                module.attention_backend = backend
+        return self
+
+    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None, *,
+                attention_mask: torch.Tensor | None = None, document_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """input_ids (B, T) -> fp32 logits (B, T, V) for the token after each position. See
+        attention_layout for attention_mask (left-padded rows) and document_ids (packed rows)."""
+        positions, mask = attention_layout(input_ids, attention_mask=attention_mask, document_ids=document_ids)
         with kernels.autocast_for(self.path, self.device.type):
-            hidden = self.model(input_ids, cache)                                        # (B, T, C)
+            hidden = self.model(input_ids, cache, positions=positions, mask=mask)       # (B, T, C)
             logits = self.lm_head(hidden)                                                # (B, T, V)
         return logits.float()
 
-    def loss(self, input_ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def loss(self, input_ids: torch.Tensor, targets: torch.Tensor, *,
+             document_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Mean next-token cross-entropy; targets (B, T) are the inputs shifted left by one,
-        with kernels.IGNORE_INDEX where there is nothing to predict."""
+        with kernels.IGNORE_INDEX where there is nothing to predict. document_ids (B, T) marks
+        the documents of packed rows (see attention_layout)."""
+        positions, mask = attention_layout(input_ids, document_ids=document_ids)
         with kernels.autocast_for(self.path, self.device.type):
-            hidden = self.model(input_ids)                                               # (B, T, C)
+            hidden = self.model(input_ids, positions=positions, mask=mask)              # (B, T, C)
             if self.path == "fast":
                 return kernels.chunked_linear_cross_entropy(
                     hidden, self.lm_head.weight, targets, chunk_tokens=self.loss_chunk_tokens,

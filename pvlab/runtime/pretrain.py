@@ -21,9 +21,9 @@ from typing import Any, Callable
 
 import torch
 
-from . import checkpoint, corpus, data
-from .config import preset
-from .devices import default_path, resolve_device
+# Sibling modules, not their functions: calls look them up at call time (docs/runtime.md, "Seams").
+from . import checkpoint, corpus, data, devices
+from . import config as configs
 from .errors import ConfigError, DataError
 from .model import CausalLM
 from .trainer import Trainer
@@ -75,6 +75,8 @@ class Recipe:
     val_fraction: float = 0.05
     eval_every: int = 40
     eval_batches: int = 8
+    micro_batch_size: int | None = None   # rows per forward/backward; gradients accumulate to batch_size
+    pack_documents: bool = False          # train on whole documents packed into rows (no cross-document attention)
 
     def digest(self) -> str:
         """sha256 of the recipe's fields and of the runtime code that turns them into a checkpoint."""
@@ -191,15 +193,20 @@ class Progress:
 
 def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | None = "cpu", path: str | None = None,
              init: Path | str | None = None, progress: bool = True, compile: bool = False,
+             attention_backend: str | None = None,
              on_eval: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Train per `recipe` and write a checkpoint directory to `out` (atomically). Returns the
-    results stored in its runtime.json (train/val losses per eval, timings, parameter count)."""
+    results stored in its runtime.json (train/val losses per eval, timings, parameter count).
+    compile and attention_backend choose how the model runs (Trainer), not what it computes, so
+    they are arguments rather than recipe fields."""
     started = time.monotonic()
-    target_device = resolve_device(device, argument="--device")
-    path = path or default_path(target_device)
-    if recipe.steps < 0 or recipe.batch_size <= 0 or recipe.seq_len < 1 or recipe.eval_every <= 0:
+    target_device = devices.resolve_device(device, argument="--device")
+    path = path or devices.default_path(target_device)
+    if (recipe.steps < 0 or recipe.batch_size <= 0 or recipe.seq_len < 1 or recipe.eval_every <= 0
+            or (recipe.micro_batch_size is not None and recipe.micro_batch_size <= 0)):
         raise ConfigError(f"invalid recipe sizes: steps={recipe.steps} batch_size={recipe.batch_size} "
-                          f"seq_len={recipe.seq_len} eval_every={recipe.eval_every}")
+                          f"seq_len={recipe.seq_len} eval_every={recipe.eval_every} "
+                          f"micro_batch_size={recipe.micro_batch_size}")
 
     if init is not None:
         model = checkpoint.load(init, device=target_device, path=path)
@@ -209,7 +216,7 @@ def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | No
                             "with (a new one would give its ids different meanings)")
         prepared = prepare_data(recipe, vocab_size=config.vocab_size, tokenizer=model.tokenizer)
     else:
-        config = preset(recipe.config)
+        config = configs.preset(recipe.config)
         prepared = prepare_data(recipe, vocab_size=config.vocab_size)
         end_of_text = prepared.tokenizer.token_to_id(data.END_OF_TEXT)
         config = config.replace(bos_token_id=end_of_text, eos_token_id=end_of_text)
@@ -223,11 +230,16 @@ def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | No
 
     trainer = Trainer(model, lr=recipe.lr, weight_decay=recipe.weight_decay, betas=(recipe.beta1, recipe.beta2),
                       grad_clip=recipe.grad_clip, seed=recipe.seed, warmup_steps=recipe.warmup_steps,
-                      total_steps=recipe.steps, min_lr=recipe.min_lr, compile=compile)
+                      total_steps=recipe.steps, min_lr=recipe.min_lr, compile=compile,
+                      micro_batch_size=recipe.micro_batch_size, attention_backend=attention_backend)
     heldout_batches = prepared.heldout_batches(recipe)
     train_eval_batches = prepared.train_eval_batches(recipe)
-    batches = data.random_batches(prepared.train_stream, batch_size=recipe.batch_size, seq_len=recipe.seq_len,
-                                  seed=recipe.seed)
+    if recipe.pack_documents:
+        batches = data.packed_batches(data.encode_documents(prepared.tokenizer, prepared.train_documents),
+                                      batch_size=recipe.batch_size, seq_len=recipe.seq_len, seed=recipe.seed)
+    else:
+        batches = data.random_batches(prepared.train_stream, batch_size=recipe.batch_size, seq_len=recipe.seq_len,
+                                      seed=recipe.seed)
     bar = Progress(recipe.steps, enabled=progress)
     history: list[dict[str, Any]] = []
     phases = {name: round(value, 2) for name, value in prepared.seconds.items()}

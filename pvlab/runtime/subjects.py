@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import importlib
 import json
 import sys
 import time
@@ -33,7 +34,11 @@ from typing import Any, Callable
 
 from . import corpus, zoo
 from .errors import DeviceError
-from .pretrain import Recipe, pretrain
+from .pretrain import Recipe
+
+# The module, not the function that the package re-exports under the same name (`from . import
+# pretrain` could hand back the function): pretraining is looked up at call time, a seam.
+training = importlib.import_module(f"{__package__}.pretrain")
 
 SUBJECT_FORMAT = 1  # bump when the meaning of a subject's build changes
 
@@ -99,7 +104,7 @@ def _device_present(device: str) -> bool:
 
 def _builder(item: Subject, recipe: Recipe, progress: bool) -> Callable[[Path], dict]:
     def build(out: Path) -> dict:
-        results = pretrain(recipe, out, device=item.device, path=item.path, progress=progress)
+        results = training.pretrain(recipe, out, device=item.device, path=item.path, progress=progress)
         return {"subject": item.name, "recipe": recipe.as_dict(), "device": item.device, "path": item.path,
                 "results": {k: v for k, v in results.items() if k != "history"}, "history": results["history"],
                 "phase_seconds": results["phase_seconds"],

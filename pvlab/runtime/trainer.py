@@ -20,9 +20,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save as save_tensors_to_bytes
 
-from . import checkpoint
+# Sibling modules, not their functions: calls look them up at call time (docs/runtime.md, "Seams").
+from . import checkpoint, devices
 from .data import LMBatch
-from .devices import resolve_device
 from .errors import ArgumentError, CheckpointError
 from .model import CausalLM
 
@@ -82,9 +82,31 @@ def clip_gradients(gradients: Sequence[torch.Tensor], max_norm: float, total_nor
         gradient.mul_(scale.to(gradient.device, gradient.dtype))
 
 
+def micro_batch_weight(micro_batch_tokens: int, step_tokens: int, num_micro_batches: int) -> float:
+    """Weight of one micro-batch's mean loss in an accumulated step: its share of the step's
+    target tokens. Summed over the micro-batches this is the mean over *every* token of the
+    step, i.e. the loss of one batch holding them all. (Dividing each micro-batch's mean by the
+    number of micro-batches instead over-weights the tokens of short micro-batches: the
+    gradient-accumulation defect transformers fixed in 2024.)"""
+    return micro_batch_tokens / step_tokens
+
+
+def compile_module(module: torch.nn.Module) -> None:
+    """torch.compile a module in place (the compiled training path compiles each decoder layer,
+    forward and backward; inductor by default)."""
+    module.compile()
+
+
 def eval_targets(batch: LMBatch) -> torch.Tensor:
     """What eval scores: the batch's next-token targets (never the inputs themselves)."""
     return batch.targets
+
+
+def _batch_loss(model: CausalLM, batch: LMBatch, targets: torch.Tensor) -> torch.Tensor:
+    # A plain batch keeps the two-argument call (planted bugs patch CausalLM.loss as such).
+    if batch.document_ids is None:
+        return model.loss(batch.inputs, targets)
+    return model.loss(batch.inputs, targets, document_ids=batch.document_ids)
 
 
 def learning_rate(step: int, *, peak: float, warmup_steps: int, total_steps: int | None, min_lr: float) -> float:
@@ -106,20 +128,28 @@ class Trainer:
     it is constant). grad_clip <= 0 disables clipping. path and device default to the model's
     own; giving them moves / switches the model. compile=True wraps each decoder layer in
     torch.compile (off by default: compilation costs more than it saves on short CPU runs).
+    micro_batch_size=m runs each train_batch as forward/backward passes of at most m rows whose
+    gradients accumulate into one optimizer step (see train_step). attention_backend pins the
+    fast path's SDPA kernel (CausalLM.set_attention_backend).
     """
 
     def __init__(self, model: CausalLM, *, lr: float = 3e-3, weight_decay: float = 0.1,
                  betas: tuple[float, float] = (0.9, 0.95), grad_clip: float = 1.0, seed: int = 0,
                  path: str | None = None, device: str | torch.device | None = None,
                  warmup_steps: int = 0, total_steps: int | None = None, min_lr: float | None = None,
-                 compile: bool = False):
+                 compile: bool = False, micro_batch_size: int | None = None, attention_backend: str | None = None):
+        if micro_batch_size is not None and micro_batch_size <= 0:
+            raise ArgumentError(f"micro_batch_size must be positive, got {micro_batch_size}")
         if lr <= 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
             raise ArgumentError(f"invalid optimizer settings: lr={lr}, weight_decay={weight_decay}, betas={betas}")
         self.model = model
         if device is not None:
-            model.to(resolve_device(device))
+            model.to(devices.resolve_device(device))
         if path is not None:
             model.set_path(path)
+        if attention_backend is not None:
+            model.set_attention_backend(attention_backend)
+        self.micro_batch_size = micro_batch_size
         self.device = model.device
         self.path = model.path
         self.hyperparameters = {
@@ -140,7 +170,7 @@ class Trainer:
         self.nonfinite_losses = 0
         if compile:
             for layer in model.model.layers:
-                layer.compile()
+                compile_module(layer)
 
     # ---- steps ------------------------------------------------------------------------------
     def current_lr(self) -> float:
@@ -151,24 +181,45 @@ class Trainer:
     def train_batch(self, batch: LMBatch) -> float:
         """One optimizer step on `batch`; returns its loss (before the update).
 
-        Afterwards `last_grad_norm` is the global L2 norm of the gradients before clipping, and
-        each parameter's .grad holds the (clipped) gradient that was applied. A non-finite loss
-        skips the update and is counted in `nonfinite_losses`.
+        With micro_batch_size set, the batch is split into micro-batches of that many rows (the
+        last may be short) whose gradients accumulate (train_step); the result equals one
+        pass over the whole batch. Afterwards `last_grad_norm` is the global L2 norm of the
+        gradients before clipping, and each parameter's .grad holds the (clipped) gradient that
+        was applied. A non-finite loss skips the update and is counted in `nonfinite_losses`.
         """
+        if self.micro_batch_size is not None:
+            return self.train_step(batch.split(self.micro_batch_size))
+        return self.train_step([batch])
+
+    def train_step(self, micro_batches: Sequence[LMBatch]) -> float:
+        """One optimizer step on the union of `micro_batches` (any widths, any numbers of rows),
+        one forward/backward each, gradients accumulated. Each micro-batch's mean loss is weighted
+        by its share of all target tokens (micro_batch_weight), so the step's loss and gradients
+        are those of one batch of every token. Returns that loss."""
+        if not micro_batches:
+            raise ArgumentError("train_step needs at least one micro-batch")
         self.model.train()
-        batch = batch.to(self.device)
+        micro_batches = [b.to(self.device) for b in micro_batches]
+        step_tokens = sum(b.num_target_tokens for b in micro_batches)
+        if step_tokens == 0:
+            raise ArgumentError("train_step was given no target tokens")
         lr = self.current_lr()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.model.loss(batch.inputs, batch.targets)
-        loss_value = float(loss.detach())
+        loss_value = 0.0
+        for micro in micro_batches:
+            weight = micro_batch_weight(micro.num_target_tokens, step_tokens, len(micro_batches))
+            loss = _batch_loss(self.model, micro, micro.targets) * weight
+            loss_value += float(loss.detach())
+            if not math.isfinite(loss_value):
+                break
+            loss.backward()
         self.last_loss = loss_value
         if not math.isfinite(loss_value):
             self.nonfinite_losses += 1
             self.last_grad_norm = float("nan")
             return loss_value
-        loss.backward()
         gradients = [p.grad for _, p in self.named_parameters if p.grad is not None]
         total_norm = global_grad_norm(gradients)
         self.last_grad_norm = float(total_norm)
@@ -184,7 +235,7 @@ class Trainer:
         try:
             with torch.no_grad():
                 batch = batch.to(self.device)
-                return float(self.model.loss(batch.inputs, eval_targets(batch)))
+                return float(_batch_loss(self.model, batch, eval_targets(batch)))
         finally:
             self.model.train(was_training)
 

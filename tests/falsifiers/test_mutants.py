@@ -1,4 +1,4 @@
-"""The planted bugs of falsifiers/mutants.py: each one changes what the runtime does while it is
+"""The planted bugs of pvlab/falsifiers/mutants/: each one changes what the runtime does while it is
 active (a mutant that changes nothing is a defect: it would make every falsifier look strong or
 every falsifier look blind), and the runtime is exactly itself again afterwards — the same
 module and class attributes, and bit-for-bit the same logits, losses, tokens and optimizer
@@ -12,13 +12,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import equivalence_probes  # probes of mutants/equivalence.py (kept apart: this file's size)
 import pytest
 import torch
 
 from pv import mutation
 from pv.config import load_workspace
 
-from pvlab.falsifiers import mutants as planted
+from pvlab.falsifiers import fixtures, mutants as planted
+from pvlab.falsifiers.mutants.child import python_args, python_command
 from pvlab.runtime import checkpoint, config as runtime_config, data, devices, kernels, parity, trainer, zoo
 from pvlab.runtime.config import preset
 from pvlab.runtime.data import LMBatch
@@ -27,7 +29,7 @@ from pvlab.runtime.model import CausalLM, KVCache, init_weights
 pytestmark = pytest.mark.slow  # builds and runs a tiny model once per mutant (about a minute in all)
 
 ROOT = Path(__file__).resolve().parents[2]
-REGISTRY = {name: entry for name, entry in mutation.REGISTRY.items() if entry.module == planted.__name__}
+REGISTRY = planted.registry()
 NAMES = sorted(REGISTRY)
 
 
@@ -133,9 +135,7 @@ def baseline():
 @pytest.fixture(autouse=True)
 def _no_mutated_fixture_outlives_a_test():
     yield
-    for cached in planted._check_caches():
-        cached.cache_clear()
-    planted._CACHE_OWNER = None
+    fixtures.clear()
 
 
 # ---- the registry --------------------------------------------------------------------------------
@@ -435,7 +435,85 @@ def probe_finetune_starts_from_random_init():
     return loaded.model.layers[0].self_attn.q_proj.weight.detach().clone()
 
 
-PROBES = {name[len("probe_"):]: fn for name, fn in dict(globals()).items() if name.startswith("probe_")}
+# ---- probes of the planted bugs that replaced inline patches in the check tests -------------------
+
+probe_cache_positions_restart_at_zero = probe_kv_cache_off_by_one
+probe_rope_sin_one_position_ahead = probe_rope_wrong_theta
+probe_rms_norm_returns_nan = probe_rms_norm_ignores_weight
+probe_fast_path_reverses_output_features = probe_fast_path_drops_qkv_bias
+probe_chunked_cross_entropy_drops_last_chunk = probe_cross_entropy_off_by_one  # 18 tokens in chunks of 4
+probe_final_norm_outputs_zeros = probe_final_norm_skipped
+
+
+def probe_causal_mask_sees_next_key():
+    return kernels.causal_mask(4, 6, "cpu")
+
+
+def probe_kv_cache_evicts_oldest_entry():
+    cache = KVCache(1)
+    for step in range(10):
+        keys, _ = cache.update(0, torch.full((1, 1, 1, 2), float(step)), torch.zeros(1, 1, 1, 2))
+    return keys[0, 0, :, 0]
+
+
+def _chunked_loss_and_gradient(scale: float):
+    generator = torch.Generator().manual_seed(7)
+    hidden = (torch.randn(2, 6, 8, generator=generator) * scale).requires_grad_()
+    weight = torch.randn(30, 8, generator=generator)
+    targets = torch.randint(0, 30, (2, 6), generator=generator)
+    loss = kernels.chunked_linear_cross_entropy(hidden, weight, targets, chunk_tokens=4, compute_dtype=torch.float32)
+    loss.backward()
+    return loss.detach(), hidden.grad
+
+
+def probe_chunked_cross_entropy_gradient_doubled():
+    return _chunked_loss_and_gradient(1.0)[1]
+
+
+def probe_chunked_cross_entropy_without_max_subtraction():
+    return _chunked_loss_and_gradient(1000.0)[0]
+
+
+def probe_init_weights_unseeded():
+    model = checkpoint.init_model(config="tiny", weights="random", seed=0, parity_gate=False)
+    return model.model.layers[0].self_attn.q_proj.weight.detach().clone()
+
+
+def probe_tied_head_replaced_by_random_rows():
+    source = tiny_model(seed=2)
+    model = checkpoint.init_model(config=preset("tiny"), weights=checkpoint.model_tensors(source), parity_gate=False)
+    return model.lm_head.weight is model.model.embed_tokens.weight, model.lm_head.weight.detach().clone()
+
+
+def probe_parity_gate_refuses_everything():
+    try:
+        parity.place(tiny_model(), torch.device("cpu"), "fast", gate=True)
+        return "accepted"
+    except Exception as error:  # noqa: BLE001 - which refusal it is, is the probe
+        return type(error).__name__
+
+
+def probe_eval_batch_reports_a_rescaled_loss():
+    return trainer.Trainer(tiny_model(), lr=1e-3).eval_batch(LMBatch.from_sequences(tokens(2, 13, seed=14)))
+
+
+def probe_grad_norm_reported_after_clipping():
+    return trainer.global_grad_norm([torch.full((10,), 3.0)])
+
+
+def probe_resume_drops_optimizer_state():
+    import tempfile
+
+    run = trainer.Trainer(tiny_model(), lr=1e-3)
+    run.train_batch(LMBatch.from_sequences(tokens(2, 13, seed=15)))
+    with tempfile.TemporaryDirectory(prefix="pv-probe-") as directory:
+        run.save(Path(directory) / "run")
+        resumed = trainer.Trainer.resume(Path(directory) / "run")
+    return len(resumed.optimizer.state)
+
+
+PROBES = {name[len("probe_"):]: fn for name, fn in {**dict(globals()), **vars(equivalence_probes)}.items()
+          if name.startswith("probe_")}
 
 
 def differs(a, b) -> bool:
@@ -480,34 +558,88 @@ def test_a_checkpoint_cache_build_runs_with_the_mutant_lifted(tmp_path):
     assert mutated_name != clean_name  # planted again after the build
 
 
-def test_check_caches_are_dropped_around_a_mutant_but_kept_across_a_plugin_run(monkeypatch):
-    from pvlab.falsifiers import fixtures
-    from pv import harness
+def test_a_cache_build_under_nested_mutants_is_clean_and_leaves_nothing_behind(tmp_path):
+    from pvlab.runtime import model as runtime_model
 
+    seen = {}
+
+    def build(out: Path) -> dict:
+        out.mkdir()
+        seen["inside"] = (runtime_model.apply_final_norm.__qualname__, kernels.rope_cos_sin.__qualname__)
+        return {}
+
+    before = attributes()
+    with REGISTRY["final_norm_skipped"](), REGISTRY["rope_wrong_theta"]():
+        zoo.build_cached("probe", "1" * 16, build, cache_dir=tmp_path)
+        planted_again = (runtime_model.apply_final_norm.__qualname__, kernels.rope_cos_sin.__qualname__)
+    assert seen["inside"] == ("apply_final_norm", "rope_cos_sin")
+    assert planted_again == ("final_norm_skipped.<locals>.apply_final_norm", "rope_wrong_theta.<locals>.rope_cos_sin")
+    assert attributes() == before
+
+
+def test_check_caches_are_dropped_when_the_planted_bugs_change_and_kept_while_they_do_not():
     clean = fixtures.random_model("tiny", seed=5)
     assert fixtures.random_model("tiny", seed=5) is clean
-    with REGISTRY["tied_head_uninitialised"]():
-        mutated = fixtures.random_model("tiny", seed=5)  # a clean model is not reused under the bug
-        assert mutated is not clean and mutated.lm_head.weight is not mutated.model.embed_tokens.weight
-    again = fixtures.random_model("tiny", seed=5)  # nor a mutated one without it
-    assert again is not mutated and again.lm_head.weight is again.model.embed_tokens.weight
     name = "tied_head_uninitialised"
-    monkeypatch.setattr(harness, "_mutant", (name, REGISTRY[name].factory))
     built = []
     for _ in range(2):  # what the plugin does: enter the one mutant around each check call
         with REGISTRY[name]():
+            assert mutation.planted() == (name,)
             built.append(fixtures.random_model("tiny", seed=5))
-    assert built[0] is built[1] and built[0].lm_head.weight is not built[0].model.embed_tokens.weight
+    assert built[0] is not clean, "a clean model was reused under the bug"
+    assert built[0].lm_head.weight is not built[0].model.embed_tokens.weight  # built with the bug
+    assert built[1] is built[0], "the same bug planted again: the cache is kept"
+    again = fixtures.random_model("tiny", seed=5)
+    assert again is not built[0] and again.lm_head.weight is again.model.embed_tokens.weight
+    with REGISTRY[name](), REGISTRY["final_norm_skipped"]():  # a second bug inside the first
+        assert fixtures.random_model("tiny", seed=5) not in (built[0], again)
 
 
-def test_a_child_python_process_gets_the_same_mutant():
-    code = ("from pvlab.runtime import checkpoint, devices; "
-            "print(devices.resolve_device.__qualname__, checkpoint.resolve_device.__qualname__)")
-    with REGISTRY["no_gpu_ignored"]():
-        env = dict(os.environ)
-        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
-                               timeout=120)
+CHILD = "from pvlab.runtime import devices; print(devices.resolve_device.__qualname__)"
+
+
+def test_a_child_python_process_gets_the_same_mutants():
+    assert python_command("-c", CHILD) == [sys.executable, "-c", CHILD]
+    assert python_args("-m", "pvlab.runtime", "x") == ["-m", "pvlab.runtime", "x"]
+    with REGISTRY["no_gpu_ignored"](), REGISTRY["final_norm_skipped"]():
+        assert python_args("-m", "pvlab.runtime", "x") == [
+            "-m", "pvlab.falsifiers.mutants.child", "no_gpu_ignored,final_norm_skipped", "--", "-m", "pvlab.runtime", "x"]
+        command = python_command("-c", "import sys; from pvlab.runtime import devices, model; "
+                                 "print(devices.resolve_device.__qualname__); "
+                                 "print(model.apply_final_norm.__qualname__, sys.argv[1:])", "x", "--y")
+    assert command[:5] == [sys.executable, "-m", "pvlab.falsifiers.mutants.child", "no_gpu_ignored,final_norm_skipped",
+                           "--"]
+    child = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert child.returncode == 0, child.stderr
-    assert child.stdout.split() == ["no_gpu_ignored.<locals>.resolve_device"] * 2, child.stderr
-    clean = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert clean.stdout.split() == ["resolve_device"] * 2, clean.stderr
+    assert child.stdout.split("\n")[:2] == ["no_gpu_ignored.<locals>.resolve_device",
+                                            "final_norm_skipped.<locals>.apply_final_norm ['x', '--y']"], child.stderr
+    clean = subprocess.run(python_command("-c", CHILD), capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert clean.stdout.split() == ["resolve_device"], clean.stderr
+
+
+def test_the_child_runs_modules_keeps_exit_codes_and_refuses_unknown_mutants():
+    run = [sys.executable, "-m", "pvlab.falsifiers.mutants.child"]
+    module = subprocess.run([*run, "rope_wrong_theta", "--", "-m", "pvlab.runtime", "no-such-command"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert module.returncode == 2 and "no-such-command" in module.stderr  # the runtime CLI's own usage error
+    exits = subprocess.run([*run, "rope_wrong_theta", "--", "-c", "raise SystemExit(7)"], capture_output=True,
+                           text=True, cwd=ROOT, timeout=120)
+    assert exits.returncode == 7, exits.stderr
+    unknown = subprocess.run([*run, "rope_wrong_thetaa", "--", "-c", "pass"], capture_output=True, text=True,
+                             cwd=ROOT, timeout=120)
+    assert unknown.returncode == 2 and "did you mean 'rope_wrong_theta'" in unknown.stderr
+
+
+def test_checks_start_python_only_through_python_command():
+    """A check that ran `sys.executable` itself would start an unplanted child: blind to the bug."""
+    import ast
+
+    offenders = []
+    for file in sorted((ROOT / "pvlab").rglob("*.py")):
+        if file.name == "child.py" and file.parent.name == "mutants":
+            continue
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "executable" \
+                    and isinstance(node.value, ast.Name) and node.value.id == "sys":
+                offenders.append(f"{file.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []

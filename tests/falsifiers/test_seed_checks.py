@@ -1,6 +1,9 @@
 """The checks bound to the seed contracts: every falsifier is bound, every check returns the
 observations its prediction names and holds on the runtime as it is (on the CPU), CUDA-only
 claims skip visibly here, and each check FAILS under a planted bug of the kind it claims to see.
+The planted bugs are the registered ones (pvlab.falsifiers.mutants), never inline patches: they
+are lifted while the zoo builds a checkpoint, and the check fixtures drop their caches when the
+planted bug changes.
 
 These use the cached trained tiny checkpoint (runtime.zoo; built once into .pv-cache/).
 """
@@ -11,13 +14,11 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from pv.harness import DeviceUnavailable
-from pvlab.runtime import checkpoint, config as runtime_config, data, kernels, model as runtime_model, parity, trainer
+from pvlab.falsifiers.mutants import registry
 
 from falsifier_helpers import all_falsifiers, observe
-from pvlab.falsifiers import fixtures
 
 pytestmark = pytest.mark.slow
 
@@ -27,19 +28,7 @@ SEED = [(c, f) for c, f in all_falsifiers() if c not in KERNEL_CONTRACTS]
 SEED_CPU = [(c, f.id) for c, f in SEED if "cpu" in f.devices]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _checkpoint_built_before_any_patch():
-    """The zoo's on-disk cache must never be built while a test has broken the runtime."""
-    fixtures.checkpoint_dir("tiny-trained")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_models():
-    """Planted bugs on the loading path must not leak into (or out of) cached models; the
-    tokenised corpus is the same under every planted bug here and stays cached."""
-    fixtures.clear(models_only=True)
-    yield
-    fixtures.clear(models_only=True)
+PLANTED = registry()
 
 
 def test_every_falsifier_of_every_contract_is_bound():
@@ -79,215 +68,96 @@ def _fails(contract_id, falsifier_id, **overrides):
     return observations
 
 
-# ---- forward sanity / populate -----------------------------------------------------------------
+# (planted bug, [(contract, falsifier that must FAIL under it)])
+CAUGHT = [
+    ("final_norm_outputs_zeros", [("apr-cpu-forward-sanity", "FALSIFY-CPU-FORWARD-SANITY-002"),
+                                  ("apr-cpu-forward-sanity", "FALSIFY-CPU-FORWARD-SANITY-003")]),
+    ("tied_head_replaced_by_random_rows", [("apr-pretrain-cuda-forward-parity", "FALSIFY-CUDA-FORWARD-PARITY-001"),
+                                           ("apr-pretrain-init-finetune", "FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001")]),
+    ("populate_drops_optional_tensors", [("apr-cpu-forward-sanity", "FALSIFY-CPU-FORWARD-SANITY-005")]),
+    ("fast_path_drops_qkv_bias", [("apr-cpu-vs-gpu-output-parity", "FALSIFY-CPU-GPU-002")]),
+    ("greedy_decode_samples", [("apr-cpu-vs-gpu-output-parity", "FALSIFY-CPU-GPU-001")]),
+    ("parity_gate_refuses_everything", [("apr-cpu-vs-gpu-output-parity", "FALSIFY-CPU-GPU-003")]),
+    ("cross_entropy_mean_over_batch_not_tokens",
+     [("apr-pretrain-eval-methodology", "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001")]),
+    ("heldout_split_leaks_into_training",
+     [("apr-pretrain-eval-methodology", "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004")]),
+    ("eval_batch_reports_a_rescaled_loss",
+     [("apr-pretrain-eval-methodology", "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005")]),
+    ("encoder_read_as_decoder", [("apr-pretrain-init", "FALSIFY-APR-PRETRAIN-INIT-CUDA-003")]),
+    ("llama_370m_preset_tied_head", [("gpu-training-backend", "FALSIFY-INV-ARCH-370M-001")]),
+    ("rms_norm_returns_nan", [("gpu-training-backend", "FALSIFY-INV-TRAIN-007")]),
+    ("grad_norm_reported_after_clipping", [("gpu-training-backend", "FALSIFY-INV-TRAIN-008")]),
+    ("grad_norm_per_tensor_not_global", [("gpu-training-backend", "FALSIFY-INV-TRAIN-008")]),
+    ("init_weights_unseeded", [("gpu-training-backend", "FALSIFY-INV-TRAIN-003")]),
+    ("optimizer_holds_stale_parameters",
+     [("apr-pretrain-init-finetune", "FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002")]),
+]
 
-def test_constant_logits_are_caught(monkeypatch):
-    monkeypatch.setattr(runtime_model, "apply_final_norm", lambda norm, hidden: hidden * 0)
-    _fails("apr-cpu-forward-sanity", "FALSIFY-CPU-FORWARD-SANITY-002")
-    _fails("apr-cpu-forward-sanity", "FALSIFY-CPU-FORWARD-SANITY-003")
+
+@pytest.mark.parametrize("mutant,falsifiers", CAUGHT, ids=[m for m, _ in CAUGHT])
+def test_the_planted_bug_is_caught(mutant, falsifiers):
+    with PLANTED[mutant]():
+        for contract_id, falsifier_id in falsifiers:
+            _fails(contract_id, falsifier_id)
 
 
-def test_nan_logits_are_caught(monkeypatch):
-    original = kernels.rms_norm
-    monkeypatch.setattr(kernels, "rms_norm", lambda x, w, eps: original(x, w, eps) / 0.0 * 0.0)
-    observations = _fails("apr-cpu-forward-sanity", "FALSIFY-CPU-FORWARD-SANITY-001")
-    assert observations["nonfinite_logits"] > 0
+# ---- planted bugs whose observations say how they were seen --------------------------------------
+
+def test_nan_logits_are_counted():
+    with PLANTED["rms_norm_returns_nan"]():
+        assert _fails("apr-cpu-forward-sanity", "FALSIFY-CPU-FORWARD-SANITY-001")["nonfinite_logits"] > 0
 
 
-def test_untied_uninitialised_head_is_caught(monkeypatch):
-    original_populate = checkpoint.populate
-
-    def untie(model, tensors, plan):
-        report = original_populate(model, tensors, plan)
-        model.lm_head.weight = torch.nn.Parameter(torch.randn_like(model.lm_head.weight) * 0.02)
-        return report
-    monkeypatch.setattr(checkpoint, "populate", untie)
+def test_a_random_head_is_invisible_to_peak_to_mean_on_the_tiny_model():
     # peak_to_mean > 1.5 (the seed threshold, from a real Qwen2 at V = 151936) does NOT see this on
     # the tiny model: a N(0, 0.02) head over unit-RMS hidden states still peaks at ~1.7. The loss
-    # bound and the fine-tune's independent load do.
-    observations, judgement = observe("apr-cpu-forward-sanity", "FALSIFY-CPU-FORWARD-SANITY-003")
+    # bound and the fine-tune's independent load do (CAUGHT above).
+    with PLANTED["tied_head_replaced_by_random_rows"]():
+        observations, _ = observe("apr-cpu-forward-sanity", "FALSIFY-CPU-FORWARD-SANITY-003")
     assert observations["peak_to_mean"] < 5
-    _fails("apr-pretrain-cuda-forward-parity", "FALSIFY-CUDA-FORWARD-PARITY-001")
-    _fails("apr-pretrain-init-finetune", "FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001")
 
 
-def test_loader_dropping_biases_is_caught(monkeypatch):
-    original = checkpoint.copy_tensor
-    names = {}
-
-    def populate_without_biases(model, tensors, plan):
-        for name, parameter in model.named_parameters():
-            names[id(parameter)] = name
-        return original_populate(model, tensors, plan)
-
-    def copy_unless_bias(parameter, tensor):
-        if names.get(id(parameter), "").endswith(".bias"):
-            with torch.no_grad():
-                parameter.zero_()
-            return
-        original(parameter, tensor)
-    original_populate = checkpoint.populate
-    monkeypatch.setattr(checkpoint, "populate", populate_without_biases)
-    monkeypatch.setattr(checkpoint, "copy_tensor", copy_unless_bias)
-    _fails("apr-cpu-forward-sanity", "FALSIFY-CPU-FORWARD-SANITY-005")
-    observations = _fails("apr-pretrain-cuda-forward-parity", "FALSIFY-CUDA-FORWARD-PARITY-002")
+def test_biases_missing_on_the_device_are_counted():
+    with PLANTED["populate_drops_optional_tensors"]():
+        observations = _fails("apr-pretrain-cuda-forward-parity", "FALSIFY-CUDA-FORWARD-PARITY-002")
     assert observations["qkv_bias_on_device"] == 0
 
 
-# ---- bias on the fast path / device parity ------------------------------------------------------
-
-def test_fast_path_dropping_biases_is_caught(monkeypatch):
-    monkeypatch.setattr(kernels, "linear_fast", lambda x, weight, bias: F.linear(x, weight, None))
-    observations = _fails("apr-pretrain-cuda-forward-parity", "FALSIFY-CUDA-FORWARD-PARITY-003")
+def test_a_fast_path_without_biases_shows_no_bias_effect():
+    with PLANTED["fast_path_drops_qkv_bias"]():
+        observations = _fails("apr-pretrain-cuda-forward-parity", "FALSIFY-CUDA-FORWARD-PARITY-003")
     assert observations["bias_effect_max_abs"] == 0
-    _fails("apr-cpu-vs-gpu-output-parity", "FALSIFY-CPU-GPU-002")
 
 
-def test_sampling_where_greedy_was_asked_is_caught(monkeypatch):
-    generator = torch.Generator().manual_seed(0)
-    monkeypatch.setattr(kernels, "pick_next_token",
-                        lambda logits, temperature, gen, top_k=None: kernels.sample_pick(logits, 1.0, generator))
-    _fails("apr-cpu-vs-gpu-output-parity", "FALSIFY-CPU-GPU-001")
-
-
-def test_gate_comparing_the_device_with_itself_is_caught(monkeypatch):
-    original = parity.compare_logits
-    monkeypatch.setattr(parity, "compare_logits",
-                        lambda reference, candidate, **kw: original(candidate, candidate, **kw))
-    observations = _fails("apr-cpu-vs-gpu-output-parity", "FALSIFY-CPU-GPU-003")
+def test_a_gate_comparing_the_device_with_itself_refuses_nothing():
+    with PLANTED["parity_gate_compares_device_with_itself"]():
+        observations = _fails("apr-cpu-vs-gpu-output-parity", "FALSIFY-CPU-GPU-003")
     assert observations["gate_refused_diverging"] == 0
 
 
-def test_gate_refusing_everything_is_caught(monkeypatch):
-    monkeypatch.setattr(parity, "PARITY_MIN_COSINE", 1.01)
-    original = parity.place
-    monkeypatch.setattr(parity, "place", lambda model, device, path, gate=None, min_cosine=1.01:
-                        original(model, device, path, gate=gate, min_cosine=1.01))
-    _fails("apr-cpu-vs-gpu-output-parity", "FALSIFY-CPU-GPU-003")
-
-
-# ---- eval methodology ---------------------------------------------------------------------------
-
-def test_eval_scoring_the_inputs_is_caught(monkeypatch):
-    monkeypatch.setattr(trainer, "eval_targets", lambda batch: batch.inputs)
-    observations = _fails("apr-pretrain-eval-methodology", "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003")
+def test_eval_scoring_the_inputs_shows_label_mismatches():
+    with PLANTED["eval_targets_equal_inputs"]():
+        observations = _fails("apr-pretrain-eval-methodology", "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003")
     assert observations["label_mismatches"] > 0
 
 
-def test_mis_normalised_eval_loss_is_caught(monkeypatch):
-    original = kernels.cross_entropy_reference
-    monkeypatch.setattr(kernels, "cross_entropy_reference",
-                        lambda logits, targets: original(logits, targets) * (targets != -100).sum())
-    _fails("apr-pretrain-eval-methodology", "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001")
-
-
-def test_stale_eval_after_training_is_caught(monkeypatch):
-    original_train, original_eval = trainer.Trainer.train_batch, trainer.Trainer.eval_batch
-
-    def train(self, batch):
-        self._stale = original_train(self, batch)
-        return self._stale
-
-    def stale_eval(self, batch):  # after a step, eval reports a per-token buffer training wrote
-        fresh = original_eval(self, batch)
-        return self._stale / 1000 if getattr(self, "_stale", None) is not None else fresh
-    monkeypatch.setattr(trainer.Trainer, "train_batch", train)
-    monkeypatch.setattr(trainer.Trainer, "eval_batch", stale_eval)
-    observations = _fails("apr-pretrain-eval-methodology", "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002")
+def test_stale_eval_after_training_differs_from_a_recomputed_eval():
+    with PLANTED["eval_reads_stale_train_buffer"]():
+        observations = _fails("apr-pretrain-eval-methodology", "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002")
     assert observations["after_vs_recomputed"] > 0.5
 
 
-def test_leaky_split_is_caught(monkeypatch):
-    original = data.split_documents
-
-    def leaky(documents, *, val_fraction, seed):
-        train, held_out = original(documents, val_fraction=val_fraction, seed=seed)
-        return train, held_out + train[:3]
-    monkeypatch.setattr(data, "split_documents", leaky)
-    _fails("apr-pretrain-eval-methodology", "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004")
-
-
-def test_eval_computing_another_quantity_is_caught(monkeypatch):
-    original = trainer.Trainer.eval_batch
-    monkeypatch.setattr(trainer.Trainer, "eval_batch", lambda self, batch: original(self, batch) / 1500)
-    _fails("apr-pretrain-eval-methodology", "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005")
-
-
-# ---- init ---------------------------------------------------------------------------------------
-
-def test_silent_random_fallback_is_caught(monkeypatch):
-    original = checkpoint.init_model
-
-    def lenient(*, config=None, weights=None, **kwargs):
-        return original(config=config or "tiny", weights=weights or "random", **kwargs)
-    monkeypatch.setattr(checkpoint, "init_model", lenient)
-    observations = _fails("apr-pretrain-init", "FALSIFY-APR-PRETRAIN-INIT-CUDA-002")
+def test_a_silent_random_fallback_accepts_the_unpaired_cases():
+    with PLANTED["init_accepts_unpaired_arguments"]():
+        observations = _fails("apr-pretrain-init", "FALSIFY-APR-PRETRAIN-INIT-CUDA-002")
     assert observations["accepted_cases"] >= 2
 
 
-def test_encoders_mapped_by_name_are_caught(monkeypatch):
-    monkeypatch.setattr(runtime_config, "ENCODER_MODEL_TYPES", frozenset())
-    monkeypatch.setattr(runtime_config, "_is_encoder_architecture", lambda architecture: False)
-    _fails("apr-pretrain-init", "FALSIFY-APR-PRETRAIN-INIT-CUDA-003")
-
-
-# ---- training backend ---------------------------------------------------------------------------
-
-def test_changed_preset_is_caught(monkeypatch):
-    presets = dict(runtime_config.PRESETS)
-    presets["llama-370m"] = presets["llama-370m"].replace(tie_word_embeddings=True)
-    monkeypatch.setattr(runtime_config, "PRESETS", presets)
-    _fails("gpu-training-backend", "FALSIFY-INV-ARCH-370M-001")
-
-
-def test_overflowing_training_loss_is_caught(monkeypatch):
-    original = kernels.rms_norm
-    monkeypatch.setattr(kernels, "rms_norm", lambda x, w, eps: original(x, w, eps) * float("inf"))
-    _fails("gpu-training-backend", "FALSIFY-INV-TRAIN-007")
-
-
-def test_post_clip_grad_norm_is_caught(monkeypatch):
-    original = trainer.global_grad_norm
-
-    def after_clipping(gradients):
-        norm = original(gradients)
-        return torch.clamp(norm, max=0.5)
-    monkeypatch.setattr(trainer, "global_grad_norm", after_clipping)
-    _fails("gpu-training-backend", "FALSIFY-INV-TRAIN-008")
-
-
-def test_per_tensor_grad_norm_is_caught(monkeypatch):
-    monkeypatch.setattr(trainer, "global_grad_norm",
-                        lambda gradients: torch.stack([torch.linalg.vector_norm(g.float()) for g in gradients]).max())
-    _fails("gpu-training-backend", "FALSIFY-INV-TRAIN-008")
-
-
-def test_unseeded_initialisation_is_caught(monkeypatch):
-    import os
-
-    original = runtime_model.init_weights
-    monkeypatch.setattr(checkpoint, "init_weights",
-                        lambda model, seed: original(model, int.from_bytes(os.urandom(4), "little")))
-    _fails("gpu-training-backend", "FALSIFY-INV-TRAIN-003")
-
-
-# ---- fine-tuning from a checkpoint ---------------------------------------------------------------
-
-def test_finetune_starting_from_random_init_is_caught(monkeypatch):
-    original = checkpoint.load
-
-    def forgets_weights(directory, **kwargs):
-        model = original(directory, **kwargs)
-        runtime_model.init_weights(model, 0)
-        return model
-    monkeypatch.setattr(checkpoint, "load", forgets_weights)
-    observations = _fails("apr-pretrain-init-finetune", "FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001")
+def test_a_finetune_from_random_init_starts_near_ln_v():
+    with PLANTED["finetune_starts_from_random_init"]():
+        observations = _fails("apr-pretrain-init-finetune", "FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001")
     assert observations["first_val_loss"] > 0.9 * math.log(512)
-
-
-def test_finetune_with_frozen_weights_is_caught(monkeypatch):
-    monkeypatch.setattr(torch.optim.AdamW, "step", lambda self, closure=None: None)
-    _fails("apr-pretrain-init-finetune", "FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002")
 
 
 # ---- resume (checked, not yet bound by a contract) ------------------------------------------------
@@ -300,9 +170,9 @@ def test_checkpoint_resume_round_trip_is_exact():
     assert observations["step_after_resume"] == observations["steps_before"]
 
 
-def test_checkpoint_resume_losing_optimizer_state_is_seen(monkeypatch):
+def test_checkpoint_resume_losing_optimizer_state_is_seen():
     from pvlab.falsifiers.training import checkpoint_resume
 
-    monkeypatch.setattr(trainer.Trainer, "_load_optimizer_state", lambda self, file: None)
-    observations = checkpoint_resume(device="cpu")
+    with PLANTED["resume_drops_optimizer_state"]():
+        observations = checkpoint_resume(device="cpu")
     assert observations["max_param_diff"] > 0 and observations["digest_equal"] == 0

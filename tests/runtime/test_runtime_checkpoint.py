@@ -252,12 +252,14 @@ def test_cuda_without_a_gpu_is_refused_naming_the_device(monkeypatch):
 
 # ---- parity gate -----------------------------------------------------------------------------
 
-def test_parity_gate_accepts_a_faithful_fast_path_and_refuses_a_diverging_one(hf_qwen2_dir, monkeypatch):
+def test_parity_gate_accepts_a_faithful_fast_path_and_refuses_a_diverging_one(hf_qwen2_dir):
+    from pvlab.falsifiers.mutants import registry
+
     model = runtime.load(hf_qwen2_dir, path="fast")
     assert model.parity_report.min_cosine > 0.99 and model.path == "fast"
-    monkeypatch.setattr(runtime.kernels, "linear_fast", lambda x, w, b: torch.nn.functional.linear(x, w, None))
-    with pytest.raises(errors.ParityGateError, match="disagrees with the CPU reference"):
-        runtime.load(hf_qwen2_dir, path="fast")
+    with registry()["fast_path_drops_qkv_bias"]():  # the planted bug: the fast path forgets the biases
+        with pytest.raises(errors.ParityGateError, match="disagrees with the CPU reference"):
+            runtime.load(hf_qwen2_dir, path="fast")
 
 
 # ---- atomic writes ---------------------------------------------------------------------------

@@ -85,10 +85,12 @@ def test_run_no_gpu_creates_no_cuda_context(small_checkpoint):
     assert "CUDA_INITIALISED False" in result.stdout
 
 
-def test_fast_path_bias_drop_is_refused_by_the_parity_gate_on_cuda(hf_qwen2_dir, monkeypatch):
-    monkeypatch.setattr(runtime.kernels, "linear_fast", lambda x, w, b: torch.nn.functional.linear(x, w, None))
-    with pytest.raises(runtime.errors.ParityGateError):
-        runtime.load(hf_qwen2_dir, device="cuda")
+def test_fast_path_bias_drop_is_refused_by_the_parity_gate_on_cuda(hf_qwen2_dir):
+    from pvlab.falsifiers.mutants import registry
+
+    with registry()["fast_path_drops_qkv_bias"]():  # the planted bug: the fast path forgets the biases
+        with pytest.raises(runtime.errors.ParityGateError):
+            runtime.load(hf_qwen2_dir, device="cuda")
 
 
 def test_generation_on_cuda_equals_full_forward():
