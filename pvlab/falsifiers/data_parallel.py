@@ -337,7 +337,10 @@ def consolidated_checkpoint(*, device: str, world_size: int = 2, strategy: str =
         opened, info = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32, output_loading_info=True)
         config = ModelConfig.from_json_file(directory / "config.json")
     trained = CausalLM(config)
-    trained.load_state_dict(ranks[0]["state"], strict=True)
+    state = dict(ranks[0]["state"])
+    if config.tie_word_embeddings:   # one Parameter, named once by named_parameters()
+        state.setdefault("lm_head.weight", state["model.embed_tokens.weight"])
+    trained.load_state_dict(state, strict=True)
     probe = _windows(seed + 7, seq_len)[:2, :-1]
     with torch.no_grad():
         expected = trained.eval()(probe)

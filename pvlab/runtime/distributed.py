@@ -482,3 +482,69 @@ def save_and_consolidate(trainer: DistributedTrainer, sharded_dir: Path | str, o
         consolidate(sharded_dir, out, tokenizer=tokenizer, runtime_meta=runtime_meta)
     barrier(trainer.ctx)
     return Path(out)
+
+
+# ---- pretraining under torchrun ------------------------------------------------------------------
+
+def pretrain(recipe, out: Path | str, *, device: str | torch.device = "cpu", path: str | None = None,
+             strategy: str = "ddp", accumulation_steps: int = 1, progress: bool = True) -> dict[str, Any]:
+    """runtime.pretrain's pipeline on every rank of a torchrun job: the same corpus, tokenizer and
+    random init on every rank; `recipe.batch_size` is the *global* batch (W ranks take
+    batch_size / W windows each, from RankWindows); rank 0 prints the evals. Writes `out/sharded`
+    (the DCP checkpoint, resumable on any world size) and consolidates `out` into a Hugging Face
+    directory. Returns the results stored in out/runtime.json (tokens_per_second counts the
+    tokens of all ranks)."""
+    import time
+
+    from . import config as configs, data, pretrain as pretraining
+
+    started = time.monotonic()
+    ctx = init(device)
+    path = path or devices.default_path(ctx.device)
+    if recipe.steps < 1 or recipe.batch_size % (ctx.world_size * accumulation_steps):
+        raise ArgumentError(f"the global batch of {recipe.batch_size} does not split into {ctx.world_size} ranks x "
+                            f"{accumulation_steps} micro-batches (and steps must be positive, got {recipe.steps})")
+    config = configs.preset(recipe.config)
+    prepared = pretraining.prepare_data(recipe, vocab_size=config.vocab_size)
+    end_of_text = prepared.tokenizer.token_to_id(data.END_OF_TEXT)
+    config = config.replace(bos_token_id=end_of_text, eos_token_id=end_of_text)
+    model = checkpoint.init_model(config=config, weights="random", seed=recipe.seed, device="cpu",
+                                  path="reference", parity_gate=False)
+    model.tokenizer = prepared.tokenizer
+    trainer = DistributedTrainer(model, ctx, strategy=strategy, accumulation_steps=accumulation_steps, lr=recipe.lr,
+                                 weight_decay=recipe.weight_decay, betas=(recipe.beta1, recipe.beta2),
+                                 grad_clip=recipe.grad_clip, seed=recipe.seed, path=path,
+                                 warmup_steps=recipe.warmup_steps, total_steps=recipe.steps, min_lr=recipe.min_lr)
+    batches = RankWindows(epoch_windows(prepared.train_stream, recipe.seq_len), rank=ctx.rank,
+                          world_size=ctx.world_size, batch_size=recipe.batch_size // ctx.world_size, seed=recipe.seed)
+    heldout, train_eval = prepared.heldout_batches(recipe), prepared.train_eval_batches(recipe)
+    bar = pretraining.Progress(recipe.steps, enabled=progress and ctx.is_main)
+    history: list[dict[str, Any]] = []
+
+    def evaluate(step: int) -> None:
+        record = {"step": step, "train_loss": trainer.evaluate(train_eval), "val_loss": trainer.evaluate(heldout),
+                  "seconds": round(time.monotonic() - started, 2)}
+        history.append(record)
+        bar.message(f"step {step:>5}/{recipe.steps}  train_loss {record['train_loss']:.4f}  "
+                    f"val_loss {record['val_loss']:.4f}  ({record['seconds']:.0f}s, {ctx.world_size} ranks)")
+
+    evaluate(0)
+    train_seconds = 0.0
+    for step in range(1, recipe.steps + 1):
+        tick = time.monotonic()
+        loss = trainer.train_batch(next(batches))
+        train_seconds += time.monotonic() - tick
+        bar.update(step, loss)
+        if step % recipe.eval_every == 0 or step == recipe.steps:
+            evaluate(step)
+    results = {
+        "train_loss": history[-1]["train_loss"], "val_loss": history[-1]["val_loss"],
+        "ln_vocab": math.log(config.vocab_size), "parameters": config.num_parameters(), "steps": recipe.steps,
+        "history": history, "world_size": ctx.world_size, "backend": ctx.backend, "strategy": strategy,
+        "accumulation_steps": accumulation_steps, "device": str(ctx.device), "path": path,
+        "tokens_per_second": round(recipe.steps * recipe.batch_size * recipe.seq_len / max(train_seconds, 1e-9), 1),
+        "seconds": round(time.monotonic() - started, 2), "torch": torch.__version__,
+    }
+    save_and_consolidate(trainer, Path(out) / "sharded", out, tokenizer=prepared.tokenizer,
+                         runtime_meta={"recipe": recipe.as_dict(), "results": results})
+    return results
