@@ -494,9 +494,13 @@ def pretrain(recipe, out: Path | str, *, device: str | torch.device = "cpu", pat
     (the DCP checkpoint, resumable on any world size) and consolidates `out` into a Hugging Face
     directory. Returns the results stored in out/runtime.json (tokens_per_second counts the
     tokens of all ranks)."""
+    import importlib
     import time
 
-    from . import config as configs, data, pretrain as pretraining
+    from . import config as configs, data
+
+    # The module, not runtime.pretrain (the package re-exports the function under that name).
+    pretraining = importlib.import_module(".pretrain", __package__)
 
     started = time.monotonic()
     ctx = init(device)
