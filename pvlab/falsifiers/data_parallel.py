@@ -160,8 +160,14 @@ def _gradient_rank(*, device: str, strategy: str, batch_size: int, seq_len: int,
 
     loss = trainer.accumulate_gradients(next(_rank_batches(ctx, seed=seed, seq_len=seq_len, batch_size=batch_size)),
                                         after_micro_batch)
-    grads = {n: distributed.full_tensor(p.grad.detach()).cpu().clone() for n, p in trainer.named_parameters}
+    # A parameter without a gradient is an observation (counted by the check), not a crash.
+    grads = {n: None if p.grad is None else distributed.full_tensor(p.grad.detach()).cpu().clone()
+             for n, p in trainer.named_parameters}
     return {"loss": loss, "grads": grads, "early": early}
+
+
+def _zero_filled(grads: dict[str, torch.Tensor | None], like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {n: torch.zeros_like(like[n]) if g is None else g for n, g in grads.items()}
 
 
 def _float64_gradient(batches: list, *, seed: int, scale: float = 1.0) -> dict[str, torch.Tensor]:
@@ -183,8 +189,9 @@ def allreduced_gradient(*, device: str, world_size: int = 2, strategy: str = "dd
     accumulation_steps of its micro-batch's float64 gradient): synchronising early would already
     have averaged it with the other ranks'.
 
-    Observations: grad_max_abs_diff / grad_max_abs_ref (worst rank, worst parameter),
-    rank_max_abs_diff (ranks against rank 0), early_sync_max_abs_diff / early_max_abs_ref (DDP
+    Observations: grad_max_abs_diff / grad_max_abs_ref (worst rank, worst parameter; a missing
+    gradient counts as zero), parameters_without_grad (over all ranks), rank_max_abs_diff (ranks
+    against rank 0), early_sync_max_abs_diff / early_max_abs_ref (DDP
     with accumulation only), rtol, atol, world_size, backend."""
     from pvlab.runtime import distributed
 
@@ -193,11 +200,13 @@ def allreduced_gradient(*, device: str, world_size: int = 2, strategy: str = "dd
                     seq_len=seq_len, seed=seed, path=path, accumulation_steps=accumulation_steps)
     (batch,) = _global_batches(seed=seed, seq_len=seq_len, global_batch=world_size * batch_size, steps=1)
     reference = _float64_gradient([batch], seed=seed)
+    missing = sum(g is None for r in ranks for g in r["grads"].values())
+    grads = [_zero_filled(r["grads"], reference) for r in ranks]
     rtol, atol = rtol_atol(tolerance, "float32")
-    observed = {**_header(world_size, device), "rtol": rtol, "atol": atol,
-                "grad_max_abs_diff": max(_max_diff(r["grads"], reference)[0] for r in ranks),
-                "grad_max_abs_ref": _max_diff(ranks[0]["grads"], reference)[1],
-                "rank_max_abs_diff": max(_max_diff(r["grads"], ranks[0]["grads"])[0] for r in ranks)}
+    observed = {**_header(world_size, device), "rtol": rtol, "atol": atol, "parameters_without_grad": missing,
+                "grad_max_abs_diff": max(_max_diff(g, reference)[0] for g in grads),
+                "grad_max_abs_ref": _max_diff(grads[0], reference)[1],
+                "rank_max_abs_diff": max(_max_diff(g, grads[0])[0] for g in grads)}
     if accumulation_steps > 1 and strategy == "ddp":
         early_diffs, early_refs = [], []
         windows = _windows(seed, seq_len)
