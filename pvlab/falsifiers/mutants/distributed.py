@@ -21,7 +21,7 @@ def gradients_summed_not_averaged():
 
     Imitates an all-reduce with ReduceOp.SUM and no division (a hand-written comm hook, or FSDP's
     divide factor set to 1). Seams: runtime.distributed.wrap_ddp (a summing DDP comm hook) and
-    runtime.distributed.wrap_fsdp (gradient divide factor 1 on every FSDP module)."""
+    runtime.distributed.wrap_fsdp (divide factor 1 and sum-only collectives on every FSDP module)."""
     import torch.distributed as dist
 
     from pvlab.runtime import distributed
@@ -41,6 +41,7 @@ def gradients_summed_not_averaged():
         wrapped = original_fsdp(module, ctx)
         for sub in wrapped.modules():
             if hasattr(sub, "set_gradient_divide_factor"):
+                sub.set_force_sum_reduction_for_comms(True)  # plain SUM collectives (gloo has no PREMUL_SUM)
                 sub.set_gradient_divide_factor(1.0)
         return wrapped
 
