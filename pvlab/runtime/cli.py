@@ -13,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
 
 import click
 
-from .errors import RuntimeInputError
+from .errors import ArgumentError, RuntimeInputError
 
 PATH_CHOICE = click.Choice(["reference", "fast"])
 BACKEND_CHOICE = click.Choice(["math", "flash", "efficient", "cudnn"])  # kernels.ATTENTION_BACKENDS
@@ -72,10 +73,19 @@ def main() -> None:
               help="Train on whole documents packed into rows (no attention across documents, positions restart).")
 @click.option("--attention-backend", type=BACKEND_CHOICE, default=None,
               help="Pin the fast path's SDPA kernel (cpu: math, flash; cuda: also efficient, cudnn).")
+@click.option("--strategy", type=click.Choice(["ddp", "fsdp"]), default="ddp", show_default=True,
+              help="Under torchrun: DistributedDataParallel or FSDP2 (fully_shard).")
+@click.option("--accumulation-steps", type=int, default=1, show_default=True,
+              help="Under torchrun: micro-batches per optimizer step (only the last one synchronises).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, seq_len, lr, seed, eval_every,
-             corpus_dir, documents, use_compile, micro_batch_size, pack_documents, attention_backend, quiet) -> None:
-    """Train a model and write a Hugging Face checkpoint directory to --out."""
+             corpus_dir, documents, use_compile, micro_batch_size, pack_documents, attention_backend, strategy,
+             accumulation_steps, quiet) -> None:
+    """Train a model and write a Hugging Face checkpoint directory to --out.
+
+    Started by `torchrun --nproc-per-node N -m pvlab.runtime pretrain ...` it trains data-parallel
+    (docs/distributed.md): --batch-size is then the global batch, split over the ranks."""
+    from . import distributed
     from .checkpoint import read_runtime_meta
     from .config import preset
     from .pretrain import Recipe
@@ -98,8 +108,22 @@ def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, se
         recipe = dataclasses.replace(recipe, min_lr=recipe.lr / 10)
     if recipe.warmup_steps > recipe.steps:
         recipe = dataclasses.replace(recipe, warmup_steps=recipe.steps // 10)
-    results = run_pretraining(recipe, out_dir, device=device, path=path, init=init_dir, progress=not quiet,
-                              compile=use_compile, attention_backend=attention_backend)
+    if distributed.torchrun_env():
+        if init_dir is not None or use_compile or micro_batch_size or pack_documents or attention_backend:
+            raise ArgumentError("--init, --compile, --micro-batch-size, --pack-documents and --attention-backend "
+                                "are not supported under torchrun yet (use --accumulation-steps there)")
+        try:
+            results = distributed.pretrain(recipe, out_dir, device=device, path=path, strategy=strategy,
+                                           accumulation_steps=accumulation_steps, progress=not quiet)
+        finally:
+            distributed.shutdown()
+        if int(os.environ["RANK"]) != 0:
+            return
+    else:
+        if accumulation_steps != 1:
+            raise ArgumentError("--accumulation-steps is for torchrun; on one device use --micro-batch-size")
+        results = run_pretraining(recipe, out_dir, device=device, path=path, init=init_dir, progress=not quiet,
+                                  compile=use_compile, attention_backend=attention_backend)
     click.echo(f"wrote {out_dir}: train_loss {results['train_loss']:.4f} val_loss {results['val_loss']:.4f} "
                f"(ln V = {results['ln_vocab']:.4f}) in {results['seconds']:.1f}s")
 

@@ -13,7 +13,7 @@ is imported here: torch and the runtime are imported when a mutant is entered.
 
 from __future__ import annotations
 
-from . import attention, checkpoint, config, data, devices, equivalence, kernels, loss, model, trainer  # noqa: F401 - registers
+from . import attention, checkpoint, config, data, devices, distributed, equivalence, kernels, loss, model, trainer  # noqa: F401 - registers
 from .planting import acts_on, active, plant, registry, swap, swap_item
 
 __all__ = ["acts_on", "active", "plant", "registry", "swap", "swap_item"]
