@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import distributed_probes  # probes of mutants/distributed.py
 import equivalence_probes  # probes of mutants/equivalence.py (kept apart: this file's size)
 import pytest
 import torch
@@ -22,7 +23,7 @@ from pv.config import load_workspace
 from pvlab.falsifiers import fixtures, mutants as planted
 from pvlab.falsifiers.mutants import planting
 from pvlab.falsifiers.mutants.child import python_args, python_command
-from pvlab.runtime import checkpoint, config as runtime_config, data, devices, distributed, kernels, parity, trainer, zoo
+from pvlab.runtime import checkpoint, config as runtime_config, data, devices, kernels, parity, trainer, zoo
 from pvlab.runtime.config import preset
 from pvlab.runtime.data import LMBatch
 from pvlab.runtime.model import CausalLM, KVCache, init_weights
@@ -513,65 +514,9 @@ def probe_resume_drops_optimizer_state():
     return len(resumed.optimizer.state)
 
 
-PROBES = {name[len("probe_"):]: fn for name, fn in {**dict(globals()), **vars(equivalence_probes)}.items()
+PROBES = {name[len("probe_"):]: fn
+          for name, fn in {**dict(globals()), **vars(equivalence_probes), **vars(distributed_probes)}.items()
           if name.startswith("probe_")}
-
-
-# Distributed bugs: what a cheap call without ranks can see. That each one reaches the spawned
-# ranks and makes its falsifier FAIL is shown in test_launch.py and test_data_parallel_checks.py.
-def probe_gradients_summed_not_averaged():
-    return distributed.wrap_ddp.__qualname__, distributed.wrap_fsdp.__qualname__
-
-
-def probe_every_rank_reads_the_same_shard():
-    return distributed.shard_indices(10, rank=1, world_size=2, seed=0, epoch=0)
-
-
-def probe_consolidation_without_barrier():
-    try:  # no process group here: a real barrier refuses, a missing one returns
-        distributed.barrier(distributed.Context(0, 1, 0, "gloo", torch.device("cpu")))
-        return "returned"
-    except ValueError as error:
-        return type(error).__name__
-
-
-def probe_reshard_drops_a_parameter():
-    return distributed.load_sharded.__qualname__
-
-
-def probe_accumulation_syncs_every_micro_batch_unscaled():
-    return distributed.loss_scale(3, 12, 2), type(distributed.gradient_sync(_SyncSwitch(), "ddp", False)).__name__
-
-
-class _SyncSwitch:
-    """Stands in for a DDP/FSDP module: records the synchronisation switches it is given."""
-
-    def __init__(self):
-        self.calls: list[bool] = []
-
-    def set_requires_gradient_sync(self, value: bool) -> None:
-        self.calls.append(value)
-
-    def no_sync(self):
-        return _NoSync()
-
-
-class _NoSync:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def probe_fsdp_gradient_sync_left_off():
-    switch = _SyncSwitch()
-    with distributed.gradient_sync(switch, "fsdp", False):
-        pass
-    return tuple(switch.calls)
-
-
-PROBES = {name[len("probe_"):]: fn for name, fn in dict(globals()).items() if name.startswith("probe_")}
 
 
 def differs(a, b) -> bool:
