@@ -11,6 +11,9 @@ Checkpoint names used in contract params:
     tiny-random    the same architecture and tokenizer with weights drawn by the runtime's own
                    runtime.init_model(weights="random", seed=0) — step 0 of training — scored on
                    tiny-trained's data (its held-out split and tokenizer)
+    /an/existing/dir
+                   a checkpoint given by path (`pv run --subject-path DIR`): an HF checkpoint
+                   directory, loaded as it is
 
 Caches are keyed by the planted bug active in pv's harness (pv.harness.active_mutant()), so a
 model built under one mutant is never reused under another or under none; `clear()` empties
@@ -73,8 +76,9 @@ def fresh_copy(model):
 
 
 def _known(name: str) -> None:
-    if name not in CHECKPOINTS:
-        raise ValueError(f"unknown checkpoint {name!r}; known: {', '.join(CHECKPOINTS)}")
+    if name not in CHECKPOINTS and not Path(name).is_dir():
+        raise ValueError(f"unknown checkpoint {name!r}; known: {', '.join(CHECKPOINTS)}, or the path of an "
+                         "existing checkpoint directory")
 
 
 @functools.lru_cache(maxsize=None)
@@ -86,6 +90,8 @@ def checkpoint_dir(name: str = "tiny-trained") -> Path:
     so a bug is never baked into that cache; a test that monkeypatches the runtime by hand must
     make sure the checkpoint exists first (tests/falsifiers do)."""
     _known(name)
+    if name not in CHECKPOINTS:  # a checkpoint directory given by path
+        return Path(name).resolve()
     from pvlab.runtime import zoo
 
     return Path(zoo.tiny_trained())
