@@ -219,7 +219,7 @@ def test_an_explicit_commit_is_recorded_with_its_source(ws):
 
 def test_under_a_mutant_the_record_is_bound_to_the_mutant_code_too(ws):
     ledger = ws.root / "mutant-binding.jsonl"
-    ws.pytest("generated_tests/test_demo.py::test_falsify_demo_001__cpu", "--pv-ledger", str(ledger),
+    ws.pytest("generated_tests/test_demo.py::test_falsify_demo_001[cpu]", "--pv-ledger", str(ledger),
               "--pv-mutant", "drops_bias")
     from pv import ledger as ledger_mod
 
