@@ -265,3 +265,12 @@ def test_stale_selection_names_the_subject(ws):
                       "why": ["definition changed"]}]
     result = pv("run", "--stale", "--no-ledger")
     assert "running 1 falsifier test(s)" in result.output and "cpu[good]" in result.output
+
+
+def test_the_dashboard_has_a_row_per_subject_and_device(ws):
+    assert pv("run", "--contract", "subj", "--subject", "good").exit_code == 0
+    text = pv("status", "--stdout").output
+    assert "| `FALSIFY-SUBJ-001` | PARTIAL | `good` | cpu | PASS |" in text
+    assert "|   |   | `bad` | cpu | PENDING |" in text
+    assert "| `FALSIFY-SUBJ-002` | PENDING | — | cpu | PENDING |" in text
+    assert "discharged_per_device" not in text and "| cpu | 0/2 |" in text  # SUBJ-001 needs both subjects

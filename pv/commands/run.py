@@ -359,15 +359,16 @@ def progress_line(event: Outcome, done: int, total: int, mutant: str | None) -> 
 
 def print_table(result: RunResult, mutant: str | None, repeat: int) -> None:
     rows = []
+    with_subjects = any(e.subject for e in result.outcomes)  # the column only when a subject ran
     for event in result.outcomes:
-        row = [event.falsifier, event.subject or "—", event.device]
+        row = [event.falsifier] + ([event.subject or "—"] if with_subjects else []) + [event.device]
         if repeat > 1:
             row.append(str(event.repeat or ""))
         row += [event.verdict, _margin(event.margin),
                 f"{float(event.duration_s or 0):.2f}s",
                 _observed(event.observations or {}) or _short(event.message or "", 60)]
         rows.append(row)
-    header = ["FALSIFIER", "SUBJECT", "DEVICE"] + (["#"] if repeat > 1 else []) + ["VERDICT", "MARGIN", "TIME", "OBSERVED"]
+    header = ["FALSIFIER"] + (["SUBJECT"] if with_subjects else []) + ["DEVICE"] + (["#"] if repeat > 1 else []) + ["VERDICT", "MARGIN", "TIME", "OBSERVED"]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     verdict_col = header.index("VERDICT")
     click.echo("")
