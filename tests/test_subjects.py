@@ -274,3 +274,9 @@ def test_the_dashboard_has_a_row_per_subject_and_device(ws):
     assert "|   |   | `bad` | cpu | PENDING |" in text
     assert "| `FALSIFY-SUBJ-002` | PENDING | — | cpu | PENDING |" in text
     assert "discharged_per_device" not in text and "| cpu | 0/2 |" in text  # SUBJ-001 needs both subjects
+
+
+def test_strength_runs_every_subject_cell_under_the_mutant(ws):
+    result = pv("strength", "FALSIFY-SUBJ-001", "--no-ledger")
+    assert "FALSIFY-SUBJ-001  cpu[good]" in result.output and "FALSIFY-SUBJ-001  cpu[bad]" in result.output
+    assert "(cpu[bad] FAIL, cpu[good] PASS)" in result.output
