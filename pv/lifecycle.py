@@ -299,6 +299,15 @@ def _cell(device: str, subject: str | None, here: list[Indexed], sha: str, code:
     return DeviceEvidence(device, DeviceState.PENDING, subject=subject)
 
 
+def cell_subject(record: LedgerRecord, cell_sha: dict[str | None, str]) -> str | None:
+    """The subject of the cell a record belongs to. A record made before subjects (subject null)
+    for a falsifier that now lists them belongs to the subject whose cell hash it carries: it
+    ran the check with that subject in `params` (moving it to `subjects:` keeps the hash)."""
+    if record.subject is not None or None in cell_sha:
+        return record.subject
+    return next((s for s, sha in cell_sha.items() if sha == record.falsifier_sha256), None)
+
+
 def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Sequence[Indexed],
                      code: Any = None, subject_param: str = "subject") -> FalsifierStatus:
     """Status of one falsifier from the records of (contract id, falsifier id). `code`
@@ -307,11 +316,12 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
     sha = falsifier.definition_sha256()
     cells = falsifier.cells()
     required = set(cells)
-    relevant = [(i, r) for i, r in records if (r.subject, r.device) in required]
-    runtime = [(i, r) for i, r in relevant if r.mutant is None]
     cell_sha = {s: sha if s is None else falsifier.definition_sha256(s, subject_param) for s, _ in cells}
+    placed = [(i, r, cell_subject(r, cell_sha)) for i, r in records]
+    relevant = [(i, r, s) for i, r, s in placed if (s, r.device) in required]
+    runtime = [(i, r, s) for i, r, s in relevant if r.mutant is None]
 
-    devices = [_cell(device, subject, [(i, r) for i, r in runtime if (r.subject, r.device) == (subject, device)],
+    devices = [_cell(device, subject, [(i, r) for i, r, s in runtime if (s, r.device) == (subject, device)],
                      cell_sha[subject], code, falsifier) for subject, device in cells]
 
     states = {d.state for d in devices}
@@ -330,10 +340,10 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
 
     mutants = []
     for mutant in falsifier.mutants:
-        under = [(i, r) for i, r in relevant if r.mutant == mutant and r.falsifier_sha256 == cell_sha[r.subject]]
+        under = [(i, r, s) for i, r, s in relevant if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s]]
         per_device = []
         for subject, device in cells:
-            latest = _latest((i, r) for i, r in under if (r.subject, r.device) == (subject, device))
+            latest = _latest((i, r) for i, r, s in under if (s, r.device) == (subject, device))
             if latest is not None:
                 changed = code_changes(latest, code, falsifier)
                 state_here = DeviceState.STALE if changed else _VERDICT_STATE[latest.verdict]

@@ -394,3 +394,17 @@ def test_a_mutant_is_killed_per_subject_cell():
     records = [subject_rec(c, "PASS", "small", mutant="m_one"), subject_rec(c, "FAIL", "big", mutant="m_one")]
     m = contract_status(c, records, subject_param="checkpoint").falsifiers[0].mutants[0]
     assert m.state is MutantState.KILLED and [d.label for d in m.devices] == ["cpu[small]", "cpu[big]"]
+
+
+def test_a_record_from_before_subjects_fills_the_cell_whose_hash_it_carries():
+    """`params: {checkpoint: small}` moved to `subjects: [small]` keeps the hash, so the old
+    record (subject null) is the small cell's evidence; one with another hash fills nothing."""
+    c = contract(falsifiers=[dict(falsifier(), subjects=["small", "big"])])
+    hand_written = Contract.model_validate({**c.model_dump(mode="json"), "falsification_tests": [
+        dict(falsifier(), params={"checkpoint": "small"})]})
+    old = rec(hand_written, "PASS")  # subject null, hash of the hand-written params
+    s = contract_status(c, [old], subject_param="checkpoint").falsifiers[0]
+    assert [(d.label, d.state.value) for d in s.devices] == [("cpu[small]", "PASS"), ("cpu[big]", "PENDING")]
+    other = rec(c, "PASS")  # subject null, the plain hash: no cell's
+    assert {d.state for d in contract_status(c, [other], subject_param="checkpoint").falsifiers[0].devices} == {
+        DeviceState.PENDING}

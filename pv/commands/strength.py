@@ -396,6 +396,7 @@ def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: 
     whose latest record ran code that has changed since, stay blank."""
     from pv import ledger as ledger_file
     from pv.codebind import TreeDigests
+    from pv.lifecycle import cell_subject
 
     index = plan.falsifiers()
     declared = {fid: list(index[fid][1].mutants) for fid in selected_ids}
@@ -407,14 +408,16 @@ def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: 
     wanted = set(mutants)
     latest: dict[tuple[str, str, str], Any] = {}
     for record in ledger_file.read(path).records:
+        cells = current.get(record.falsifier, {})
+        subject = cell_subject(record, cells)  # a record from before subjects: by its hash
         if (record.mutant not in wanted or record.falsifier not in current
-                or record.falsifier_sha256 != current[record.falsifier].get(record.subject)
+                or subject not in cells or record.falsifier_sha256 != cells[subject]
                 or (device != "auto" and record.device != device)
                 or record.device not in index[record.falsifier][1].devices
                 or (not matrix and record.mutant not in declared[record.falsifier])):
             continue
         # The ledger's order decides which record is the latest, never the typed-in time.
-        latest[(record.falsifier, record.mutant, _cell(record.device, record.subject))] = record
+        latest[(record.falsifier, record.mutant, _cell(record.device, subject))] = record
     tree = TreeDigests(plan.workspace.root)  # a latest record that ran other code is stale: blank
     latest = {key: r for key, r in latest.items() if not tree.changes(r.code_digests)}
     for (fid, mutant, dev), record in sorted(latest.items()):
