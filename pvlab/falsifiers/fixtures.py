@@ -104,7 +104,11 @@ def recipe(name: str = "tiny-trained"):
 
     from pvlab.runtime.pretrain import Recipe
 
-    meta = json.loads((checkpoint_dir(name) / "runtime.json").read_text(encoding="utf-8"))
+    path = checkpoint_dir(name) / "runtime.json"
+    if not path.is_file():  # e.g. a user's HF checkpoint given by path (pv run --subject-path)
+        raise FileNotFoundError(f"{path.parent} has no runtime.json: this check scores the checkpoint on the data it "
+                                "was trained on, which only a checkpoint saved by pvlab's runtime records")
+    meta = json.loads(path.read_text(encoding="utf-8"))
     return Recipe.from_dict(meta["recipe"])
 
 

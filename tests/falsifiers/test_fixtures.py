@@ -18,3 +18,11 @@ def test_an_unknown_name_or_missing_directory_is_refused(tmp_path):
     for name in ("no-such-checkpoint", str(tmp_path / "absent")):
         with pytest.raises(ValueError, match="unknown checkpoint"):
             fixtures.checkpoint_dir(name)
+
+
+def test_a_checkpoint_without_its_training_recipe_says_so(tmp_path):
+    """A plain HF checkpoint has no runtime.json: checks that score it on its training data
+    ERROR with a message that says why (never a pass)."""
+    fixtures.clear()
+    with pytest.raises(FileNotFoundError, match="has no runtime.json"):
+        fixtures.recipe(str(tmp_path))
