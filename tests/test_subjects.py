@@ -239,7 +239,8 @@ def test_point_pv_at_your_checkpoint_in_two_commands(ws, tmp_path):
     result = pv("run", "--subject-path", str(ckpt), "--contract", "subj")
     assert result.exit_code == 0, result.output
     assert "1 passed" in result.output
-    assert pv("status").exit_code == 0
+    shown = pv("status")
+    assert shown.exit_code == 0 and "1 row(s) on your checkpoints (not counted)" in shown.output
     text = ws.root.joinpath("docs/STATUS.md").read_text(encoding="utf-8")
     section = text.split("## Your checkpoints")[1].split("## Kill matrix")[0]
     assert f"path:{ckpt.resolve()}" in section and "FALSIFY-SUBJ-001" in section and "| PASS |" in section

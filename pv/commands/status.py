@@ -453,6 +453,8 @@ def terminal_summary(report: Report, ids: set[str] | None = None) -> str:
         lines.append(f"open ship-blocking: {f.id} {f.state.value}: {f.explain()}")
     for cid in s["overclaims"]:
         lines.append(f"PV501 {cid}: declared status claims more than the evidence (pv validate)")
+    if report.adhoc:
+        lines.append(f"{len(report.adhoc)} row(s) on your checkpoints (not counted): see 'Your checkpoints'")
     return "\n".join(lines)
 
 
