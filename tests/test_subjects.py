@@ -62,6 +62,14 @@ def checkpoint(directory, loss="1.0", config=None, header=None):
     return directory
 
 
+# How to make a bad checkpoint path, and what the error says about it.
+BAD_PATHS = [
+    (lambda p: None, "no such directory"),
+    (lambda p: p.write_text("x"), "not a directory"),
+    (lambda p: p.mkdir(), "has no config.json"),
+]
+
+
 # --- pv.subjects -------------------------------------------------------------------------------
 
 
@@ -83,11 +91,7 @@ def test_a_different_checkpoint_at_the_same_path_has_another_digest(tmp_path):
     assert len({first, second, third}) == 3
 
 
-@pytest.mark.parametrize("make, what", [
-    (lambda p: None, "no such directory"),
-    (lambda p: p.write_text("x"), "not a directory"),
-    (lambda p: p.mkdir(), "has no config.json"),
-])
+@pytest.mark.parametrize("make, what", BAD_PATHS)
 def test_bad_checkpoint_paths_name_the_path_and_what_is_missing(tmp_path, make, what):
     target = tmp_path / "ckpt"
     make(target)
@@ -214,11 +218,7 @@ def test_run_unknown_subject_is_a_usage_error_with_a_suggestion(ws):
     assert result.exit_code == 2 and "FALSIFY-SUBJ-002" in result.output
 
 
-@pytest.mark.parametrize("make, what", [
-    (lambda p: None, "no such directory"),
-    (lambda p: p.write_text("x"), "not a directory"),
-    (lambda p: p.mkdir(), "has no config.json"),
-])
+@pytest.mark.parametrize("make, what", BAD_PATHS)
 def test_run_subject_path_bad_input_exits_2_naming_the_path(ws, tmp_path, make, what):
     target = tmp_path / "ckpt"
     make(target)
