@@ -17,7 +17,8 @@ import pytest
 from pv.harness import falsify
 
 # pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device: pytest names it test_<falsifier>[<device>].
+# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
+# test_<falsifier>[<device>-<subject>].
 PV_FALSIFIER = pytest.mark.pv_falsifier(contract='gqa-attention-kernel', contract_version='1.1.0')
 
 

@@ -29,6 +29,9 @@ class Workspace:
     pyproject: Path | None = field(default=None)
     # Packages of the code under test whose modules bind evidence, besides check_packages.
     code_packages: tuple[str, ...] = ()
+    # The check parameter a falsifier's subject fills (`subjects:` in a contract); pv itself
+    # knows no runtime words, so the project names it (this repo: "checkpoint").
+    subject_param: str = "subject"
 
     @property
     def bound_packages(self) -> tuple[str, ...]:
@@ -64,6 +67,8 @@ _DEFAULTS = {
     # imports them, bind its evidence: an edit to them makes the evidence stale. The check
     # packages always bind too.
     "code_packages": [],
+    # The check parameter that a falsifier's `subjects:` fill (docs/contract-format.md).
+    "subject_param": "subject",
 }
 _KNOWN_KEYS = set(_DEFAULTS)
 
@@ -117,6 +122,10 @@ def load_workspace(start: Path | None = None) -> Workspace:
     module = settings["mutants_module"]
     if module is not None and not (isinstance(module, str) and dotted.match(module)):
         raise ConfigError(f"{pyproject}: [tool.pv] mutants_module must be a dotted module name, got {module!r}")
+    subject_param = settings["subject_param"]
+    if not (isinstance(subject_param, str) and subject_param.isidentifier()) or subject_param in ("device", "tolerance"):
+        raise ConfigError(f"{pyproject}: [tool.pv] subject_param must be a Python parameter name other than "
+                          f"device and tolerance, got {subject_param!r}")
     for key in ("contracts_dir", "generated_dir", "ledger", "status_file"):
         if not isinstance(settings[key], str) or not settings[key]:
             raise ConfigError(f"{pyproject}: [tool.pv] {key} must be a non-empty path string")
@@ -131,4 +140,5 @@ def load_workspace(start: Path | None = None) -> Workspace:
         bisect_adapter=settings["bisect_adapter"],
         pyproject=pyproject,
         code_packages=tuple(code_packages),
+        subject_param=subject_param,
     )

@@ -265,6 +265,18 @@ def binding_placement(loaded: LoadedContract, i: int, packages: tuple[str, ...] 
             for key in params if key in HARNESS_KEYWORDS]
 
 
+def subject_placement(loaded: LoadedContract, i: int, subject_param: str) -> list[Diagnostic]:
+    """PV318: a falsifier with `subjects:` also sets the parameter its subjects fill. Which of
+    the two would the check get? `pv generate` refuses on it too."""
+    f = _dict(_list(_dict(loaded.data).get(K.FALSIFIERS.key))[i])
+    if not f.get(K.SUBJECTS.key) or subject_param not in _dict(f.get(K.PARAMS.key)):
+        return []
+    return [_d(loaded, loaded.position(K.PARAMS.at(i) + (subject_param,), key=True), "PV318",
+               f"params sets {subject_param!r}, which this falsifier's `subjects:` fill "
+               f"([tool.pv] subject_param = {subject_param!r})",
+               f"drop {subject_param!r} from params and list its value under `subjects:`")]
+
+
 def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     out = []
     status = _status(loaded)
@@ -273,6 +285,7 @@ def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     for i, f in _falsifiers(loaded.data):
         fid = f.get(K.FALSIFIER_ID.key)
         fid = fid if isinstance(fid, str) else f"{K.FALSIFIERS}[{i}]"
+        out += subject_placement(loaded, i, ctx.workspace.subject_param)
         check = f.get(K.CHECK.key)
         if check is None:
             where = "" if unbound_is_error else " (a warning while the contract is DRAFT)"
@@ -297,6 +310,8 @@ def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
             out.append(_d(loaded, loaded.position(loc), exc.code, f"check {check!r}: {exc.message}", exc.hint))
             continue
         keys = [k for k in params if isinstance(k, str) and k not in reserved]
+        if f.get(K.SUBJECTS.key) and ctx.workspace.subject_param not in keys:
+            keys.append(ctx.workspace.subject_param)  # the harness fills it with the subject
         problems = signature.problems(keys)
         if isinstance(f.get(K.TOLERANCE.key), dict) and not signature.names("tolerance"):
             out.append(_d(loaded, loaded.position(K.TOLERANCE.at(i), key=True), "PV317",
@@ -305,7 +320,10 @@ def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
                           warning=True))
         where = f"{ctx.workspace.rel(signature.path)}:{signature.line}" if problems else ""
         for code, message, key in problems:
-            pos = loaded.position(K.PARAMS.at(i) + (key,), key=True) if key else loaded.position(loc)
+            if key and key not in params:  # the subject parameter: said where the subjects are
+                pos = loaded.position(K.SUBJECTS.at(i), key=True)
+            else:
+                pos = loaded.position(K.PARAMS.at(i) + (key,), key=True) if key else loaded.position(loc)
             out.append(_d(loaded, pos, code, f"check {check!r}: {message}", f"see {where}"))
     return out
 

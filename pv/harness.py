@@ -61,6 +61,9 @@ _last: Outcome | None = None
 # Set by pv.plugin from [tool.pv]: the packages whose modules bind a record, and where to find
 # them. None: the check's own top-level package, found from the current directory.
 _binding: tuple[tuple[str, ...], tuple[Path, ...]] | None = None
+# Set by pv.plugin for `--pv-subject path:DIR`: the ad-hoc subject that replaces every
+# subject-taking falsifier's declared subjects for this session (pv.subjects).
+_adhoc_subject: str | None = None
 
 
 @contextlib.contextmanager
@@ -88,6 +91,19 @@ def reset() -> None:
 def set_mutant(name: str | None, factory: Callable[[], Any] | None = None) -> None:
     """Wrap every following check call in a mutant's context (None to clear); pv.mutation keeps it."""
     mutation.set_run_mutant(name, factory)
+
+
+def set_adhoc_subject(subject: str | None) -> None:
+    """Run every subject-taking falsifier on this ad-hoc subject (`path:<dir>`), None to clear."""
+    global _adhoc_subject
+    _adhoc_subject = subject
+
+
+def subjects(declared: list[str]) -> list[str]:
+    """The subjects a generated test is parametrized by: the contract's, or the session's ad-hoc
+    subject (`pv run --subject-path DIR`) instead. Called when the test module is imported, which
+    pytest does after pv's plugin is configured."""
+    return [_adhoc_subject] if _adhoc_subject is not None else list(declared)
 
 
 def active_mutant() -> str | None:
@@ -238,8 +254,12 @@ def falsify(
     *,
     falsifier: str | None = None,
     if_fails: str = "",
+    subject: str | None = None,
+    subject_param: str = "subject",
 ) -> Outcome:
-    """Call `check(device=..., **params)`, judge `prediction` on what it observed.
+    """Call `check(device=..., **params)`, judge `prediction` on what it observed. With a
+    `subject`, the check also receives it as `subject_param` (the directory of a `path:`
+    subject, pv.subjects.param_value).
 
     Returns the PASS outcome; raises pytest's skip (SKIP), Falsified (FAIL) or FalsifierError
     (ERROR) otherwise. Every path leaves its Outcome for take_outcome().
@@ -250,8 +270,8 @@ def falsify(
     params = dict(params)
     mutant = active_mutant()
     outcome = _record(Outcome(falsifier=falsifier, device=device, prediction=prediction, verdict="ERROR",
-                              seed=seed_of(params), mutant=mutant))
-    label = f"{falsifier or 'falsifier'} on {device}"
+                              seed=seed_of(params), mutant=mutant, subject=subject))
+    label = f"{falsifier or 'falsifier'} on {device}" + (f" with subject {subject}" if subject else "")
 
     if device == "cuda":
         available, reason = provenance.cuda_available()
@@ -268,6 +288,13 @@ def falsify(
         outcome.message = "params must not set 'device' (the harness passes it)"
         raise FalsifierError(f"{label}: {outcome.message}")
     kwargs["device"] = device
+    if subject is not None:
+        from pv.subjects import param_value
+
+        if subject_param in kwargs:
+            outcome.message = f"params must not set {subject_param!r} (the falsifier's subjects fill it)"
+            raise FalsifierError(f"{label}: {outcome.message}")
+        kwargs[subject_param] = param_value(subject)
     if tolerances.wants_tolerance(check):
         try:
             kwargs["tolerance"] = tolerances.merged(tolerance)

@@ -26,9 +26,9 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-# 2: records may carry code_digests, git_commit_source and merged_from (all optional, so
-# version-1 lines still read).
-LEDGER_SCHEMA_VERSION = 2
+# 2: records may carry code_digests, git_commit_source and merged_from; 3: subject and
+# subject_digest (all optional, so older lines still read).
+LEDGER_SCHEMA_VERSION = 3
 # A record is a flat object with a few small mappings; anything nested deeper is not ours.
 MAX_DEPTH = 16
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
@@ -65,6 +65,10 @@ class LedgerRecord(BaseModel):
     device: str  # cpu | cuda
     device_name: str | None = None  # e.g. "NVIDIA H100 80GB HBM3", or the CPU model
     mutant: str | None = None  # a planted bug active during the run (pv strength)
+    # The subject (model and data) the check drove: a contract's subject name, `path:<dir>` for a
+    # user's checkpoint (pv.subjects), None for a falsifier without subjects.
+    subject: str | None = None
+    subject_digest: str | None = None  # sha256 of a path subject's config.json + weight headers
     verdict: Verdict
     observations: dict[str, Any] = Field(default_factory=dict)
     prediction: str

@@ -9,7 +9,12 @@ The rules (docs/internals.md, "Lifecycle"):
   `definition_sha256()`; otherwise it is *stale*. Records match a falsifier by contract id
   and falsifier id; the contract's version plays no part, so bumping it (promotion) keeps
   the evidence fresh.
-* Per falsifier x required device, the latest fresh non-mutant record decides ("latest" is
+* A falsifier's required *cells* are its subjects x its devices (its devices alone when it
+  has no `subjects:`). A record belongs to the cell of its `subject` and `device`; a cell's
+  definition hash is `definition_sha256(subject, subject_param)`. Records of other subjects
+  (a user's `path:` checkpoint, a subject since dropped) never count toward a cell:
+  `adhoc_cells` lists the path subjects' evidence separately.
+* Per falsifier x required cell, the latest fresh non-mutant record decides ("latest" is
   the one appended last to the ledger; `time_utc` is shown, never used to order): PASS, FAIL, ERROR or SKIP; PENDING when there
   is none; STALE when only records for an older definition exist on that device.
   Records for devices the falsifier does not require are ignored.
@@ -89,12 +94,20 @@ _VERDICT_STATE = {
 
 @dataclass(frozen=True)
 class DeviceEvidence:
+    """What the latest evidence says about one cell: one device (x one subject)."""
+
     device: str
     state: DeviceState
     record: LedgerRecord | None = None  # the deciding record (the latest stale one when STALE)
     # Why a STALE device needs a re-run: "definition changed", "recorded before code binding",
     # or the modules whose code changed since the record.
     stale_because: tuple[str, ...] = ()
+    subject: str | None = None  # None: the falsifier has no subjects
+
+    @property
+    def label(self) -> str:
+        """`cpu`, or `cpu[tiny-trained]` for a subject's cell (as in the test's node id)."""
+        return self.device if self.subject is None else f"{self.device}[{self.subject}]"
 
     def stale_reason(self) -> str:
         """Why this device's evidence is stale, in words."""
@@ -158,7 +171,12 @@ class FalsifierStatus:
         return next((d for d in self.devices if d.device == name), None)
 
     def devices_in(self, *states: DeviceState) -> list[str]:
-        return [d.device for d in self.devices if d.state in states]
+        return [d.label for d in self.devices if d.state in states]
+
+    def device_passed(self, name: str) -> bool:
+        """Every cell of device `name` (every subject) PASSes."""
+        cells = [d for d in self.devices if d.device == name]
+        return bool(cells) and all(d.state is DeviceState.PASS for d in cells)
 
     def explain(self) -> str:
         """One line: why this falsifier is where it is."""
@@ -170,9 +188,9 @@ class FalsifierStatus:
         if state is FalsifierState.ERROR:
             return f"ERROR on {', '.join(self.devices_in(DeviceState.ERROR))}"
         if state is FalsifierState.STALE:
-            stale = [f"{d.device} ({d.stale_reason()})" for d in self.devices if d.state is DeviceState.STALE]
+            stale = [f"{d.label} ({d.stale_reason()})" for d in self.devices if d.state is DeviceState.STALE]
             return f"stale on {', '.join(stale)}: run it again"
-        missing = [f"{d.device} ({d.state.value})" for d in self.devices if d.state is not DeviceState.PASS]
+        missing = [f"{d.label} ({d.state.value})" for d in self.devices if d.state is not DeviceState.PASS]
         if state is FalsifierState.PARTIAL:
             return f"passed on {', '.join(self.devices_in(DeviceState.PASS))}; not on {', '.join(missing)}"
         if all(d.state is DeviceState.PENDING for d in self.devices):
@@ -267,28 +285,44 @@ def code_changes(record: LedgerRecord, code: Any, falsifier: FalsificationTest |
     return tuple(code.changes(record.code_digests))
 
 
-def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Sequence[Indexed],
-                     code: Any = None) -> FalsifierStatus:
-    """Status of one falsifier from the records of (contract id, falsifier id). `code`
-    (pv.codebind.TreeDigests) says whether a record's code is the tree's."""
-    sha = falsifier.definition_sha256()
-    required = set(falsifier.devices)
-    relevant = [(i, r) for i, r in records if r.device in required]
-    runtime = [(i, r) for i, r in relevant if r.mutant is None]
+def _cell(device: str, subject: str | None, here: list[Indexed], sha: str, code: Any,
+          falsifier: FalsificationTest) -> DeviceEvidence:
+    """The evidence of one cell from its records (`here`: the cell's non-mutant records)."""
+    fresh = _latest((i, r) for i, r in here if r.falsifier_sha256 == sha)
+    changed = () if fresh is None else code_changes(fresh, code, falsifier)
+    if fresh is not None and changed:
+        return DeviceEvidence(device, DeviceState.STALE, fresh, changed, subject)
+    if fresh is not None:
+        return DeviceEvidence(device, _VERDICT_STATE[fresh.verdict], fresh, subject=subject)
+    if here:
+        return DeviceEvidence(device, DeviceState.STALE, _latest(here), (DEFINITION_CHANGED,), subject)
+    return DeviceEvidence(device, DeviceState.PENDING, subject=subject)
 
-    devices = []
-    for device in falsifier.devices:
-        here = [(i, r) for i, r in runtime if r.device == device]
-        fresh = _latest((i, r) for i, r in here if r.falsifier_sha256 == sha)
-        changed = () if fresh is None else code_changes(fresh, code, falsifier)
-        if fresh is not None and changed:
-            devices.append(DeviceEvidence(device, DeviceState.STALE, fresh, changed))
-        elif fresh is not None:
-            devices.append(DeviceEvidence(device, _VERDICT_STATE[fresh.verdict], fresh))
-        elif here:
-            devices.append(DeviceEvidence(device, DeviceState.STALE, _latest(here), (DEFINITION_CHANGED,)))
-        else:
-            devices.append(DeviceEvidence(device, DeviceState.PENDING))
+
+def cell_subject(record: LedgerRecord, cell_sha: dict[str | None, str]) -> str | None:
+    """The subject of the cell a record belongs to. A record made before subjects (subject null)
+    for a falsifier that now lists them belongs to the subject whose cell hash it carries: it
+    ran the check with that subject in `params` (moving it to `subjects:` keeps the hash)."""
+    if record.subject is not None or None in cell_sha:
+        return record.subject
+    return next((s for s, sha in cell_sha.items() if sha == record.falsifier_sha256), None)
+
+
+def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Sequence[Indexed],
+                     code: Any = None, subject_param: str = "subject") -> FalsifierStatus:
+    """Status of one falsifier from the records of (contract id, falsifier id). `code`
+    (pv.codebind.TreeDigests) says whether a record's code is the tree's; `subject_param`
+    ([tool.pv]) names the parameter a subject fills, which its cell's definition hash covers."""
+    sha = falsifier.definition_sha256()
+    cells = falsifier.cells()
+    required = set(cells)
+    cell_sha = {s: sha if s is None else falsifier.definition_sha256(s, subject_param) for s, _ in cells}
+    placed = [(i, r, cell_subject(r, cell_sha)) for i, r in records]
+    relevant = [(i, r, s) for i, r, s in placed if (s, r.device) in required]
+    runtime = [(i, r, s) for i, r, s in relevant if r.mutant is None]
+
+    devices = [_cell(device, subject, [(i, r) for i, r, s in runtime if (s, r.device) == (subject, device)],
+                     cell_sha[subject], code, falsifier) for subject, device in cells]
 
     states = {d.state for d in devices}
     if DeviceState.FAIL in states:
@@ -306,14 +340,14 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
 
     mutants = []
     for mutant in falsifier.mutants:
-        under = [(i, r) for i, r in relevant if r.mutant == mutant and r.falsifier_sha256 == sha]
+        under = [(i, r, s) for i, r, s in relevant if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s]]
         per_device = []
-        for device in falsifier.devices:
-            latest = _latest((i, r) for i, r in under if r.device == device)
+        for subject, device in cells:
+            latest = _latest((i, r) for i, r, s in under if (s, r.device) == (subject, device))
             if latest is not None:
                 changed = code_changes(latest, code, falsifier)
                 state_here = DeviceState.STALE if changed else _VERDICT_STATE[latest.verdict]
-                per_device.append(DeviceEvidence(device, state_here, latest, changed))
+                per_device.append(DeviceEvidence(device, state_here, latest, changed, subject))
         seen = {d.state for d in per_device}
         if DeviceState.FAIL in seen:
             mstate = MutantState.KILLED
@@ -330,15 +364,48 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
     return FalsifierStatus(contract_id, falsifier, sha, state, tuple(devices), tuple(mutants))
 
 
+@dataclass(frozen=True)
+class AdhocCell:
+    """The latest evidence of one falsifier on a user's checkpoint (a `path:` subject) on one
+    device. Never part of a contract's status."""
+
+    contract: str
+    falsifier: FalsificationTest
+    subject: str
+    subject_digest: str | None
+    evidence: DeviceEvidence
+
+
+def adhoc_cells(contracts: Iterable[Contract], records: Sequence[LedgerRecord], code: Any = None) -> list[AdhocCell]:
+    """Per (falsifier, path subject, checkpoint digest, device): the latest non-mutant record,
+    PASS/FAIL/ERROR/SKIP when it is for the falsifier's current definition and the tree's code,
+    else STALE. A checkpoint rewritten at the same path has another digest: another row."""
+    from pv.subjects import is_path_subject
+
+    by_id = {(c.metadata.id, f.id): f for c in contracts for f in c.falsification_tests if f.subjects}
+    groups: dict[tuple[str, str, str, str | None, str], list[Indexed]] = {}
+    for index, r in enumerate(records):
+        if r.mutant is None and is_path_subject(r.subject) and (r.contract, r.falsifier) in by_id:
+            groups.setdefault((r.contract, r.falsifier, r.subject, r.subject_digest, r.device), []).append((index, r))
+    out = []
+    for (cid, fid, subject, digest, device), here in sorted(groups.items(), key=lambda kv: (
+            kv[0][2], kv[0][3] or "", kv[0][0], kv[0][1], kv[0][4])):
+        falsifier = by_id[(cid, fid)]
+        cell = _cell(device, subject, here, falsifier.definition_sha256(), code, falsifier)
+        out.append(AdhocCell(cid, falsifier, subject, digest, cell))
+    return out
+
+
 def contract_status(
     contract: Contract,
     records: Iterable[LedgerRecord] | dict[tuple[str, str], list[Indexed]],
     code: Any = None,
+    subject_param: str = "subject",
 ) -> ContractStatus:
     """Status of one contract. `records` is the ledger's records, or `group_records(...)` of them."""
     groups = records if isinstance(records, dict) else group_records(records)
     cid = contract.metadata.id
-    falsifiers = tuple(falsifier_status(cid, f, groups.get((cid, f.id), []), code)
+    falsifiers = tuple(falsifier_status(cid, f, groups.get((cid, f.id), []), code, subject_param)
                        for f in contract.falsification_tests)
 
     blockers: list[str] = []  # one line per falsifier that holds the contract back
@@ -392,10 +459,11 @@ def orphans(contracts: Iterable[Contract], records: Sequence[LedgerRecord],
     return out
 
 
-def compute(contracts: Iterable[Contract], records: Iterable[LedgerRecord], code: Any = None) -> list[ContractStatus]:
+def compute(contracts: Iterable[Contract], records: Iterable[LedgerRecord], code: Any = None,
+            subject_param: str = "subject") -> list[ContractStatus]:
     """Statuses of many contracts, sorted by contract id."""
     groups = group_records(records)
-    statuses = [contract_status(c, groups, code) for c in contracts]
+    statuses = [contract_status(c, groups, code, subject_param) for c in contracts]
     return sorted(statuses, key=lambda s: s.id)
 
 
@@ -426,7 +494,8 @@ def overclaim(status: ContractStatus) -> str | None:
 
 
 def declared_status_diagnostics(
-    loaded_contracts: Iterable[LoadedContract], records: Iterable[LedgerRecord], code: Any = None
+    loaded_contracts: Iterable[LoadedContract], records: Iterable[LedgerRecord], code: Any = None,
+    subject_param: str = "subject",
 ) -> list[Diagnostic]:
     """PV501 for every contract whose declared `metadata.status` claims more than its evidence.
 
@@ -438,7 +507,7 @@ def declared_status_diagnostics(
     for loaded in loaded_contracts:
         if loaded is None or loaded.contract is None:
             continue
-        status = contract_status(loaded.contract, groups, code)
+        status = contract_status(loaded.contract, groups, code, subject_param)
         reason = overclaim(status)
         if reason is None:
             continue
@@ -484,12 +553,14 @@ def to_json(status: ContractStatus, display_path: str | None = None) -> dict[str
                 "sha256": f.sha256,
                 "prediction": f.falsifier.prediction,
                 "strength": f.strength,
-                "devices": {d.device: {"state": d.state.value, "stale_because": list(d.stale_because),
-                                       "record": record_json(d.record)} for d in f.devices},
+                # keyed `cpu`, or `cpu[tiny-trained]` for a subject's cell
+                "devices": {d.label: {"device": d.device, "subject": d.subject, "state": d.state.value,
+                                      "stale_because": list(d.stale_because), "record": record_json(d.record)}
+                            for d in f.devices},
                 "mutants": {
                     m.mutant: {
                         "state": m.state.value,
-                        "devices": {d.device: d.state.value for d in m.devices},
+                        "devices": {d.label: d.state.value for d in m.devices},
                     }
                     for m in f.mutants
                 },

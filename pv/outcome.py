@@ -33,6 +33,8 @@ class Outcome:
     device_name: str | None = None
     seed: int | None = None
     mutant: str | None = None
+    subject: str | None = None  # the model and data it drove (None: a falsifier without subjects)
+    subject_digest: str | None = None  # an ad-hoc (path) subject's checkpoint digest (pv.subjects)
     code_digests: dict[str, str] | None = None  # module -> syntax-tree digest (pv.codebind)
     # The test's identity, from its `pv_falsifier` marker (the plugin fills these in).
     contract: str | None = None
@@ -48,7 +50,9 @@ class Outcome:
         """Take the identity the generated test declares in its marker."""
         self.contract = marker.get("contract")
         self.contract_version = marker.get("contract_version")
-        self.falsifier_sha256 = marker.get("sha256")
+        self.subject = marker.get("subject", self.subject)
+        # a subject cell has its own definition hash; an ad-hoc subject's is the plain one
+        self.falsifier_sha256 = (marker.get("subject_sha256") or {}).get(self.subject) or marker.get("sha256")
         self.falsifier = self.falsifier or marker.get("falsifier")
         self.device = marker.get("device") or self.device
         self.prediction = self.prediction or marker.get("prediction") or ""
@@ -64,6 +68,8 @@ class Outcome:
             device=self.device or "?",
             device_name=self.device_name,
             mutant=self.mutant,
+            subject=self.subject,
+            subject_digest=self.subject_digest,
             verdict=self.verdict,
             observations=dict(self.observations),
             prediction=self.prediction or "",

@@ -14,7 +14,7 @@ any other test runs as usual. For each falsifier test the plugin
   streams one JSON line per finished falsifier; `pv run` passes a pipe there and reads it.
 
 Options: --pv-ledger PATH, --pv-no-ledger, --pv-device cpu|cuda|auto, --pv-mutant NAME,
---pv-run-id ID, --pv-report PATH. At start the ledger is checked: torn or malformed lines are
+--pv-subject NAME|path:DIR, --pv-run-id ID, --pv-report PATH. At start the ledger is checked: torn or malformed lines are
 reported as a warning (never dropped, never allowed to corrupt later records).
 
 This module is imported by every pytest run in an environment that has pv installed, so it
@@ -45,6 +45,8 @@ class _State:
         self.run_id: str = worker_input.get("pv_run_id") or opt.pv_run_id or uuid.uuid4().hex
         self.device: str = opt.pv_device
         self.mutant: str | None = opt.pv_mutant
+        self.subject: str | None = opt.pv_subject
+        self.subject_digest: str | None = None  # of an ad-hoc `path:` subject (pv.subjects)
         base = Path(config.invocation_params.dir)
         self.no_ledger: bool = bool(opt.pv_no_ledger)
         self.explicit_ledger: Path | None = (base / opt.pv_ledger).resolve() if opt.pv_ledger else None
@@ -124,6 +126,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run only the falsifier tests of this device (auto: all; absent devices SKIP)")
     group.addoption("--pv-mutant", metavar="NAME", default=None,
                     help="run every falsifier check under this planted bug ([tool.pv] mutants_module)")
+    group.addoption("--pv-subject", metavar="NAME", default=None,
+                    help="run only the falsifier tests of this subject; `path:DIR` runs every subject-taking "
+                         "falsifier on the HF checkpoint in DIR instead of its declared subjects")
     group.addoption("--pv-run-id", metavar="ID", default=None,
                     help="run id stored in every record (default: a fresh one per session)")
     group.addoption("--pv-report", metavar="PATH", default=None,
@@ -142,6 +147,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _put_project_root_on_path(config)
     if state.mutant:
         _activate_mutant(state)
+    _activate_subject(state)
     if state.report_path is not None and not state.is_worker:
         state.report_path.parent.mkdir(parents=True, exist_ok=True)
         state.report({"event": "start", "run_id": state.run_id, "device": state.device,
@@ -176,6 +182,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         from pv import harness
 
         harness.set_mutant(None)
+    if state is not None and state.subject_digest is not None:
+        from pv import harness
+
+        harness.set_adhoc_subject(None)
+
+
+def _activate_subject(state: _State) -> None:
+    """`--pv-subject path:DIR`: check the checkpoint directory, digest it once, and make every
+    subject-taking test run on it (pv.harness.subjects, read when the test modules import)."""
+    from pv import subjects
+
+    if not subjects.is_path_subject(state.subject):
+        return
+    try:
+        found = subjects.path_subject(state.subject)
+    except subjects.SubjectError as exc:
+        raise pytest.UsageError(f"--pv-subject: {exc}") from None
+    from pv import harness
+
+    state.subject, state.subject_digest = found.name, found.digest
+    harness.set_adhoc_subject(found.name)
 
 
 def _activate_mutant(state: _State) -> None:
@@ -227,12 +254,14 @@ def pytest_configure_node(node: Any) -> None:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     state = _state(config)
-    if state.device == "auto":
+    if state.device == "auto" and state.subject is None:
         return
     keep, drop = [], []
     for item in items:
         marker = item.get_closest_marker(MARKER)
-        if marker is not None and marker_device(item, marker) != state.device:
+        if marker is not None and (
+                (state.device != "auto" and marker_device(item, marker) != state.device)
+                or (state.subject is not None and marker_subject(item) != state.subject)):
             drop.append(item)
         else:
             keep.append(item)
@@ -249,6 +278,13 @@ def marker_device(item: pytest.Item, marker: pytest.Mark) -> str | None:
         callspec = getattr(item, "callspec", None)
         device = callspec.params.get("device") if callspec is not None else None
     return device
+
+
+def marker_subject(item: pytest.Item) -> str | None:
+    """The subject of a falsifier test: its `subject` parameter (None: a falsifier without
+    subjects)."""
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("subject") if callspec is not None else None
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -308,9 +344,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     if outcome is None:  # setup failed, or the test never reached the harness
         outcome = Outcome(falsifier=marker.kwargs.get("falsifier"), device="?", prediction="",
                           duration_s=call.duration)
-    kwargs = dict(marker.kwargs, device=marker_device(item, marker))
+    kwargs = dict(marker.kwargs, device=marker_device(item, marker), subject=marker_subject(item))
     outcome.identify(kwargs, item.nodeid)
     outcome.mutant = state.mutant
+    if state.subject_digest is not None and outcome.subject == state.subject:
+        outcome.subject_digest = state.subject_digest
     unbound = call.excinfo is not None and type(call.excinfo.value).__name__ == "Unbound"
     if outcome.code_digests is None and not unbound:
         # The check never ran (the device is absent, its module does not import, a fixture

@@ -50,6 +50,10 @@ SEMVER_PATTERN = (
 CHECK_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 MUTANT_PATTERN = r"^[a-z][a-z0-9_]*$"
 EQUATION_NAME_PATTERN = r"^[a-z_][a-z0-9_]*$"
+SUBJECT_PATTERN = r"^[a-z0-9]+([.-][a-z0-9]+)*$"
+"""A subject is named by a plain slug (tiny-trained, qwen2-0.5b-stdlib): it ends up in node ids,
+records and the dashboard. A checkpoint given by path is a run-time subject (`path:<dir>`,
+pv.subjects), never written in a contract."""
 
 ContractId = Annotated[str, StringConstraints(pattern=CONTRACT_ID_PATTERN)]
 FalsifierId = Annotated[str, StringConstraints(pattern=FALSIFIER_ID_PATTERN)]
@@ -57,6 +61,7 @@ ObligationId = Annotated[str, StringConstraints(pattern=OBLIGATION_ID_PATTERN)]
 SemVer = Annotated[str, StringConstraints(pattern=SEMVER_PATTERN)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 MutantName = Annotated[str, StringConstraints(pattern=MUTANT_PATTERN)]
+SubjectName = Annotated[str, StringConstraints(pattern=SUBJECT_PATTERN)]
 
 # Values a check may receive as params: plain JSON-like data, nothing executable.
 ParamScalar = str | int | float | bool | None
@@ -212,6 +217,10 @@ class FalsificationTest(Strict):
     )
     params: dict[str, ParamValue] = Field(default_factory=dict)
     devices: list[Device] = Field(min_length=1, description="Every device the falsifier must pass on.")
+    subjects: list[SubjectName] | None = Field(
+        default=None, min_length=1,
+        description="The named subjects (model and data) the falsifier must pass on; each fills the check "
+                    "parameter named by [tool.pv] subject_param. Order-free, like devices.")
     if_fails: NonEmpty = Field(description="What a failure means and where to look.")
     ship_blocking: bool = False
     mutants: list[MutantName] = Field(
@@ -220,27 +229,41 @@ class FalsificationTest(Strict):
     tolerance: Tolerance | None = None
     counter_example_classes: list[NonEmpty] = Field(default_factory=list)
 
-    @field_validator("devices", "mutants")
+    @field_validator("devices", "mutants", "subjects")
     @classmethod
-    def _no_repeats(cls, value: list[str]) -> list[str]:
+    def _no_repeats(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return value
         seen = [v for i, v in enumerate(value) if v in value[:i]]
         if seen:
             raise ValueError(f"listed twice: {', '.join(sorted(set(seen)))}")
         return value
 
-    def definition_sha256(self) -> str:
+    def definition_sha256(self, subject: str | None = None, subject_param: str = "subject") -> str:
         """Hash of what decides this falsifier's verdict: evidence for an older definition is STALE.
 
         Covered: id, check, params, prediction and the tolerance numbers. Not covered: prose
         (rule, if_fails, counter_example_classes, tolerance.source), ship_blocking, the list of
-        devices (a PASS on cpu stays a PASS on cpu when cuda is added) and the declared mutants
-        (declaring a planted bug changes nothing about the runtime's evidence).
+        devices (a PASS on cpu stays a PASS on cpu when cuda is added), the list of subjects
+        (the same for subjects) and the declared mutants (declaring a planted bug changes
+        nothing about the runtime's evidence).
+
+        With `subject`: the hash of one subject's cell, whose check is called with the subject
+        in `subject_param` ([tool.pv] subject_param) — exactly the hash of a falsifier that
+        wrote `params: {<subject_param>: <subject>, ...}` by hand, so moving a subject from
+        `params` to `subjects:` keeps its evidence fresh.
         """
+        params = self.params if subject is None else {**self.params, subject_param: subject}
         tolerance = self.tolerance.model_dump(mode="json", exclude={"source"}) if self.tolerance else None
-        decisive = {"id": self.id, "check": self.check, "params": self.params, "prediction": self.prediction,
+        decisive = {"id": self.id, "check": self.check, "params": params, "prediction": self.prediction,
                     "tolerance": tolerance}
         canonical = json.dumps(decisive, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def cells(self) -> list[tuple[str | None, str]]:
+        """(subject, device) of every required cell: subjects x devices, or devices alone (subject
+        None) for a falsifier without `subjects:`."""
+        return [(s, d) for s in (self.subjects or [None]) for d in self.devices]
 
 
 class Contract(Strict):

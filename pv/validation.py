@@ -218,7 +218,8 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
         from pv.codebind import TreeDigests
 
         records = ledger.read(workspace.ledger).records
-        return lifecycle.declared_status_diagnostics(claiming, records, TreeDigests(workspace.root))
+        return lifecycle.declared_status_diagnostics(claiming, records, TreeDigests(workspace.root),
+                                                     workspace.subject_param)
     except Exception as exc:  # noqa: BLE001
         return [internal_error(display(workspace.ledger), exc)]
 

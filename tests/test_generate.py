@@ -284,3 +284,25 @@ def test_hostile_strings_cannot_break_or_inject_into_generated_code(tmp_path, mo
     outcome = next(e for e in events if e["event"] == "outcome")
     assert outcome["verdict"] == "PASS" and outcome["observations"] == {"same": True}
     assert pv("generate", "--check").exit_code == 0
+
+
+def test_test_names_carry_the_subject_after_the_device():
+    assert codegen.test_name("FALSIFY-X-001", "cpu") == "test_falsify_x_001[cpu]"
+    assert codegen.test_name("FALSIFY-X-001", "cuda", "qwen2-0.5b-stdlib") == "test_falsify_x_001[cuda-qwen2-0.5b-stdlib]"
+
+
+def test_a_subject_falsifier_gets_one_cell_hash_per_subject_in_its_marker(tmp_path, monkeypatch):
+    from pv_workspace import falsifier, make_workspace
+
+    ws = make_workspace(tmp_path, extra_pyproject='subject_param = "vocab_size"\n')
+    ws.add_contract("cells", [falsifier("FALSIFY-CELLS-001", subjects=["a", "b"])])
+    monkeypatch.chdir(ws.root)
+    ws.generate()
+    text = (ws.generated / "test_cells.py").read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    test = load_contract(ws.contracts / "cells-v1.yaml")[0].contract.falsification_tests[0]
+    expected = {s: test.definition_sha256(s, "vocab_size") for s in ("a", "b")}
+    assert f"subject_sha256={expected!r}" in text
+    assert "subject=subject, subject_param='vocab_size'" in text
+    assert any(isinstance(n, ast.FunctionDef) and [a.arg for a in n.args.args] == ["device", "subject"]
+               for n in ast.walk(tree))

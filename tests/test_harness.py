@@ -265,3 +265,35 @@ def test_git_state_outside_git_can_be_told_the_commit(tmp_path, monkeypatch):
     monkeypatch.delenv("PV_GIT_COMMIT")
     assert provenance.git_state(tmp_path) == (None, None, None)
     provenance.git_state.cache_clear()
+
+
+def test_a_subject_fills_the_configured_parameter():
+    seen = {}
+
+    def check(*, device, checkpoint, batches):
+        seen.update(checkpoint=checkpoint, batches=batches)
+        return {"x": 0.5}
+
+    outcome = harness.falsify(check, params={"batches": 2}, prediction="x < 1", device="cpu",
+                              subject="tiny-trained", subject_param="checkpoint")
+    assert seen == {"checkpoint": "tiny-trained", "batches": 2}
+    assert outcome.subject == "tiny-trained" and outcome.verdict == "PASS"
+    harness.falsify(check, params={"batches": 1}, prediction="x < 1", device="cpu",
+                    subject="path:/data/my ckpt", subject_param="checkpoint")
+    assert seen["checkpoint"] == "/data/my ckpt"  # a path subject: the check gets the directory
+
+
+def test_params_may_not_also_set_the_subject_parameter():
+    with pytest.raises(harness.FalsifierError, match="subjects fill it"):
+        harness.falsify(lambda **kw: {"x": 0}, params={"checkpoint": "a"}, prediction="x < 1", device="cpu",
+                        subject="b", subject_param="checkpoint")
+
+
+def test_an_adhoc_subject_replaces_the_declared_ones_until_cleared():
+    assert harness.subjects(["a", "b"]) == ["a", "b"]
+    harness.set_adhoc_subject("path:/x")
+    try:
+        assert harness.subjects(["a", "b"]) == ["path:/x"]
+    finally:
+        harness.set_adhoc_subject(None)
+    assert harness.subjects(["a"]) == ["a"]

@@ -300,3 +300,18 @@ def test_check_flags_a_record_dated_in_the_future(ws):
     ledger.append(ws.ledger, [record(1, falsifier_sha256=ws.sha["FALSIFY-DEMO-001"], time_utc="2099-01-01T00:00:00Z")])
     result = pv("check")
     assert result.exit_code == 1 and "is dated 2099-01-01T00:00:00Z, in the future" in result.output
+
+
+def test_a_version_2_record_without_a_subject_still_reads(tmp_path):
+    """Records from before subjects (ledger schema 2) read with subject null."""
+    record = ledger.make_record(contract="c", contract_version="1.0.0", falsifier="FALSIFY-X-001",
+                                falsifier_sha256="0" * 64, device="cpu", verdict="PASS", prediction="x < 1",
+                                duration_s=0.1, time_utc="2026-11-22T03:01:02Z")
+    data = json.loads(record.to_line())
+    assert data["subject"] is None and data["schema_version"] == ledger.LEDGER_SCHEMA_VERSION == 3
+    old = {k: v for k, v in data.items() if k not in ("subject", "subject_digest")}
+    old["schema_version"] = 2
+    path = tmp_path / "l.jsonl"
+    path.write_text(json.dumps(old) + "\n" + json.dumps({**data, "subject": "path:/c", "subject_digest": "ab"}) + "\n")
+    contents = ledger.read(path)
+    assert not contents.problems and [r.subject for r in contents.records] == [None, "path:/c"]

@@ -334,3 +334,77 @@ def test_an_unbound_falsifier_stays_red_it_ran_no_code_to_go_stale():
     assert s.falsifiers[0].state is FalsifierState.ERROR and s.evidence is LifecycleStatus.DRAFT_RED
     bound_c = contract(falsifiers=[checked()])
     assert contract_status(bound_c, [rec(bound_c, "ERROR")], FakeTree()).falsifiers[0].state is FalsifierState.STALE
+
+
+# --- subjects: cells are subject x device ------------------------------------------------------
+
+
+def subject_rec(c: Contract, verdict: str, subject: str | None, device: str = "cpu", mutant: str | None = None,
+                digest: str | None = None, param: str = "checkpoint"):
+    f = c.falsification_tests[0]
+    sha = f.definition_sha256(subject, param) if subject and not subject.startswith("path:") else None
+    return rec(c, verdict, device, mutant=mutant, sha=sha).model_copy(
+        update={"subject": subject, "subject_digest": digest})
+
+
+def test_discharged_needs_every_subject_on_every_device():
+    c = contract(falsifiers=[dict(falsifier(devices=("cpu", "cuda")), subjects=["small", "big"])])
+    records = [subject_rec(c, "PASS", s, d) for s in ("small", "big") for d in ("cpu", "cuda")]
+    s = contract_status(c, records[:-1], subject_param="checkpoint").falsifiers[0]
+    assert s.state is FalsifierState.PARTIAL
+    assert [(d.label, d.state.value) for d in s.devices][-1] == ("cuda[big]", "PENDING")
+    assert "cuda[big] (PENDING)" in s.explain()
+    done = contract_status(c, records, subject_param="checkpoint").falsifiers[0]
+    assert done.state is FalsifierState.DISCHARGED
+    assert done.device_passed("cpu") and not s.device_passed("cuda")
+
+
+def test_a_cell_record_for_another_subject_param_is_stale():
+    """The cell's hash covers the parameter its subject fills: records made when the subject
+    filled another parameter are for another definition."""
+    c = contract(falsifiers=[dict(falsifier(), subjects=["small"])])
+    s = contract_status(c, [subject_rec(c, "PASS", "small", param="model")], subject_param="checkpoint")
+    assert s.falsifiers[0].devices[0].state is DeviceState.STALE
+
+
+def test_records_without_or_with_other_subjects_never_fill_a_subjects_cell():
+    c = contract(falsifiers=[dict(falsifier(), subjects=["small"])])
+    records = [subject_rec(c, "PASS", None), subject_rec(c, "PASS", "path:/home/u/ckpt", digest="ab" * 32),
+               subject_rec(c, "PASS", "dropped")]
+    s = contract_status(c, records, subject_param="checkpoint")
+    assert s.falsifiers[0].devices[0].state is DeviceState.PENDING and s.evidence is LifecycleStatus.DRAFT
+
+
+def test_adhoc_cells_list_path_subjects_per_digest_and_judge_them_by_the_plain_definition():
+    from pv.lifecycle import adhoc_cells
+
+    c = contract(falsifiers=[dict(falsifier(), subjects=["small"])])
+    records = [subject_rec(c, "PASS", "path:/u/ckpt", digest="a" * 64),
+               subject_rec(c, "FAIL", "path:/u/ckpt", digest="b" * 64),
+               subject_rec(c, "PASS", "path:/u/ckpt", digest="b" * 64, mutant="m_one"),  # strength: not shown
+               subject_rec(c, "PASS", "small")]
+    rows = adhoc_cells([c], records)
+    assert [(r.subject_digest[0], r.evidence.state.value) for r in rows] == [("a", "PASS"), ("b", "FAIL")]
+    stale = records[0].model_copy(update={"falsifier_sha256": "0" * 64})
+    assert adhoc_cells([c], [stale])[0].evidence.state is DeviceState.STALE
+
+
+def test_a_mutant_is_killed_per_subject_cell():
+    c = contract(falsifiers=[dict(falsifier(), subjects=["small", "big"])])
+    records = [subject_rec(c, "PASS", "small", mutant="m_one"), subject_rec(c, "FAIL", "big", mutant="m_one")]
+    m = contract_status(c, records, subject_param="checkpoint").falsifiers[0].mutants[0]
+    assert m.state is MutantState.KILLED and [d.label for d in m.devices] == ["cpu[small]", "cpu[big]"]
+
+
+def test_a_record_from_before_subjects_fills_the_cell_whose_hash_it_carries():
+    """`params: {checkpoint: small}` moved to `subjects: [small]` keeps the hash, so the old
+    record (subject null) is the small cell's evidence; one with another hash fills nothing."""
+    c = contract(falsifiers=[dict(falsifier(), subjects=["small", "big"])])
+    hand_written = Contract.model_validate({**c.model_dump(mode="json"), "falsification_tests": [
+        dict(falsifier(), params={"checkpoint": "small"})]})
+    old = rec(hand_written, "PASS")  # subject null, hash of the hand-written params
+    s = contract_status(c, [old], subject_param="checkpoint").falsifiers[0]
+    assert [(d.label, d.state.value) for d in s.devices] == [("cpu[small]", "PASS"), ("cpu[big]", "PENDING")]
+    other = rec(c, "PASS")  # subject null, the plain hash: no cell's
+    assert {d.state for d in contract_status(c, [other], subject_param="checkpoint").falsifiers[0].devices} == {
+        DeviceState.PENDING}

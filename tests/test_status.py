@@ -311,7 +311,7 @@ def test_a_record_made_before_code_binding_is_stale_never_discharged(ws: Path):
     add(ws, old)
     text = pv("--stdout").output
     assert "| cpu | STALE (last PASS) | recorded before code binding (no digest of the code it ran) |" in text
-    assert "| `FALSIFY-BETA-001` | cpu | PASS | recorded before code binding (no digest of the code it ran) |" in text
+    assert "| `FALSIFY-BETA-001` | — | cpu | PASS | recorded before code binding (no digest of the code it ran) |" in text
     assert "| cpu | 0/3 |" in text
 
 
@@ -344,7 +344,7 @@ def test_a_stale_fail_is_not_shown_as_current(ws: Path):
     beta = next(c for c in data["contracts"] if c["id"] == "beta")
     device = beta["falsifiers"][0]["devices"]["cpu"]
     assert device["state"] == "STALE" and device["stale_because"] == ["demo_checks"]
-    assert data["summary"]["stale"] == [{"falsifier": "FALSIFY-BETA-001", "device": "cpu", "why": ["demo_checks"]}]
+    assert data["summary"]["stale"] == [{"falsifier": "FALSIFY-BETA-001", "subject": None, "device": "cpu", "why": ["demo_checks"]}]
 
 
 def test_require_fresh_fails_on_stale_ship_blocking_evidence(ws: Path):

@@ -4,6 +4,8 @@
     pv run --contract apr-pretrain-cuda-forward-parity
     pv run --all --device cpu
     pv run --all -- -x -n 2          # everything after `--` goes to pytest
+    pv run --contract apr-cpu-forward-sanity --subject tiny-trained
+    pv run --contract apr-cpu-forward-sanity --subject-path ~/my-checkpoint
 
 First makes sure generated_tests/ is up to date (regenerating in-process if not, and saying
 so), then runs pytest in a subprocess on the selected generated tests with pv's plugin. One
@@ -45,6 +47,11 @@ class Selected:
     contract: str
     device: str
     nodeid: str
+    subject: str | None = None  # None: a falsifier without subjects
+
+    @property
+    def cell(self) -> tuple[str, str, str | None]:
+        return (self.falsifier, self.device, self.subject)
 
 
 @dataclass
@@ -81,9 +88,13 @@ def _suggest(word: str, candidates: Iterable[str]) -> str:
     return ""
 
 
-def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: bool, device: str) -> list[Selected]:
-    """The generated tests to run, in contract/falsifier/device order. Raises click.UsageError."""
-    from pv.codegen import test_name
+def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: bool, device: str,
+           subject: str | None = None) -> list[Selected]:
+    """The generated tests to run, in contract/falsifier/subject/device order. `subject`: only
+    that subject's cells; a `path:DIR` subject (pv.subjects) runs every selected falsifier that
+    takes subjects on that checkpoint instead of its declared ones. Raises click.UsageError."""
+    from pv.codegen import function_name, test_name
+    from pv.subjects import is_path_subject
 
     ids, contracts = list(ids), list(contracts)
     index = plan.falsifiers()
@@ -103,6 +114,9 @@ def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: 
         wanted.update(by_contract[cid])
     if everything:
         wanted.update(index)
+    adhoc = is_path_subject(subject)
+    if subject is not None:
+        _check_subject(index, wanted, ids, subject, adhoc)
     selected: list[Selected] = []
     unavailable: list[str] = []
     for fid, (target, f) in index.items():  # plan order: deterministic
@@ -112,20 +126,48 @@ def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: 
         if not devices:
             unavailable.append(f"{fid} (declares {', '.join(f.devices)})")
         rel = plan.workspace.rel(target.path)
-        for dev in devices:
-            selected.append(Selected(fid, target.contract.metadata.id, dev, f"{rel}::{test_name(fid, dev)}"))
+        subjects: list[str | None] = list(f.subjects or [None])
+        if subject is not None:
+            subjects = [subject] if (adhoc and f.subjects) or subject in subjects else []
+        for subj in subjects:
+            for dev in devices:
+                # An ad-hoc subject is not in the generated parametrization: pytest gets the
+                # function and the plugin narrows it (--pv-device, --pv-subject).
+                name = function_name(fid) if adhoc else test_name(fid, dev, subj)
+                selected.append(Selected(fid, target.contract.metadata.id, dev, f"{rel}::{name}", subj))
     named_but_unavailable = [u for u in unavailable if u.split(" ")[0] in set(ids)]
     if named_but_unavailable:
         raise click.UsageError(f"not declared for --device {device}: " + "; ".join(named_but_unavailable))
     if not selected:
-        raise click.UsageError(f"nothing to run on --device {device}")
+        raise click.UsageError(f"nothing to run on --device {device}"
+                               + (f" with subject {subject}" if subject else ""))
     return selected
 
 
+def _check_subject(index: dict[str, Any], wanted: set[str], ids: list[str], subject: str, adhoc: bool) -> None:
+    """A named falsifier must take subjects (and, for a declared name, declare it); some selected
+    falsifier must."""
+    takes = [fid for fid in wanted if index[fid][1].subjects]
+    if adhoc:
+        refused = [fid for fid in ids if not index[fid][1].subjects]
+        if refused:
+            raise click.UsageError(f"--subject-path: {', '.join(refused)} declare(s) no `subjects:`, so no "
+                                   "checkpoint can be given to them")
+        if not takes:
+            raise click.UsageError("--subject-path: none of the selected falsifiers declares `subjects:`")
+        return
+    declared = sorted({s for fid in wanted for s in (index[fid][1].subjects or [])})
+    refused = [fid for fid in ids if subject not in (index[fid][1].subjects or [])]
+    if refused or subject not in declared:
+        who = ", ".join(refused) if refused else "the selected falsifiers"
+        raise click.UsageError(f"--subject {subject!r}: not a subject of {who}; declared: "
+                               f"{', '.join(declared) or 'none'}{_suggest(subject, declared)}")
+
+
 def select_stale(workspace: Workspace, plan: Any, ids: Iterable[str], contracts: Iterable[str], device: str,
-                 ledger_path: Path) -> list[Selected]:
-    """The generated tests of every falsifier x required device whose deciding evidence is
-    STALE (pv status's rule), narrowed by ids / contracts / device. The evidence is the
+                 ledger_path: Path, subject: str | None = None) -> list[Selected]:
+    """The generated tests of every falsifier x required cell (subject x device) whose deciding
+    evidence is STALE (pv status's rule), narrowed by ids / contracts / device / subject. The evidence is the
     workspace's ledger followed by `ledger_path` when that is another file (on the GPU machine:
     the committed evidence, then what this machine has recorded since)."""
     from pv import ledger as ledger_mod
@@ -137,11 +179,11 @@ def select_stale(workspace: Workspace, plan: Any, ids: Iterable[str], contracts:
     if Path(ledger_path).resolve() != workspace.ledger.resolve():
         records = records + ledger_mod.read(ledger_path).records
     report = build_report(loaded, failures, records, workspace.rel(workspace.ledger), [], None,
-                          TreeDigests(workspace.root))
-    owed = {(f.id, d.device) for _, f, d in stale_rows(report)}
+                          TreeDigests(workspace.root), workspace.subject_param)
+    owed = {(f.id, d.device, d.subject) for _, f, d in stale_rows(report)}
     ids, contracts = list(ids), list(contracts)
-    candidates = select(plan, ids, contracts, not (ids or contracts), device)
-    return [s for s in candidates if (s.falsifier, s.device) in owed]
+    candidates = select(plan, ids, contracts, not (ids or contracts), device, subject)
+    return [s for s in candidates if s.cell in owed]
 
 
 # --- execution -------------------------------------------------------------------------------
@@ -161,8 +203,8 @@ def plugin_autoloads() -> bool:
 
 def pytest_command(selected: list[Selected], *, rootdir: Path, report: Path, run_id: str, device: str,
                    ledger: Any, mutant: str | None, keyword: str | None,
-                   pytest_args: Iterable[str] = ()) -> list[str]:
-    cmd = [sys.executable, "-m", "pytest", *[s.nodeid for s in selected],
+                   pytest_args: Iterable[str] = (), subject: str | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", *dict.fromkeys(s.nodeid for s in selected),
            "--pv-report", str(report), "--pv-run-id", run_id, "--pv-device", device,
            "--tb=short", "-q", "-p", "no:cacheprovider", "--rootdir", str(rootdir)]
     if not plugin_autoloads():  # e.g. pv used from a source tree on PYTHONPATH (the GPU machine)
@@ -173,6 +215,8 @@ def pytest_command(selected: list[Selected], *, rootdir: Path, report: Path, run
         cmd += ["--pv-ledger", str(ledger)]
     if mutant:
         cmd += ["--pv-mutant", mutant]
+    if subject:
+        cmd += ["--pv-subject", subject]
     if keyword:
         cmd += ["-k", keyword]
     cmd += list(pytest_args)
@@ -194,7 +238,7 @@ def _read_report(stream: Any, on_event: Callable[[dict[str, Any]], None]) -> Non
 
 def execute(workspace: Workspace, selected: list[Selected], *, device: str = "auto", repeat: int = 1,
             ledger: Any = DEFAULT, mutant: str | None = None, keyword: str | None = None,
-            pytest_args: Iterable[str] = (), run_id: str | None = None,
+            pytest_args: Iterable[str] = (), run_id: str | None = None, subject: str | None = None,
             on_outcome: Callable[[Outcome, int], None] | None = None,
             echo_output: Callable[[str], None] | None = None, git_commit: str | None = None) -> RunResult:
     """Run the selected generated tests `repeat` times in pytest subprocesses (the API that
@@ -215,7 +259,8 @@ def execute(workspace: Workspace, selected: list[Selected], *, device: str = "au
     for rep in range(1, repeat + 1):
         read_end, write_end = os.pipe()
         cmd = pytest_command(selected, rootdir=workspace.root, report=Path(f"/dev/fd/{write_end}"), run_id=run_id,
-                             device=device, ledger=ledger, mutant=mutant, keyword=keyword, pytest_args=pytest_args)
+                             device=device, ledger=ledger, mutant=mutant, keyword=keyword, pytest_args=pytest_args,
+                             subject=subject)
         lines: list[str] = []
         try:
             proc = subprocess.Popen(cmd, cwd=workspace.root, env=env, stdout=subprocess.PIPE,
@@ -238,7 +283,7 @@ def execute(workspace: Workspace, selected: list[Selected], *, device: str = "au
                 return
             outcome = Outcome.from_json(event)
             outcome.repeat = rep
-            seen.add((outcome.falsifier, outcome.device))
+            seen.add((outcome.falsifier, outcome.device, outcome.subject))
             result.outcomes.append(outcome)
             if on_outcome is not None:
                 on_outcome(outcome, rep)
@@ -255,7 +300,8 @@ def execute(workspace: Workspace, selected: list[Selected], *, device: str = "au
         result.returncodes.append(proc.returncode)
         outputs.append("".join(lines))
         if keyword is None and not pytest_args:  # -k / passthrough may deselect on purpose
-            result.missing += [s.nodeid for s in selected if (s.falsifier, s.device) not in seen]
+            result.missing += [s.nodeid if s.nodeid.endswith("]") else f"{s.nodeid}[{s.device}-{s.subject}]"
+                               for s in selected if s.cell not in seen]
     result.output = "\n".join(outputs)
     return result
 
@@ -306,21 +352,23 @@ def progress_line(event: Outcome, done: int, total: int, mutant: str | None) -> 
     extra = ""
     if event.verdict in ("SKIP", "ERROR") and event.message:
         extra = f"  {_short(event.message, 100)}"
-    return (f"[{done}/{total}] {event.falsifier}  {event.device:<4}  {verdict}  "
+    where = event.device if not event.subject else f"{event.device}[{event.subject}]"
+    return (f"[{done}/{total}] {event.falsifier}  {where:<4}  {verdict}  "
             f"margin {_margin(event.margin)}  {float(event.duration_s or 0):.2f}s{extra}")
 
 
 def print_table(result: RunResult, mutant: str | None, repeat: int) -> None:
     rows = []
+    with_subjects = any(e.subject for e in result.outcomes)  # the column only when a subject ran
     for event in result.outcomes:
-        row = [event.falsifier, event.device]
+        row = [event.falsifier] + ([event.subject or "—"] if with_subjects else []) + [event.device]
         if repeat > 1:
             row.append(str(event.repeat or ""))
         row += [event.verdict, _margin(event.margin),
                 f"{float(event.duration_s or 0):.2f}s",
                 _observed(event.observations or {}) or _short(event.message or "", 60)]
         rows.append(row)
-    header = ["FALSIFIER", "DEVICE"] + (["#"] if repeat > 1 else []) + ["VERDICT", "MARGIN", "TIME", "OBSERVED"]
+    header = ["FALSIFIER"] + (["SUBJECT"] if with_subjects else []) + ["DEVICE"] + (["#"] if repeat > 1 else []) + ["VERDICT", "MARGIN", "TIME", "OBSERVED"]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     verdict_col = header.index("VERDICT")
     click.echo("")
@@ -399,6 +447,12 @@ class _RunCommand(click.Command):
 @click.option("--stale", is_flag=True,
               help="Run exactly the falsifier x device rows whose deciding evidence is STALE (definition or "
                    "code changed since); with --device, on that device only.")
+@click.option("--subject", default=None, metavar="NAME",
+              help="Run only this subject's cells (a name from the falsifiers' `subjects:`).")
+@click.option("--subject-path", default=None, metavar="DIR",
+              help="Run the selected falsifiers that take subjects on your HF checkpoint directory DIR "
+                   "(recorded as subject path:DIR with a digest; shown under 'Your checkpoints' by pv status, "
+                   "never counted toward a contract).")
 @click.option("--git-commit", default=None, metavar="SHA",
               help="The commit this tree is (wins over asking git; e.g. on a copy without .git). Same as "
                    "PV_GIT_COMMIT.")
@@ -408,7 +462,8 @@ class _RunCommand(click.Command):
 @pass_workspace
 def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything: bool,
             device: str, repeat: int, keyword: str | None, no_ledger: bool, ledger_path: str | None,
-            stale: bool, git_commit: str | None, mutant: str | None, verbose: bool, *,
+            stale: bool, subject: str | None, subject_path: str | None, git_commit: str | None,
+            mutant: str | None, verbose: bool, *,
             workspace: Workspace) -> None:
     """Run falsifiers and record the evidence. Arguments after `--` go to pytest."""
     from pv import codegen
@@ -420,17 +475,18 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
         raise click.UsageError("--stale picks its own selection; it excludes --all and --mutant")
     if git_commit is not None and not re.fullmatch(r"[0-9a-fA-F]{7,64}", git_commit):
         raise click.UsageError(f"--git-commit {git_commit!r} is not a commit id (7 to 64 hex digits)")
+    subject = _subject_option(subject, subject_path, stale)
     plan = codegen.ensure_fresh(workspace)
     ledger: Any = None if no_ledger else (Path(ledger_path).resolve() if ledger_path else DEFAULT)
     ledger_file = None if ledger is None else (workspace.ledger if ledger is DEFAULT else ledger)
     if stale:
         selected = select_stale(workspace, plan, falsifiers, contracts, device,
-                                ledger_file or workspace.ledger)
+                                ledger_file or workspace.ledger, subject)
         if not selected:
             click.echo(f"nothing is stale on {device}: every deciding record matches the current definition and code")
             return
     else:
-        selected = select(plan, falsifiers, contracts, everything, device)
+        selected = select(plan, falsifiers, contracts, everything, device, subject)
     if mutant:
         _check_mutant(workspace, mutant)
 
@@ -441,6 +497,7 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
     total = len(selected) * repeat
     what = f"{len(selected)} falsifier test(s)" + (f" x {repeat}" if repeat > 1 else "")
     click.echo(f"running {what} on {device}" + (f" under mutant {mutant}" if mutant else "")
+               + (f" with subject {subject}" if subject else "")
                + ("" if ledger_label else " (dry run)"))
     done = 0
 
@@ -451,6 +508,7 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
 
     result = execute(workspace, selected, device=device, repeat=repeat, ledger=ledger, mutant=mutant,
                      keyword=keyword, pytest_args=pytest_args, on_outcome=on_outcome, git_commit=git_commit,
+                     subject=subject,
                      echo_output=(lambda line: click.echo(line, err=True)) if verbose else None)
     if result.broken and not verbose:
         click.echo(result.output.rstrip("\n")[-20000:], err=True)
@@ -468,6 +526,28 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
         click.echo(click.style(f"pytest exited with status {result.returncodes}", fg="red"), err=True)
     if not result.ok:
         sys.exit(1)
+
+
+def _subject_option(subject: str | None, subject_path: str | None, stale: bool) -> str | None:
+    """The subject to pass the plugin: a declared name (--subject), or `path:<abs dir>` of a
+    checked checkpoint directory (--subject-path). Bad input is a usage error naming the path."""
+    from pv import subjects
+    from pv.schema import SUBJECT_PATTERN
+
+    if subject is not None and subject_path is not None:
+        raise click.UsageError("--subject and --subject-path exclude each other")
+    if subject is not None and not re.fullmatch(SUBJECT_PATTERN, subject):
+        hint = "; for a checkpoint directory use --subject-path DIR" if "/" in subject or subjects.is_path_subject(
+            subject) else ""
+        raise click.UsageError(f"--subject {subject!r} is not a subject name (a plain slug like tiny-trained){hint}")
+    if subject_path is None:
+        return subject
+    if stale:
+        raise click.UsageError("--subject-path runs your checkpoint; it excludes --stale")
+    try:
+        return subjects.path_subject(subject_path).name
+    except subjects.SubjectError as exc:
+        raise click.UsageError(f"--subject-path: {exc}") from None
 
 
 def _check_mutant(workspace: Workspace, name: str) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime
 import difflib
 import json
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,13 +31,17 @@ from pv.lifecycle import (
     DeviceState,
     FalsifierState,
     FalsifierStatus,
+    AdhocCell,
     MutantState,
+    adhoc_cells,
     compute,
     orphans,
     overclaim,
     to_json,
 )
 from pv.loader import LoadedContract, load_contract
+from pv.markdown import fmt_value, md_code, md_text
+from pv.markdown import table as _table
 from pv.schema import DEVICES, STATUS_RANK, LifecycleStatus
 
 STATUS_ORDER = [
@@ -69,6 +72,8 @@ class Report:
     load_failures: list[tuple[str, str]] = field(default_factory=list)  # (path, first problem)
     # Records naming a falsifier no contract has: (ledger line, record, why). They decide nothing.
     orphans: list[tuple[int, LedgerRecord, str]] = field(default_factory=list)
+    # Evidence on users' own checkpoints (`pv run --subject-path`): shown, never counted.
+    adhoc: list[AdhocCell] = field(default_factory=list)
 
     @property
     def live(self) -> list[Entry]:
@@ -79,19 +84,20 @@ class Report:
 def build_report(
     loaded: list[LoadedContract], failures: list[tuple[str, str]], records: list[LedgerRecord],
     ledger_path: str, ledger_problems: list[LedgerProblem], lines: list[int] | None = None,
-    code: Any = None,
+    code: Any = None, subject_param: str = "subject",
 ) -> Report:
     """Pure: contracts (already loaded) + records -> report, sorted by contract id, then path.
     `lines`: each record's ledger line (default: its position); `code`: the tree's module
     digests (pv.codebind.TreeDigests) that decide whether a record's code is current."""
     usable = [lc for lc in loaded if lc.contract is not None]
     contracts = [lc.contract for lc in usable]
-    statuses = compute(contracts, records, code)  # type: ignore[arg-type]
+    statuses = compute(contracts, records, code, subject_param)  # type: ignore[arg-type]
     by_contract = {id(lc.contract): lc.display_path for lc in usable}
     entries = sorted((Entry(by_contract[id(s.contract)], s) for s in statuses), key=lambda e: (e.status.id, e.path))
     lines = lines if lines is not None else list(range(1, len(records) + 1))
     lost = [(lines[i], r, why) for i, r, why in orphans(contracts, records, incomplete=bool(failures))]  # type: ignore[arg-type]
-    return Report(entries, ledger_path, sorted(ledger_problems, key=lambda p: p.line), sorted(failures), lost)
+    return Report(entries, ledger_path, sorted(ledger_problems, key=lambda p: p.line), sorted(failures), lost,
+                  adhoc_cells(contracts, records, code))  # type: ignore[arg-type]
 
 
 def load_all(ws: Workspace) -> tuple[list[LoadedContract], list[tuple[str, str]]]:
@@ -112,42 +118,11 @@ def gather(ws: Workspace) -> tuple[Report, list[LoadedContract]]:
 
     contents = ledger_mod.read(ws.ledger)
     report = build_report(loaded, failures, contents.records, ws.rel(ws.ledger), contents.problems,
-                          contents.lines, TreeDigests(ws.root))
+                          contents.lines, TreeDigests(ws.root), ws.subject_param)
     return report, loaded
 
 
 # --- markdown ------------------------------------------------------------------------------------
-
-# Characters that could break a table row, open HTML, a link or a code span. (`_`, `#` and `~`
-# only format text in the places pv puts contract text, so they are left readable.)
-_MD_SPECIAL = re.compile(r"([\\`*\[\]<>|&])")
-
-
-def md_text(value: Any) -> str:
-    """Contract or ledger text, safe inside a table cell or after a bullet: markdown and HTML
-    punctuation backslash-escaped, line breaks as <br>."""
-    lines = str(value).splitlines() or [""]
-    return "<br>".join(_MD_SPECIAL.sub(r"\\\1", line) for line in lines)
-
-
-def md_code(value: Any) -> str:
-    """Text as an inline code span, safe inside a table cell (one line, pipes escaped)."""
-    text = " ".join(str(value).split()).replace("|", "\\|")
-    if not text:
-        return ""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def fmt_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
 
 def _prediction_names(prediction: str) -> list[str] | None:
     from pv import expr
@@ -194,7 +169,7 @@ def _margin(record: LedgerRecord | None) -> str:
     return fmt_value(float(record.margin))
 
 
-def _device_row_cells(f: FalsifierStatus, d: DeviceEvidence) -> list[str]:
+def _device_row_cells(prediction: str, d: DeviceEvidence) -> list[str]:
     record = d.record
     if d.state is DeviceState.PENDING:
         return [d.device, "PENDING", "—", "—", "—"]
@@ -202,7 +177,30 @@ def _device_row_cells(f: FalsifierStatus, d: DeviceEvidence) -> list[str]:
         last = f" (last {record.verdict.value})" if record is not None else ""
         return [d.device, f"STALE{last}", md_text(d.stale_reason()), "—", _evidence_cell(record)]
     assert record is not None
-    return [d.device, d.state.value, _observed(record, f.falsifier.prediction), _margin(record), _evidence_cell(record)]
+    return [d.device, d.state.value, _observed(record, prediction), _margin(record), _evidence_cell(record)]
+
+
+def _subject(subject: str | None) -> str:
+    return "—" if subject is None else md_code(subject)
+
+
+def _checkpoints_section(report: Report) -> list[str]:
+    """Falsifiers run on users' own checkpoints (`pv run --subject-path DIR`): one row per
+    falsifier x checkpoint (path and digest) x device. They never count toward a contract."""
+    out = ["## Your checkpoints", ""]
+    if not report.adhoc:
+        return out + ["None. Run the model-level falsifiers on a checkpoint of yours with "
+                      "`pv run --subject-path DIR --contract ID` (docs/adopting.md).", ""]
+    out += ["Evidence on checkpoints given by path. A checkpoint is its path and the digest of its "
+            "config.json and weight headers; these rows never count toward a contract's status.", ""]
+    rows = []
+    for c in report.adhoc:
+        d = c.evidence
+        verdict, observed, margin, evidence = _device_row_cells(c.falsifier.prediction, d)[1:]
+        rows.append([md_code(c.subject), md_code((c.subject_digest or "?")[:12]), md_code(c.falsifier.id),
+                     md_code(c.contract), d.device, verdict, observed, margin, evidence])
+    return out + _table(["checkpoint", "digest", "falsifier", "contract", "device", "verdict", "observed",
+                         "margin", "evidence"], rows) + [""]
 
 
 def stale_rows(report: Report) -> list[tuple[Entry, FalsifierStatus, DeviceEvidence]]:
@@ -216,12 +214,6 @@ def _falsifier_label(f: FalsifierStatus) -> str:
     if f.falsifier.ship_blocking:
         label += "<br>ship-blocking"
     return label
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    out += ["| " + " | ".join(cell if cell else " " for cell in row) + " |" for row in rows]
-    return out
 
 
 def _open_ship_blocking(report: Report) -> list[tuple[Entry, FalsifierStatus]]:
@@ -244,7 +236,7 @@ def summary(report: Report) -> dict[str, Any]:
     for device in DEVICES:
         needing = [f for f in falsifiers if device in f.falsifier.devices]
         if needing:
-            passed = sum(f.device(device).state is DeviceState.PASS for f in needing)  # type: ignore[union-attr]
+            passed = sum(f.device_passed(device) for f in needing)  # every subject's cell
             per_device[device] = {"discharged": passed, "total": len(needing)}
     falsifier_states = {s.value: sum(f.state is s for f in falsifiers) for s in FalsifierState}
     declared = sum(len(f.mutants) for f in falsifiers)
@@ -258,9 +250,10 @@ def summary(report: Report) -> dict[str, Any]:
         "mutants": {"killed": killed, "declared": declared, "unproven_falsifiers": sum(f.unproven for f in falsifiers)},
         "open_ship_blocking": [f.id for _, f in _open_ship_blocking(report)],
         "overclaims": [e.status.id for e in report.entries if overclaim(e.status)],
-        "stale": [{"falsifier": f.id, "device": d.device, "why": list(d.stale_because)}
+        "stale": [{"falsifier": f.id, "subject": d.subject, "device": d.device, "why": list(d.stale_because)}
                   for _, f, d in stale_rows(report)],
         "orphan_records": len(report.orphans),
+        "checkpoint_rows": len(report.adhoc),
     }
 
 
@@ -293,6 +286,7 @@ def render_markdown(report: Report) -> str:
             "`pv ledger check`.",
             ">",
             *[f"> - line {line}: {md_code(r.falsifier)} {r.verdict.value} on {md_text(r.device)}"
+              f"{' with subject ' + md_code(r.subject) if r.subject else ''}"
               f"{' under ' + md_code(r.mutant) if r.mutant else ''}: {md_text(why)}"
               for line, r, why in report.orphans[:50]],
             *([f"> - … and {len(report.orphans) - 50} more"] if len(report.orphans) > 50 else []),
@@ -349,8 +343,8 @@ def render_markdown(report: Report) -> str:
         out += [f"{len(owed)} falsifier x device row(s) are STALE: the deciding record was made for an older "
                 "definition or ran code that has changed since. Stale evidence never discharges. Re-run them "
                 "with `pv run --stale --device DEVICE`.", ""]
-        out += _table(["falsifier", "device", "last verdict", "why"],
-                      [[md_code(f.id), d.device, d.record.verdict.value if d.record else "—",
+        out += _table(["falsifier", "subject", "device", "last verdict", "why"],
+                      [[md_code(f.id), _subject(d.subject), d.device, d.record.verdict.value if d.record else "—",
                         md_text(d.stale_reason())] for _, f, d in owed])
     else:
         out.append("None.")
@@ -385,12 +379,15 @@ def render_markdown(report: Report) -> str:
         for f in st.falsifiers:
             for i, d in enumerate(f.devices):
                 head = [_falsifier_label(f), f.state.value] if i == 0 else ["", ""]
-                device, verdict, observed, margin, evidence = _device_row_cells(f, d)
+                device, verdict, observed, margin, evidence = _device_row_cells(f.falsifier.prediction, d)
                 tail = [md_code(f.falsifier.prediction), f.strength] if i == 0 else ["", ""]
-                rows.append(head + [device, verdict, observed, tail[0], margin, evidence, tail[1]])
-        out += _table(["falsifier", "status", "device", "verdict", "observed", "prediction (bound)", "margin",
-                       "evidence", "mutants killed"], rows)
+                rows.append(head + [_subject(d.subject), device, verdict, observed, tail[0], margin, evidence,
+                                    tail[1]])
+        out += _table(["falsifier", "status", "subject", "device", "verdict", "observed", "prediction (bound)",
+                       "margin", "evidence", "mutants killed"], rows)
         out.append("")
+
+    out += _checkpoints_section(report)
 
     out += ["## Kill matrix", ""]
     mutants = sorted({m for e in report.entries for f in e.status.falsifiers for m in f.falsifier.mutants})
@@ -424,8 +421,12 @@ def render_json(report: Report, ids: set[str] | None = None) -> str:
                    "problems": [{"line": p.line, "message": p.message} for p in report.ledger_problems]},
         "load_failures": [{"path": p, "problem": m} for p, m in report.load_failures],
         "orphans": [{"line": line, "record_id": r.record_id, "falsifier": r.falsifier, "contract": r.contract,
-                     "device": r.device, "verdict": r.verdict.value, "why": why} for line, r, why in report.orphans],
+                     "device": r.device, "subject": r.subject, "verdict": r.verdict.value, "why": why} for line, r, why in report.orphans],
         "summary": summary(report),
+        "checkpoints": [{"subject": c.subject, "subject_digest": c.subject_digest, "contract": c.contract,
+                         "falsifier": c.falsifier.id, "device": c.evidence.device, "state": c.evidence.state.value,
+                         "observations": c.evidence.record.observations if c.evidence.record else None}
+                        for c in report.adhoc],
         "contracts": [to_json(e.status, e.path) for e in report.entries if not ids or e.status.id in ids],
     }
     return json.dumps(data, indent=2, ensure_ascii=False)
@@ -452,6 +453,8 @@ def terminal_summary(report: Report, ids: set[str] | None = None) -> str:
         lines.append(f"open ship-blocking: {f.id} {f.state.value}: {f.explain()}")
     for cid in s["overclaims"]:
         lines.append(f"PV501 {cid}: declared status claims more than the evidence (pv validate)")
+    if report.adhoc:
+        lines.append(f"{len(report.adhoc)} row(s) on your checkpoints (not counted): see 'Your checkpoints'")
     return "\n".join(lines)
 
 
@@ -563,7 +566,7 @@ def _require_fresh(report: Report, ids: set[str] | None) -> None:
         return
     click.echo(f"{len(stale)} ship-blocking falsifier x device row(s) decided by stale evidence:", err=True)
     for f, d in stale:
-        click.echo(f"  {f.id} on {d.device}: {d.stale_reason()}", err=True)
+        click.echo(f"  {f.id} on {d.label}: {d.stale_reason()}", err=True)
     devices = sorted({d.device for _, d in stale})
     click.echo("re-run them: " + "; ".join(f"pv run --stale --device {dev}" for dev in devices), err=True)
     sys.exit(1)

@@ -231,9 +231,11 @@ def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants
             usable = [d for d in devices if acts_on is None or d in acts_on]
             if devices and not usable:
                 result.not_applicable[(fid, mutant)] = f"acts on {', '.join(acts_on or ())} only"
-            for dev in usable:
-                tests.append(Selected(fid, contract_file.contract.metadata.id, dev,
-                                      f"{workspace.rel(contract_file.path)}::{test_name(fid, dev)}"))
+            for subject in falsifier.subjects or [None]:
+                for dev in usable:
+                    tests.append(Selected(fid, contract_file.contract.metadata.id, dev,
+                                          f"{workspace.rel(contract_file.path)}::{test_name(fid, dev, subject)}",
+                                          subject))
         if tests:
             out[mutant] = tests
     return out
@@ -259,7 +261,7 @@ def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutan
             echo(click.style(f"mutant {mutant}: {len(tests)} falsifier test(s)", bold=True))
 
         def on_outcome(event: Any, _rep: int) -> None:  # a pv.outcome.Outcome
-            fid, dev, verdict = event.falsifier, event.device, event.verdict or "ERROR"
+            fid, dev, verdict = event.falsifier, _cell(event.device, event.subject), event.verdict or "ERROR"
             with lock:
                 result.verdicts.setdefault((fid, mutant), {})[dev] = verdict
                 if verdict in ("ERROR", "SKIP") and event.message:
@@ -279,7 +281,8 @@ def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutan
                                  fg="red"), err=True)
                 echo(run.output.rstrip("\n")[-3000:], err=True)
                 for test in tests:  # a test that reported nothing is an error, never a kill
-                    result.verdicts.setdefault((test.falsifier, mutant), {}).setdefault(test.device, "ERROR")
+                    result.verdicts.setdefault((test.falsifier, mutant), {}).setdefault(
+                        _cell(test.device, test.subject), "ERROR")
             if jobs > 1:
                 echo(click.style(f"mutant {mutant}: done in {result.seconds[mutant]:.0f}s", bold=True))
 
@@ -393,23 +396,28 @@ def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: 
     whose latest record ran code that has changed since, stay blank."""
     from pv import ledger as ledger_file
     from pv.codebind import TreeDigests
+    from pv.lifecycle import cell_subject
 
     index = plan.falsifiers()
     declared = {fid: list(index[fid][1].mutants) for fid in selected_ids}
     result = StrengthResult(falsifiers=selected_ids, mutants=mutants, declared=declared, matrix=matrix,
                             device=device)
-    current = {fid: index[fid][1].definition_sha256() for fid in selected_ids}
+    # the definition hash of each cell: per subject for a falsifier with subjects
+    current = {fid: {s: index[fid][1].definition_sha256(s, plan.workspace.subject_param)
+                     for s in (index[fid][1].subjects or [None])} for fid in selected_ids}
     wanted = set(mutants)
     latest: dict[tuple[str, str, str], Any] = {}
     for record in ledger_file.read(path).records:
+        cells = current.get(record.falsifier, {})
+        subject = cell_subject(record, cells)  # a record from before subjects: by its hash
         if (record.mutant not in wanted or record.falsifier not in current
-                or record.falsifier_sha256 != current[record.falsifier]
+                or subject not in cells or record.falsifier_sha256 != cells[subject]
                 or (device != "auto" and record.device != device)
                 or record.device not in index[record.falsifier][1].devices
                 or (not matrix and record.mutant not in declared[record.falsifier])):
             continue
         # The ledger's order decides which record is the latest, never the typed-in time.
-        latest[(record.falsifier, record.mutant, record.device)] = record
+        latest[(record.falsifier, record.mutant, _cell(record.device, subject))] = record
     tree = TreeDigests(plan.workspace.root)  # a latest record that ran other code is stale: blank
     latest = {key: r for key, r in latest.items() if not tree.changes(r.code_digests)}
     for (fid, mutant, dev), record in sorted(latest.items()):
@@ -418,6 +426,11 @@ def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: 
             result.messages[(fid, mutant)] = record.message.strip().splitlines()[0][:200]
     result.unproven = [fid for fid in selected_ids if not declared[fid]]
     return result
+
+
+def _cell(device: str, subject: str | None) -> str:
+    """A verdict's column: the device, or `cpu[tiny-trained]` for a subject's cell."""
+    return device if subject is None else f"{device}[{subject}]"
 
 
 def workspace_registry(workspace: Workspace) -> dict[str, Any]:

@@ -16,8 +16,7 @@ Checkpoint names used in contract params:
                    random twin, exactly like tiny-trained / tiny-random; a subject that is neither
                    cached nor buildable here (no GPU) makes the check SKIP (DeviceUnavailable)
 
-Under a subject (`for_subject`, or the environment variable PV_SUBJECT that pv's runner sets for
-`pv run --subject NAME`), a contract's `checkpoint: tiny-trained` means that subject and
+Under a subject (`for_subject`, or the environment variable PV_SUBJECT, as scripts/gpu-scale.sh sets it), a contract's `checkpoint: tiny-trained` means that subject and
 `checkpoint: tiny-random` its random twin: one contract, several subjects.
 
 A planted bug changes what these build, so the caches belong to the bugs planted when they were
@@ -65,7 +64,10 @@ def known_checkpoints() -> tuple[str, ...]:
 
 
 def trained_of(name: str) -> str:
-    """The subject a checkpoint name belongs to (itself, or the subject of a random twin)."""
+    """The subject a checkpoint name belongs to (itself, or the subject of a random twin); a
+    checkpoint directory given by path is its own subject."""
+    if Path(name).is_dir():
+        return name
     for subject in subject_names():
         if name in (subject, random_twin(subject)):
             return subject
@@ -163,6 +165,8 @@ def checkpoint_dir(name: str = "tiny-trained") -> Path:
 
 @functools.lru_cache(maxsize=None)
 def _subject_dir(subject: str) -> Path:
+    if Path(subject).is_dir():
+        return Path(subject).resolve()
     from pvlab.runtime import subjects, zoo
 
     if subject == TINY:
@@ -189,7 +193,11 @@ def recipe(name: str = "tiny-trained"):
 
     from pvlab.runtime.pretrain import Recipe
 
-    meta = json.loads((checkpoint_dir(name) / "runtime.json").read_text(encoding="utf-8"))
+    path = checkpoint_dir(name) / "runtime.json"
+    if not path.is_file():  # e.g. a user's HF checkpoint given by path (pv run --subject-path)
+        raise FileNotFoundError(f"{path.parent} has no runtime.json: this check scores the checkpoint on the data it "
+                                "was trained on, which only a checkpoint saved by pvlab's runtime records")
+    meta = json.loads(path.read_text(encoding="utf-8"))
     return Recipe.from_dict(meta["recipe"])
 
 
