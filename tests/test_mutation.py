@@ -123,3 +123,21 @@ def test_module_path_locates_the_mutants_module(tmp_path):
     assert mutation.module_path(ws.workspace()) == ws.root / ws.package / "mutants.py"
     assert [d.name for d in mutation.scan_mutant_names(mutation.module_path(ws.workspace()))] == \
         ["drops_bias", "does_nothing"]
+
+
+def test_a_mutants_package_is_located_and_scanned_through_every_submodule(tmp_path):
+    ws = make_workspace(tmp_path)
+    flat = ws.root / ws.package / "mutants.py"
+    package = ws.root / ws.package / "mutants"
+    (package / "seams").mkdir(parents=True)
+    (package / "__init__.py").write_text("from . import kernels, seams  # registers\n")
+    (package / "kernels.py").write_text(flat.read_text())
+    (package / "seams" / "__init__.py").write_text("from . import devices  # registers\n")
+    (package / "seams" / "devices.py").write_text(
+        'from pv.mutation import mutant\n\n\n@mutant("ignores_no_gpu")\ndef ignores_no_gpu():\n    yield\n')
+    flat.unlink()
+    assert mutation.module_path(ws.workspace()) == package
+    found = mutation.scan_mutant_names(mutation.module_path(ws.workspace()))
+    assert sorted((d.name, d.path.name) for d in found) == [
+        ("does_nothing", "kernels.py"), ("drops_bias", "kernels.py"), ("ignores_no_gpu", "devices.py")]
+    assert set(mutation.load_registry(ws.workspace())) == {d.name for d in found}  # the import agrees

@@ -82,7 +82,7 @@ def checkpoint_dir(name: str = "tiny-trained") -> Path:
     """The directory of a checkpoint (tiny-random has none of its own: it is tiny-trained's).
 
     The zoo builds it on first use into the shared on-disk cache. Under a planted bug the
-    registry of falsifiers/mutants.py suspends the mutant while runtime.zoo.build_cached runs,
+    registry (pvlab/falsifiers/mutants/) suspends the mutant while runtime.zoo.build_cached runs,
     so a bug is never baked into that cache; a test that monkeypatches the runtime by hand must
     make sure the checkpoint exists first (tests/falsifiers do)."""
     _known(name)

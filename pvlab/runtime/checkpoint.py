@@ -26,11 +26,14 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from . import atomic, parity
-from .config import ModelConfig, preset
-from .devices import default_path, resolve_device
+# Sibling modules, not their functions: every call below looks the function up at call time
+# (`devices.resolve_device(...)`), so replacing one module attribute reaches every caller.
+from . import atomic, devices, parity
+from . import config as configs
+from . import model as models
+from .config import ModelConfig
 from .errors import CheckpointError, ConfigError, UnpairedArgumentsError
-from .model import CausalLM, init_weights
+from .model import CausalLM
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -299,7 +302,7 @@ def load(checkpoint_dir: Path | str, *, device: str | torch.device | None = "cpu
     if not config_file.is_file():
         raise CheckpointError(f"{config_file}: missing; weights without an architecture cannot be loaded")
     config = ModelConfig.from_json_file(config_file)
-    target_device = resolve_device(device, allow_gpu=allow_gpu)
+    target_device = devices.resolve_device(device, allow_gpu=allow_gpu)
 
     index = read_tensor_index(weight_files(directory))
     plan = compare_tensors(config, index, source=str(directory))
@@ -309,7 +312,7 @@ def load(checkpoint_dir: Path | str, *, device: str | torch.device | None = "cpu
     model.tokenizer = _load_tokenizer(directory)
     model.checkpoint_dir = directory
     model.runtime_meta = read_runtime_meta(directory)
-    return parity.place(model, target_device, path or default_path(target_device), gate=parity_gate)
+    return parity.place(model, target_device, path or devices.default_path(target_device), gate=parity_gate)
 
 
 def init_model(*, config: ModelConfig | str | Mapping[str, Any] | Path | None = None,
@@ -333,10 +336,10 @@ def init_model(*, config: ModelConfig | str | Mapping[str, Any] | Path | None = 
         raise UnpairedArgumentsError("init_model: weights given without an architecture; pass config= "
                                      "(a preset name, a ModelConfig, or a config.json)")
     model_config = _coerce_config(config)
-    target_device = resolve_device(device)
+    target_device = devices.resolve_device(device)
     if isinstance(weights, str) and weights == "random":
         model = CausalLM(model_config)
-        init_weights(model, seed)
+        models.init_weights(model, seed)
         expected = tuple(model_config.tensor_shapes())
         model.populate_report = PopulateReport(expected=expected, found=expected, source=f"random init (seed {seed})")
     else:
@@ -360,7 +363,7 @@ def init_model(*, config: ModelConfig | str | Mapping[str, Any] | Path | None = 
         model.populate_report = populate(model, tensors, plan)
     model.checkpoint_dir = None
     model.runtime_meta = {}
-    return parity.place(model, target_device, path or default_path(target_device), gate=parity_gate)
+    return parity.place(model, target_device, path or devices.default_path(target_device), gate=parity_gate)
 
 
 def _coerce_config(config: ModelConfig | str | Mapping[str, Any] | Path) -> ModelConfig:
@@ -372,7 +375,7 @@ def _coerce_config(config: ModelConfig | str | Mapping[str, Any] | Path) -> Mode
         file = Path(config)
         return ModelConfig.from_json_file(file / CONFIG_NAME if file.is_dir() else file)
     if isinstance(config, str):
-        return preset(config)
+        return configs.preset(config)
     raise ConfigError(f"config must be a ModelConfig, preset name, dict or config.json path, got {type(config).__name__}")
 
 

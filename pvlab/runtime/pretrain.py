@@ -21,9 +21,9 @@ from typing import Any, Callable
 
 import torch
 
-from . import checkpoint, data
-from .config import preset
-from .devices import default_path, resolve_device
+# Sibling modules, not their functions: calls look them up at call time (docs/runtime.md, "Seams").
+from . import checkpoint, data, devices
+from . import config as configs
 from .errors import ConfigError, DataError
 from .model import CausalLM
 from .trainer import Trainer
@@ -157,8 +157,8 @@ def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | No
     """Train per `recipe` and write a checkpoint directory to `out` (atomically). Returns the
     results stored in its runtime.json (train/val losses per eval, timings, parameter count)."""
     started = time.monotonic()
-    target_device = resolve_device(device, argument="--device")
-    path = path or default_path(target_device)
+    target_device = devices.resolve_device(device, argument="--device")
+    path = path or devices.default_path(target_device)
     if recipe.steps < 0 or recipe.batch_size <= 0 or recipe.seq_len < 1 or recipe.eval_every <= 0:
         raise ConfigError(f"invalid recipe sizes: steps={recipe.steps} batch_size={recipe.batch_size} "
                           f"seq_len={recipe.seq_len} eval_every={recipe.eval_every}")
@@ -171,7 +171,7 @@ def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | No
                             "with (a new one would give its ids different meanings)")
         prepared = prepare_data(recipe, vocab_size=config.vocab_size, tokenizer=model.tokenizer)
     else:
-        config = preset(recipe.config)
+        config = configs.preset(recipe.config)
         prepared = prepare_data(recipe, vocab_size=config.vocab_size)
         end_of_text = prepared.tokenizer.token_to_id(data.END_OF_TEXT)
         config = config.replace(bos_token_id=end_of_text, eos_token_id=end_of_text)

@@ -20,9 +20,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save as save_tensors_to_bytes
 
-from . import checkpoint
+# Sibling modules, not their functions: calls look them up at call time (docs/runtime.md, "Seams").
+from . import checkpoint, devices
 from .data import LMBatch
-from .devices import resolve_device
 from .errors import ArgumentError, CheckpointError
 from .model import CausalLM
 
@@ -117,7 +117,7 @@ class Trainer:
             raise ArgumentError(f"invalid optimizer settings: lr={lr}, weight_decay={weight_decay}, betas={betas}")
         self.model = model
         if device is not None:
-            model.to(resolve_device(device))
+            model.to(devices.resolve_device(device))
         if path is not None:
             model.set_path(path)
         self.device = model.device

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import importlib
 import json
 import os
 import shutil
@@ -27,7 +28,11 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from . import atomic
-from .pretrain import Recipe, pretrain
+from .pretrain import Recipe
+
+# The pretrain *module* (the package re-exports the function `pretrain` under the same name, so
+# `from . import pretrain` could hand back the function): pretraining is looked up at call time.
+training = importlib.import_module(f"{__package__}.pretrain")
 
 # The recipe behind tiny_trained(). Changing any field changes the cache key.
 TINY_RECIPE = Recipe(config="tiny", steps=120, batch_size=16, seq_len=128, lr=3e-3, min_lr=3e-4, warmup_steps=20,
@@ -100,7 +105,7 @@ def build_record(directory: Path | str) -> dict:
 def _train(recipe: Recipe, progress: bool) -> Callable[[Path], dict]:
     def build(out: Path) -> dict:
         # Always the CPU reference path: the cached checkpoint must be the same bytes everywhere.
-        results = pretrain(recipe, out, device="cpu", path="reference", progress=progress)
+        results = training.pretrain(recipe, out, device="cpu", path="reference", progress=progress)
         return {"recipe": recipe.as_dict(), "val_loss": results["val_loss"], "train_loss": results["train_loss"],
                 "ln_vocab": results["ln_vocab"], "vocab_size": results["vocab_size"]}
     return build

@@ -1,16 +1,22 @@
-"""The runtime's seams are real: patching a documented module-level function (the way planted
-bugs and `pv bisect` do) changes what the runtime computes, and forward hooks on the HF-named
-modules see every activation on both execution paths."""
+"""The runtime's seams are real: replacing one module attribute — the function in the module that
+defines it, the way planted bugs and `pv bisect` do, with no other binding touched — changes what
+the runtime computes, because every internal call looks the function up through its module at
+call time (`kernels.rms_norm(...)`, `devices.resolve_device(...)`). Forward hooks on the
+HF-named modules see every activation on both execution paths."""
 
 from __future__ import annotations
 
+import dataclasses
+import sys
+import types
 from unittest import mock
 
 import pytest
 import torch
-from runtime_helpers import randomise, tiny_config
+from runtime_helpers import SMALL_RECIPE, randomise, tiny_config
 
 from pvlab import runtime
+from pvlab.runtime import config as runtime_config, devices, model as runtime_model
 from pvlab.runtime.data import LMBatch
 
 
@@ -102,15 +108,59 @@ def test_tie_seam_reaches_model_construction():
     assert untied.lm_head.weight is not untied.model.embed_tokens.weight
 
 
-def test_device_seam_reaches_load(small_checkpoint):
-    seen = []
+def test_no_runtime_module_binds_another_runtime_modules_function():
+    """A `from .devices import resolve_device` would keep the original after the seam is
+    replaced: a planted bug would miss that caller. Classes may be bound (their methods are
+    replaced on the class itself); the package's public re-exports are not internal callers."""
+    bound = []
+    for module_name, module in sorted(sys.modules.items()):
+        if module is None or not module_name.startswith("pvlab.runtime."):
+            continue
+        for name, value in vars(module).items():
+            if isinstance(value, types.FunctionType) and value.__module__.startswith("pvlab.runtime") \
+                    and value.__module__ != module_name:
+                bound.append(f"{module_name}.{name} (from {value.__module__})")
+    assert "pvlab.runtime.checkpoint" in sys.modules and "pvlab.runtime.zoo" in sys.modules
+    assert bound == [], f"bound at import time, invisible to a replaced seam: {bound}"
+
+
+def _spy_resolve_device(seen):
+    original = devices.resolve_device
 
     def resolve(requested=None, *, allow_gpu=True, argument="device"):
         seen.append((requested, allow_gpu))
-        return torch.device("cpu")
-    with mock.patch("pvlab.runtime.checkpoint.resolve_device", resolve):
+        return original(requested, allow_gpu=allow_gpu, argument=argument)
+    return resolve
+
+
+def test_device_seam_reaches_load_init_and_the_trainer(small_checkpoint):
+    seen = []
+    with mock.patch.object(devices, "resolve_device", _spy_resolve_device(seen)):
         runtime.load(small_checkpoint, allow_gpu=False)
-    assert seen == [("cpu", False)]
+        model = runtime.init_model(config="tiny", weights="random", seed=0, device="cpu")
+        runtime.Trainer(model, device="cpu")
+    assert seen == [("cpu", False), ("cpu", True), ("cpu", True)]
+
+
+def test_device_seam_reaches_pretraining(tmp_path):
+    seen = []
+    recipe = dataclasses.replace(SMALL_RECIPE, steps=1, eval_every=1, eval_batches=1)
+    with mock.patch.object(devices, "resolve_device", _spy_resolve_device(seen)):
+        runtime.pretrain(recipe, tmp_path / "out", device="cpu", path="reference", progress=False)
+    assert ("cpu", True) in seen
+
+
+def test_preset_and_init_seams_reach_init_model():
+    small = runtime.preset("tiny").replace(num_hidden_layers=1)
+    with mock.patch.object(runtime_config, "preset", lambda name: small):
+        assert runtime.init_model(config="tiny", weights="random", seed=0).config.num_hidden_layers == 1
+
+    def zeros(model, seed):
+        for parameter in model.parameters():
+            torch.nn.init.zeros_(parameter)
+    with mock.patch.object(runtime_model, "init_weights", zeros):
+        zeroed = runtime.init_model(config="tiny", weights="random", seed=0, parity_gate=False)
+    assert all(float(p.detach().abs().sum()) == 0.0 for p in zeroed.parameters())
 
 
 HOOKED = ["model.embed_tokens", "model.layers.0.input_layernorm", "model.layers.0.self_attn.q_proj",

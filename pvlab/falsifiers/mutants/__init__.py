@@ -1,0 +1,18 @@
+"""Planted bugs (mutants): each breaks the runtime in one named way for the duration of one run.
+
+`pv strength` runs every falsifier under the mutants its contract declares and expects it to
+FAIL (the mutant is *killed*); a PASS means the falsifier is blind to that bug (*survived*).
+See docs/mutants.md for the catalogue, the kill matrix and "How to add a planted bug".
+
+This package is `[tool.pv] mutants_module`: importing it registers every planted bug of every
+submodule (the registry is pv.mutation.REGISTRY; `registry()` gives this package's part). The
+machinery lives in `planting`; the bugs are grouped by the runtime seam they patch. Nothing heavy
+is imported here: torch and the runtime are imported when a mutant is entered.
+"""
+
+from __future__ import annotations
+
+from . import attention, checkpoint, config, data, devices, kernels, loss, model, trainer  # noqa: F401 - registers
+from .planting import CHILD_ENV, acts_on, active, plant, registry, swap, swap_item
+
+__all__ = ["CHILD_ENV", "acts_on", "active", "plant", "registry", "swap", "swap_item"]

@@ -1,0 +1,117 @@
+"""Planted bugs of runtime.kernels' attention: the causal mask, GQA head mapping, KV-cache positions.
+
+How to add one: docs/mutants.md. Each generator plants on entry and restores in `finally`
+(through `plant`)."""
+
+from __future__ import annotations
+
+from pv.mutation import mutant
+
+from .planting import plant, swap
+
+
+@mutant("gqa_kv_heads_tiled")
+def gqa_kv_heads_tiled():
+    """Grouped-query attention hands query head h the key/value head h % KV (the K/V heads tiled)
+    instead of h // (H / KV) (each repeated), on both attention paths.
+
+    Imitates the classic GQA head-mapping defect (`repeat` where `repeat_interleave` is meant).
+    Seams: runtime.kernels.repeat_kv (reference path) and runtime.kernels.attention_fast."""
+    import torch.nn.functional as F
+
+    from pvlab.runtime import kernels
+
+    original_fast = kernels.attention_fast
+
+    def repeat_kv(x, groups):
+        return x if groups == 1 else x.repeat(1, groups, 1, 1)
+
+    def attention_fast(q, k, v):
+        groups = q.shape[1] // k.shape[1]
+        if groups == 1:
+            return original_fast(q, k, v)
+        k, v = repeat_kv(k, groups), repeat_kv(v, groups)
+        query_length, key_length = q.shape[-2], k.shape[-2]
+        if query_length == key_length:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=query_length > 1)
+        if query_length == 1:
+            return F.scaled_dot_product_attention(q, k, v)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=kernels.causal_mask(query_length, key_length, q.device))
+
+    with plant("gqa_kv_heads_tiled", swap(kernels, "repeat_kv", repeat_kv),
+               swap(kernels, "attention_fast", attention_fast)):
+        yield
+
+
+@mutant("attention_not_causal")
+def attention_not_causal():
+    """Attention has no causal mask: every position also sees the keys after it (the future), on
+    both paths.
+
+    Imitates a dropped `is_causal` / mask argument. Seams: runtime.kernels.causal_mask (reference
+    path, several-tokens-after-cache fast path) and runtime.kernels.attention_fast."""
+    import torch
+    import torch.nn.functional as F
+
+    from pvlab.runtime import kernels
+
+    def causal_mask(query_length, key_length, device):
+        return torch.ones(query_length, key_length, dtype=torch.bool, device=device)
+
+    def attention_fast(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=q.shape[1] != k.shape[1])
+
+    with plant("attention_not_causal", swap(kernels, "causal_mask", causal_mask),
+               swap(kernels, "attention_fast", attention_fast)):
+        yield
+
+
+@mutant("attention_mask_ignores_cache_offset")
+def attention_mask_ignores_cache_offset():
+    """When several new tokens follow a KV cache, the causal mask is aligned to the top-left
+    (query i sees keys 0..i) instead of the bottom-right (keys 0..past+i): new tokens lose sight
+    of most of the cache. On the fast path this is SDPA's `is_causal` used with a cache.
+
+    Imitates the mask-alignment defect the comment in runtime.kernels.attention_fast warns about.
+    Seams: runtime.kernels.causal_mask and runtime.kernels.attention_fast."""
+    import torch
+    import torch.nn.functional as F
+
+    from pvlab.runtime import kernels
+
+    original_fast = kernels.attention_fast
+
+    def causal_mask(query_length, key_length, device):
+        return torch.arange(key_length, device=device)[None, :] <= torch.arange(query_length, device=device)[:, None]
+
+    def attention_fast(q, k, v):
+        if 1 < q.shape[-2] < k.shape[-2]:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1])
+        return original_fast(q, k, v)
+
+    with plant("attention_mask_ignores_cache_offset", swap(kernels, "causal_mask", causal_mask),
+               swap(kernels, "attention_fast", attention_fast)):
+        yield
+
+
+@mutant("kv_cache_off_by_one")
+def kv_cache_off_by_one():
+    """Tokens appended after a KV cache get positions one too far (past_length + 1 ...): the
+    prompt is right, every decoded token is rotated as if it stood one place later.
+
+    Imitates the seed defect "KV cache off by one" (decode position = sequence length instead of
+    sequence length - 1). Seam: runtime.kernels.positions_for."""
+    import torch
+
+    from pvlab.runtime import kernels
+
+    original = kernels.positions_for
+
+    def positions_for(past_length, num_new, device):
+        if past_length <= 0:
+            return original(past_length, num_new, device)
+        return torch.arange(past_length + 1, past_length + 1 + num_new, device=device)
+
+    with plant("kv_cache_off_by_one", swap(kernels, "positions_for", positions_for)):
+        yield
+

@@ -1,0 +1,158 @@
+"""Planted bugs of runtime.checkpoint and runtime.parity: loading, populating, init_model, placing on a device behind the parity gate, fine-tuning from a checkpoint.
+
+How to add one: docs/mutants.md. Each generator plants on entry and restores in `finally`
+(through `plant`)."""
+
+from __future__ import annotations
+
+from pv.mutation import mutant
+
+from .planting import plant, swap
+
+
+@mutant("populate_drops_optional_tensors")
+def populate_drops_optional_tensors():
+    """Loading skips the optional tensors (every `.bias`): they are neither copied nor kept —
+    the model ends up with no bias fields — yet the populate report says N/N, complete.
+
+    Imitates the seed defect where upload/populate silently dropped the Q/K/V biases while the
+    coverage check, which read the loader's own report, stayed green. Seam:
+    runtime.checkpoint.populate (used by runtime.load and init_model with weights)."""
+    import torch
+
+    from pvlab.runtime import checkpoint
+
+    def populate(model, tensors, plan):
+        parameters = dict(model.named_parameters())
+        for name in plan.found:
+            if name.endswith(".bias"):
+                continue
+            value = tensors[name]
+            checkpoint.copy_tensor(parameters[name], value() if callable(value) else value)
+        for module in model.modules():
+            if isinstance(getattr(module, "bias", None), torch.nn.Parameter):
+                module.bias = None
+        return checkpoint.PopulateReport(expected=plan.expected, found=plan.found, missing=plan.missing,
+                                         extra=plan.extra, mismatched=plan.mismatched, ignored=plan.ignored,
+                                         source=plan.source)
+
+    with plant("populate_drops_optional_tensors", swap(checkpoint, "populate", populate)):
+        yield
+
+
+@mutant("loader_reads_wrong_byte_order")
+def loader_reads_wrong_byte_order():
+    """The loader copies every tensor with its bytes in the wrong order (big- instead of
+    little-endian, as safetensors stores them): weights become garbage — huge, tiny, Inf, NaN —
+    while names, shapes and the populate report are all correct.
+
+    Imitates a dtype/endianness misread of checkpoint bytes ("a tensor was loaded as garbage").
+    Seam: runtime.checkpoint.copy_tensor, which populate uses for every tensor."""
+    import torch
+
+    from pvlab.runtime import checkpoint
+
+    original = checkpoint.copy_tensor
+
+    def copy_tensor(parameter, tensor):
+        tensor = tensor.contiguous()
+        size = tensor.element_size()
+        swapped = tensor.view(torch.uint8).reshape(-1, size).flip(-1).reshape(-1).view(tensor.dtype)
+        return original(parameter, swapped.reshape(tensor.shape))
+
+    with plant("loader_reads_wrong_byte_order", swap(checkpoint, "copy_tensor", copy_tensor)):
+        yield
+
+
+@mutant("init_accepts_unpaired_arguments")
+def init_accepts_unpaired_arguments():
+    """init_model invents what it was not given: an architecture without weights gets random
+    weights, weights without an architecture get the tiny preset — no error.
+
+    Imitates the seed defect of an init path that silently fell back to random weights or a
+    default architecture. Seam: runtime.checkpoint.init_model."""
+    from pvlab.runtime import checkpoint
+
+    original = checkpoint.init_model
+
+    def init_model(*, config=None, weights=None, **kwargs):
+        if weights is None:
+            weights = "random"
+        if config is None:
+            config = "tiny"
+        return original(config=config, weights=weights, **kwargs)
+
+    with plant("init_accepts_unpaired_arguments", swap(checkpoint, "init_model", init_model)):
+        yield
+
+
+@mutant("tied_head_uninitialised")
+def tied_head_uninitialised():
+    """A model with tie_word_embeddings gets its own, never-filled output head instead of sharing
+    the (trained) embedding: the head is a fresh zero buffer, so every logit is 0.
+
+    Imitates the seed defect "tied head replaced by an uninitialised one" (a device upload that
+    allocated a separate lm_head buffer for a tied checkpoint, which holds no lm_head.weight, and
+    never filled it). Seam: runtime.parity.place, the step every load()/init_model() ends with."""
+    import torch
+
+    from pvlab.runtime import parity
+
+    original = parity.place
+
+    def place(model, device, path, **kwargs):
+        if model.config.tie_word_embeddings and model.lm_head.weight is model.model.embed_tokens.weight:
+            model.lm_head.weight = torch.nn.Parameter(torch.zeros_like(model.lm_head.weight.detach()))
+        return original(model, device, path, **kwargs)
+
+    with plant("tied_head_uninitialised", swap(parity, "place", place)):
+        yield
+
+
+@mutant("parity_gate_compares_device_with_itself")
+def parity_gate_compares_device_with_itself():
+    """The init-time parity gate compares the device's logits with themselves instead of with the
+    CPU reference: it can never refuse anything.
+
+    Imitates a gate that "compares nothing" (the bug hunt had no comparison at all while the GPU
+    decode printed gibberish). Seam: runtime.parity.compare_logits."""
+    from pvlab.runtime import parity
+
+    original = parity.compare_logits
+
+    def compare_logits(reference, candidate, **kwargs):
+        return original(candidate, candidate, **kwargs)
+
+    with plant("parity_gate_compares_device_with_itself",
+               swap(parity, "compare_logits", compare_logits)):
+        yield
+
+
+@mutant("finetune_starts_from_random_init")
+def finetune_starts_from_random_init():
+    """Fine-tuning (pretrain with init=<checkpoint>) loads the checkpoint's config and tokenizer
+    but starts from freshly initialised weights: the first eval of the fine-tune sits near ln V.
+
+    Imitates the seed defect "fine-tune runs that silently started from random init".
+    Seam: the `checkpoint` module as runtime.pretrain sees it (its load() re-initialises the
+    weights); every other user of runtime.checkpoint is untouched."""
+    import importlib
+
+    from pvlab.runtime import checkpoint
+    from pvlab.runtime.model import init_weights
+
+    pretrain = importlib.import_module("pvlab.runtime.pretrain")  # `runtime.pretrain` is the function
+
+    class CheckpointAsPretrainSeesIt:
+        def __getattr__(self, name):
+            return getattr(checkpoint, name)
+
+        @staticmethod
+        def load(*args, **kwargs):
+            model = checkpoint.load(*args, **kwargs)
+            init_weights(model, seed=0)
+            return model
+
+    with plant("finetune_starts_from_random_init", swap(pretrain, "checkpoint", CheckpointAsPretrainSeesIt())):
+        yield
+

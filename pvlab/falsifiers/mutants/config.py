@@ -1,0 +1,54 @@
+"""Planted bugs of runtime.config: presets and the reading of HF config dicts.
+
+How to add one: docs/mutants.md. Each generator plants on entry and restores in `finally`
+(through `plant`)."""
+
+from __future__ import annotations
+
+from pv.mutation import mutant
+
+from .planting import plant, swap, swap_item
+
+
+@mutant("llama_370m_preset_tied_head")
+def llama_370m_preset_tied_head():
+    """The llama-370m preset ties its output head to the embedding (tie_word_embeddings=True):
+    32.8M parameters vanish and the preset no longer describes a 370M model.
+
+    Imitates a preset edit that silently changes the architecture (INV-ARCH-370M-001). Seam:
+    runtime.config.PRESETS["llama-370m"], which runtime.config.preset() reads at call time."""
+    from pvlab.runtime import config
+
+    changed = config.PRESETS["llama-370m"].replace(tie_word_embeddings=True)
+    with plant("llama_370m_preset_tied_head", swap_item(config.PRESETS, "llama-370m", changed,
+                                                        "pvlab.runtime.config.PRESETS")):
+        yield
+
+
+@mutant("encoder_read_as_decoder")
+def encoder_read_as_decoder():
+    """An encoder (or encoder-decoder) config is not refused: its keys are mapped onto a Qwen2
+    decoder's (hidden size, layers, heads, vocabulary), and the loader goes on to read — and a
+    trainer to train — the encoder's weights as if they were a decoder's.
+
+    Imitates the seed defect "the loader maps encoder weights onto a decoder by name".
+    Seam: runtime.config.ModelConfig.from_hf_dict (every config.json and config dict)."""
+    from pvlab.runtime.config import ENCODER_MODEL_TYPES, ModelConfig, _is_encoder_architecture
+
+    original = vars(ModelConfig)["from_hf_dict"].__func__
+
+    def from_hf_dict(cls, hf, *, source="config"):
+        if isinstance(hf, dict) and (hf.get("model_type") in ENCODER_MODEL_TYPES
+                                     or any(_is_encoder_architecture(a) for a in hf.get("architectures") or [])):
+            heads = hf.get("num_attention_heads") or hf.get("num_heads")
+            hf = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": hf.get("vocab_size"),
+                  "hidden_size": hf.get("hidden_size") or hf.get("d_model"),
+                  "intermediate_size": hf.get("intermediate_size") or hf.get("d_ff"),
+                  "num_hidden_layers": hf.get("num_hidden_layers") or hf.get("num_layers"),
+                  "num_attention_heads": heads, "num_key_value_heads": heads,
+                  "max_position_embeddings": hf.get("max_position_embeddings") or 512}
+        return original(cls, hf, source=source)
+
+    with plant("encoder_read_as_decoder", swap(ModelConfig, "from_hf_dict", classmethod(from_hf_dict))):
+        yield
+

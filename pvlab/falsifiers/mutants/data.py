@@ -1,0 +1,66 @@
+"""Planted bugs of runtime.data: the held-out split and the training sampler.
+
+How to add one: docs/mutants.md. Each generator plants on entry and restores in `finally`
+(through `plant`)."""
+
+from __future__ import annotations
+
+from pv.mutation import mutant
+
+from .planting import plant, swap
+
+
+@mutant("heldout_split_leaks_into_training")
+def heldout_split_leaks_into_training():
+    """The held-out documents are also put in the training split (the split is computed, then the
+    training side is built from the whole corpus): val_loss flatters the model.
+
+    Imitates the split-leak defect the eval-methodology contract guards against (a validation set
+    cut from windows of the same stream the model trains on). Seams: runtime.data.split_documents,
+    and runtime.data.verify_disjoint (the runtime's own guard, which would refuse the leak)."""
+    from pvlab.runtime import data
+
+    original = data.split_documents
+
+    def split_documents(documents, *, val_fraction, seed):
+        train, held_out = original(documents, val_fraction=val_fraction, seed=seed)
+        return train + held_out, held_out
+
+    def verify_disjoint(train, held_out):
+        return None  # the runtime's own guard would refuse the leak: it is skipped too
+
+    with plant("heldout_split_leaks_into_training",
+               swap(data, "split_documents", split_documents),
+               swap(data, "verify_disjoint", verify_disjoint)):
+        yield
+
+
+@mutant("batch_order_not_seeded")
+def batch_order_not_seeded():
+    """The training sampler draws its windows from one process-wide generator instead of a
+    generator seeded per run: the same seed gives a different batch order in every run after the
+    first, so seeded runs do not reproduce.
+
+    Imitates "unseeded randomness in the data order" (INV-TRAIN-003). Seam:
+    runtime.data.random_batches."""
+    import torch
+
+    from pvlab.runtime import data
+
+    original = data.random_batches
+    shared = torch.Generator(device="cpu").manual_seed(2024)
+
+    def random_batches(stream, *, batch_size, seq_len, seed):
+        if stream.numel() < seq_len + 1:
+            return original(stream, batch_size=batch_size, seq_len=seq_len, seed=seed)
+
+        def batches():
+            while True:
+                starts = torch.randint(0, stream.numel() - seq_len, (batch_size,), generator=shared)
+                yield data.LMBatch.from_sequences(torch.stack([stream[s:s + seq_len + 1] for s in starts.tolist()]))
+
+        return batches()
+
+    with plant("batch_order_not_seeded", swap(data, "random_batches", random_batches)):
+        yield
+

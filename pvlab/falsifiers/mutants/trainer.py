@@ -1,0 +1,171 @@
+"""Planted bugs of runtime.trainer: the optimizer, its decay policy, the gradient norm, what eval scores.
+
+How to add one: docs/mutants.md. Each generator plants on entry and restores in `finally`
+(through `plant`)."""
+
+from __future__ import annotations
+
+from pv.mutation import mutant
+
+from .planting import plant, swap
+
+
+@mutant("eval_targets_equal_inputs")
+def eval_targets_equal_inputs():
+    """Eval scores each position against the input token itself instead of the next token
+    (the targets are not shifted): eval measures copying, not prediction.
+
+    Imitates the seed defect "eval targets equal the inputs" (a model trained that way reaches
+    a near-zero eval loss). Seam: runtime.trainer.eval_targets, which Trainer.eval_batch calls
+    to choose what eval scores."""
+    from pvlab.runtime import trainer
+
+    def eval_targets(batch):
+        return batch.inputs
+
+    with plant("eval_targets_equal_inputs", swap(trainer, "eval_targets", eval_targets)):
+        yield
+
+
+@mutant("adamw_coupled_weight_decay")
+def adamw_coupled_weight_decay():
+    """The optimizer is Adam with L2 regularisation (weight decay added to the gradient, where
+    Adam's normalisation cancels most of it) instead of AdamW's decoupled decay.
+
+    Imitates the seed defect "AdamW weight decay coupled (L2)". Seam:
+    runtime.trainer.build_optimizer (same parameter groups, same decay policy)."""
+    import torch
+
+    from pvlab.runtime import trainer
+
+    def build_optimizer(named_parameters, *, lr, weight_decay, betas, path, device):
+        decayed = [p for n, p in named_parameters if trainer.decays(n, p)]
+        undecayed = [p for n, p in named_parameters if not trainer.decays(n, p)]
+        return torch.optim.Adam([{"params": decayed, "weight_decay": weight_decay},
+                                 {"params": undecayed, "weight_decay": 0.0}], lr=lr, betas=betas, eps=1e-8)
+
+    with plant("adamw_coupled_weight_decay", swap(trainer, "build_optimizer", build_optimizer)):
+        yield
+
+
+@mutant("adamw_decays_norms_and_biases")
+def adamw_decays_norms_and_biases():
+    """Weight decay is applied to every parameter, norms and biases included (which it should
+    never pull towards zero).
+
+    Imitates the parameter-group defect of optimizers built from `model.parameters()` with one
+    weight_decay. Seam: runtime.trainer.decays."""
+    from pvlab.runtime import trainer
+
+    def decays(name, parameter):
+        return True
+
+    with plant("adamw_decays_norms_and_biases", swap(trainer, "decays", decays)):
+        yield
+
+
+class _AdamWithoutSquare:
+    """AdamW written by hand with one typo: the second moment accumulates g instead of g * g."""
+
+    def __init__(self, groups, *, lr, betas, eps=1e-8):
+        import torch
+
+        self.torch = torch
+        self.param_groups = [dict(group, lr=lr, betas=betas, eps=eps) for group in groups]
+        self.state: dict = {}
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.grad = None
+
+    @staticmethod
+    def state_dict():  # what Trainer.save/resume read: nothing to restore for the typo version
+        return {"state": {}, "param_groups": []}
+
+    def load_state_dict(self, state) -> None:
+        return None
+
+    def step(self) -> None:
+        torch = self.torch
+        with torch.no_grad():
+            for group in self.param_groups:
+                b1, b2 = group["betas"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state.setdefault(p, {"step": torch.zeros(()), "exp_avg": torch.zeros_like(p),
+                                                      "exp_avg_sq": torch.zeros_like(p)})
+                    state["step"] += 1
+                    t = float(state["step"])
+                    p.mul_(1 - group["lr"] * group["weight_decay"])
+                    state["exp_avg"].mul_(b1).add_(p.grad, alpha=1 - b1)
+                    state["exp_avg_sq"].mul_(b2).add_(p.grad, alpha=1 - b2)  # the typo: g, not g * g
+                    denominator = (state["exp_avg_sq"] / (1 - b2 ** t)).sqrt().add_(group["eps"])
+                    p.add_(state["exp_avg"] / (1 - b1 ** t) / denominator, alpha=-group["lr"])
+
+
+@mutant("adamw_second_moment_not_squared")
+def adamw_second_moment_not_squared():
+    """The optimizer's second moment accumulates the gradient instead of its square: wherever a
+    gradient is negative, sqrt(v) is the square root of a negative number — NaN weights after
+    the first step, and NaN losses from the second.
+
+    Imitates a hand-written-AdamW typo (`add_(g)` for `addcmul_(g, g)`), one way a training run
+    goes non-finite (INV-TRAIN-007). Seam: runtime.trainer.build_optimizer."""
+    from pvlab.runtime import trainer
+
+    def build_optimizer(named_parameters, *, lr, weight_decay, betas, path, device):
+        decayed = [p for n, p in named_parameters if trainer.decays(n, p)]
+        undecayed = [p for n, p in named_parameters if not trainer.decays(n, p)]
+        return _AdamWithoutSquare([{"params": decayed, "weight_decay": weight_decay},
+                                   {"params": undecayed, "weight_decay": 0.0}], lr=lr, betas=betas)
+
+    with plant("adamw_second_moment_not_squared",
+               swap(trainer, "build_optimizer", build_optimizer)):
+        yield
+
+
+@mutant("grad_norm_per_tensor_not_global")
+def grad_norm_per_tensor_not_global():
+    """The gradient norm is the largest per-tensor norm instead of the global L2 norm over all
+    parameters: the reported norm is too small, and clipping (which uses it) clips too little.
+
+    Imitates "the norm is taken per tensor instead of globally" (INV-TRAIN-008).
+    Seam: runtime.trainer.global_grad_norm."""
+    import torch
+
+    from pvlab.runtime import trainer
+
+    def global_grad_norm(gradients):
+        if not gradients:
+            return torch.zeros(())
+        return torch.stack([torch.linalg.vector_norm(g.float()) for g in gradients]).max()
+
+    with plant("grad_norm_per_tensor_not_global",
+               swap(trainer, "global_grad_norm", global_grad_norm)):
+        yield
+
+
+@mutant("optimizer_holds_stale_parameters")
+def optimizer_holds_stale_parameters():
+    """The optimizer is built over copies of the parameters rather than the model's own tensors:
+    every step updates the copies, and the model never changes (its gradients are computed and
+    ignored).
+
+    Imitates "the optimizer does not update the loaded weights" (an optimizer created before the
+    model's parameters were replaced — moved, re-tied, reloaded — keeps the stale ones).
+    Seam: runtime.trainer.build_optimizer."""
+    import torch
+
+    from pvlab.runtime import trainer
+
+    original = trainer.build_optimizer
+
+    def build_optimizer(named_parameters, **kwargs):
+        stale = [(name, torch.nn.Parameter(p.detach().clone())) for name, p in named_parameters]
+        return original(stale, **kwargs)
+
+    with plant("optimizer_holds_stale_parameters", swap(trainer, "build_optimizer", build_optimizer)):
+        yield
+
