@@ -98,11 +98,22 @@ def trainer_matches_textbook_loop(*, device: str, path: str | None = None, steps
     exercised: warmup_steps_seen, decay_steps_seen, floor_steps_seen, clipped_steps,
     unclipped_steps; rtol (float32, or bfloat16 on the fast path)."""
     from pvlab.runtime.devices import default_path
-    from pvlab.runtime.trainer import Trainer
 
     dev = torch_device(device)
     path = path or default_path(dev)
     rtol, _ = rtol_atol(tolerance, "bfloat16" if path == "fast" else "float32")
+    observations = _compare_runs(device, path, steps, lr, min_lr, warmup_steps, total_steps, weight_decay, beta1,
+                                 beta2, grad_clip, seed)
+    return {**observations, "rtol": rtol}
+
+
+@fixtures.cached
+def _compare_runs(device: str, path: str, steps: int, lr: float, min_lr: float, warmup_steps: int, total_steps: int,
+                  weight_decay: float, beta1: float, beta2: float, grad_clip: float, seed: int) -> dict:
+    """The two runs and their comparison (cached: two falsifiers judge one run)."""
+    from pvlab.runtime.trainer import Trainer
+
+    dev = torch.device(device)
     start = _start_model(device, path, seed)
     batches = fixtures.train_batches("tiny-trained", steps, seed=seed)
 
@@ -163,5 +174,4 @@ def trainer_matches_textbook_loop(*, device: str, path: str | None = None, steps
             "state_step_mismatches": step_mismatches, "state_missing": missing,
             "decay_group_mismatches": decay_mismatches, "param_max_rel_diff": param_worst,
             "parameters": len(named), "warmup_steps_seen": branches["warmup"], "decay_steps_seen": branches["decay"],
-            "floor_steps_seen": branches["floor"], "clipped_steps": clipped, "unclipped_steps": unclipped,
-            "rtol": rtol}
+            "floor_steps_seen": branches["floor"], "clipped_steps": clipped, "unclipped_steps": unclipped}
