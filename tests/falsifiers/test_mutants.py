@@ -436,6 +436,8 @@ def probe_finetune_starts_from_random_init():
     return loaded.model.layers[0].self_attn.q_proj.weight.detach().clone()
 
 
+from oracle_mutant_probes import *  # noqa: E402,F401,F403 - probes of mutants/independent.py and oracles.py
+
 PROBES = {name[len("probe_"):]: fn for name, fn in dict(globals()).items() if name.startswith("probe_")}
 
 
