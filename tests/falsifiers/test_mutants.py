@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import distributed_probes  # probes of mutants/distributed.py
+import oracle_mutant_probes  # probes of mutants/independent.py and mutants/oracles.py
 import equivalence_probes  # probes of mutants/equivalence.py (kept apart: this file's size)
 import pytest
 import torch
@@ -515,7 +516,8 @@ def probe_resume_drops_optimizer_state():
 
 
 PROBES = {name[len("probe_"):]: fn
-          for name, fn in {**dict(globals()), **vars(equivalence_probes), **vars(distributed_probes)}.items()
+          for name, fn in {**dict(globals()), **vars(equivalence_probes), **vars(distributed_probes),
+                           **vars(oracle_mutant_probes)}.items()
           if name.startswith("probe_")}
 
 
