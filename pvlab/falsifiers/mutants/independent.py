@@ -45,8 +45,8 @@ def post_attention_norm_reuses_input_norm():
     Imitates a copy-paste slip in a pre-norm block. Seam: runtime.model.DecoderLayer.forward."""
     from pvlab.runtime import model
 
-    def forward(self, x, cos, sin, cache=None):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache)
+    def forward(self, x, cos, sin, cache=None, mask=None):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, mask)
         return x + self.mlp(self.input_layernorm(x))
 
     with plant("post_attention_norm_reuses_input_norm", swap(model.DecoderLayer, "forward", forward)):
@@ -58,20 +58,15 @@ def embeddings_scaled_by_sqrt_hidden():
     """The token embeddings are multiplied by sqrt(hidden_size) before the first layer.
 
     Imitates Gemma's embedding normaliser applied to a Qwen2/Llama model. Seam:
-    runtime.model.DecoderModel.forward."""
-    from pvlab.runtime import kernels, model
+    runtime.model.Embedding.forward."""
+    from pvlab.runtime import model
 
-    def forward(self, input_ids, cache=None):
-        seq = input_ids.shape[1]
-        past = cache.length if cache is not None else 0
-        positions = kernels.positions_for(past, seq, input_ids.device)
-        cos, sin = kernels.rope_cos_sin(self.config.rope_theta, self.config.attention_head_dim, positions)
-        x = self.embed_tokens(input_ids) * math.sqrt(self.config.hidden_size)
-        for layer in self.layers:
-            x = layer(x, cos, sin, cache)
-        return model.apply_final_norm(self.norm, x)
+    embed = model.Embedding.forward
 
-    with plant("embeddings_scaled_by_sqrt_hidden", swap(model.DecoderModel, "forward", forward)):
+    def forward(self, input_ids):
+        return embed(self, input_ids) * math.sqrt(self.weight.shape[1])
+
+    with plant("embeddings_scaled_by_sqrt_hidden", swap(model.Embedding, "forward", forward)):
         yield
 
 

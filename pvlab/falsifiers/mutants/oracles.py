@@ -23,7 +23,7 @@ def qkv_bias_added_after_rope():
     Seam: runtime.model.Attention.forward."""
     from pvlab.runtime import kernels, model
 
-    def forward(self, x, cos, sin, cache=None):
+    def forward(self, x, cos, sin, cache=None, mask=None):
         batch, seq, _ = x.shape
 
         def rotated_then_biased(linear, heads):
@@ -39,7 +39,10 @@ def qkv_bias_added_after_rope():
         v = self.v_proj(x).view(batch, seq, self.num_kv_heads, self.head_dim).transpose(1, 2)
         if cache is not None:
             k, v = cache.update(self.layer_index, k, v)
-        y = kernels.attention_fast(q, k, v) if self.path == "fast" else kernels.attention_reference(q, k, v)
+        if self.path == "fast":
+            y = self._attend_fast(q, k, v, mask)
+        else:
+            y = kernels.attention_reference(q, k, v) if mask is None else kernels.attention_reference(q, k, v, mask)
         return self.o_proj(y.transpose(1, 2).reshape(batch, seq, self.num_heads * self.head_dim))
 
     with plant("qkv_bias_added_after_rope", swap(model.Attention, "forward", forward)):
