@@ -78,10 +78,12 @@ def _contracts(workspace: Workspace) -> tuple[list[Any], list[str]]:
     return contracts, broken
 
 
-def current_definitions(workspace: Workspace) -> tuple[dict[str, str], list[str]]:
-    """falsifier id -> current definition_sha256, and the contract files that failed to load."""
+def current_definitions(workspace: Workspace) -> tuple[dict[str, set[str]], list[str]]:
+    """falsifier id -> its current definition hashes (the falsifier's own, and one per subject
+    cell: a record of a cell carries that cell's hash), and the contract files that failed to load."""
     contracts, broken = _contracts(workspace)
-    current = {f.id: f.definition_sha256() for c in contracts for f in c.falsification_tests}
+    current = {f.id: {f.definition_sha256(), *(f.definition_sha256(s, workspace.subject_param) for s in f.subjects or ())}
+               for c in contracts for f in c.falsification_tests}
     return current, broken
 
 
@@ -271,7 +273,7 @@ def merge_cmd(files: tuple[str, ...], into: str | None, allow_stale: bool) -> No
     current, broken = current_definitions(workspace)
     for path in broken:
         click.echo(f"warning: {path} does not load; its falsifiers count as unknown (see `pv validate`)", err=True)
-    stale = [(n, r) for n, r in new if current.get(r.falsifier) != r.falsifier_sha256]
+    stale = [(n, r) for n, r in new if r.falsifier_sha256 not in current.get(r.falsifier, set())]
     if stale and not allow_stale:
         for name, r in stale:
             why = "no such falsifier now" if r.falsifier not in current else "definition changed since"
