@@ -80,7 +80,7 @@ def test_pvlab_wheel_holds_only_pvlab(tmp_path: Path):
 
     dist_info = {t for t in top_level(names) if t.endswith(".dist-info")}
     assert top_level(names) - dist_info == {"pvlab"}, sorted(top_level(names))
-    for needed in ("pvlab/__init__.py", "pvlab/runtime/model.py", "pvlab/falsifiers/mutants.py"):
+    for needed in ("pvlab/__init__.py", "pvlab/runtime/model.py", "pvlab/falsifiers/mutants/__init__.py", "pvlab/falsifiers/mutants/planting.py"):
         assert needed in names, needed
     assert "pvlab/pyproject.toml" not in names
 
