@@ -19,22 +19,13 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 # NVLink multicast (NVLS / symmetric memory) stays off on these machines.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-py=${PYTHON:-python3}
+# shellcheck source=scripts/gpu-env.sh
+. scripts/gpu-env.sh
 config=${SCALE_CONFIG:-qwen2-0.5b}
 steps=${SCALE_STEPS:-30}
 batch=${SCALE_BATCH:-16}
 seq=${SCALE_SEQ:-1024}
 
-if ! "$py" -c 'import pydantic, jsonschema' 2>/dev/null; then
-  if compgen -G '.whl/*.whl' >/dev/null; then
-    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/pv-site .whl/*.whl || exit 2
-    export PYTHONPATH="/tmp/pv-site:$PYTHONPATH"
-  else
-    "$py" -m pip install -q pydantic jsonschema || exit 2
-  fi
-fi
-pv() { "$py" -m pv.cli "$@"; }
 gpus=$("$py" -c 'import torch; print(torch.cuda.device_count())')
 if [ "${gpus:-0}" -lt 2 ]; then
   echo "need 2 GPUs for distributed evidence, found ${gpus:-0}" >&2

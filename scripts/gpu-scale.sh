@@ -18,21 +18,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-scale-out}
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PV_CACHE_DIR=${PV_CACHE_DIR:-$PWD/.pv-cache}
 subject=${SUBJECT:-qwen2-0.5b-stdlib}
-py=${PYTHON:-python3}
+# shellcheck source=scripts/gpu-env.sh
+. scripts/gpu-env.sh
 
-if ! "$py" -c 'import pydantic, jsonschema' 2>/dev/null; then
-  if compgen -G '.whl/*.whl' >/dev/null; then
-    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/pv-site .whl/*.whl || exit 2
-    export PYTHONPATH="/tmp/pv-site:$PYTHONPATH"
-  else
-    "$py" -m pip install -q pydantic jsonschema || exit 2
-  fi
-fi
-
-pv() { "$py" -m pv.cli "$@"; }
 status=0
 phase_start=$(date +%s)
 timings=()
