@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
-# Production scale on a GPU machine, in one command, into OUT (default: ./scale-out):
-#   1. build the subject qwen2-0.5b-stdlib (SUBJECT=... for another): the Qwen2-0.5B shape trained
-#      on this interpreter's standard library, CUDA, bf16 fast path; each phase's duration printed
-#      (corpus, tokenizer, encode, training, eval, save) and kept in OUT/build.json
-#   2. the seed falsifiers against it (PV_SUBJECT: their `checkpoint: tiny-trained` / `tiny-random`
-#      stand for the subject and its random twin): the CUDA rows, then the CPU-only rows
-#   3. the planted bugs the issue expects to be killed at scale: fast_path_drops_qkv_bias by
-#      FALSIFY-CUDA-FORWARD-PARITY-001's loss bound, eval_reads_stale_train_buffer by
-#      EVAL-METHODOLOGY-002 (EVAL-001 scores a random model without a training step: the stale
-#      buffer it would read does not exist there)
-#
-# Nothing is written to a ledger (--no-ledger): until `pv run --subject` records the subject,
-# a record would claim tiny-trained for a run on the 0.5B model. The logs and OUT/summary.txt are
-# the evidence to copy into docs/gpu.md. Runs from a plain copy of the repo like gpu-evidence.sh.
-# Exit status: 0 when the build succeeded, every falsifier passed and both planted bugs were killed.
+# Production scale on a GPU machine (issue #13), into OUT (default: ./scale-out):
+#   scripts/gpu-scale.sh OUT cuda   build the subject qwen2-0.5b-stdlib (the Qwen2-0.5B shape
+#                                   trained on this interpreter's standard library, CUDA, bf16 fast
+#                                   path; each phase's duration printed and kept in OUT/build.json),
+#                                   run every falsifier cell of it and of its random twin on cuda,
+#                                   and plant the two bugs the issue expects to be killed at scale
+#   scripts/gpu-scale.sh OUT cpu    the same cells on the machine's CPU (the CPU side of the
+#                                   CPU<->CUDA comparisons at 0.5B); needs the build of the cuda
+#                                   phase in PV_CACHE_DIR (run both on one machine, one after the other)
+#   scripts/gpu-scale.sh OUT        both phases in one command (over 10 minutes on an H100)
+# Records go to OUT/scale-ledger.jsonl, each naming its subject; merge them where the repo lives:
+#   pv ledger merge OUT/scale-ledger.jsonl && pv status
+# The planted bugs: fast_path_drops_qkv_bias under FALSIFY-CUDA-FORWARD-PARITY-001 (its loss
+# bound, relative to the build's recorded held-out loss) and eval_reads_stale_train_buffer under
+# EVAL-METHODOLOGY-002; their records carry the mutant, so they never count as the falsifier's
+# own evidence. Runs from a plain copy of the repo like gpu-evidence.sh (set PV_GIT_COMMIT).
+# Exit status: 0 when the build succeeded, every cell passed and both planted bugs were killed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-scale-out}
+phase=${2:-all}
+case "$phase" in cuda|cpu|all) ;; *) echo "usage: scripts/gpu-scale.sh [OUT] [cuda|cpu|all]" >&2; exit 2 ;; esac
 mkdir -p "$out"
 export PV_CACHE_DIR=${PV_CACHE_DIR:-$PWD/.pv-cache}
 subject=${SUBJECT:-qwen2-0.5b-stdlib}
+ledger="$out/scale-ledger.jsonl"
 # shellcheck source=scripts/gpu-env.sh
 . scripts/gpu-env.sh
 
@@ -29,51 +34,51 @@ timings=()
 phase_done() { local now; now=$(date +%s); timings+=("$1: $(( now - phase_start )) s"); phase_start=$now; }
 
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-  "$py" -c 'import torch, sys, sysconfig; print("torch", torch.__version__, "cuda", torch.version.cuda, "python", sys.version.split()[0], "stdlib", sysconfig.get_paths()["stdlib"])'
-} > "$out/machine.txt" 2>&1
-cat "$out/machine.txt"
+  "$py" -c 'import torch, sys, sysconfig, os; print("torch", torch.__version__, "cuda", torch.version.cuda, "python", sys.version.split()[0], "cpus", os.cpu_count(), "stdlib", sysconfig.get_paths()["stdlib"])'
+} > "$out/machine-$phase.txt" 2>&1
+cat "$out/machine-$phase.txt"
 
-echo "== build $subject"
-"$py" -m pvlab.runtime.subjects build "$subject" 2>&1 | tee "$out/build.log"
-(( PIPESTATUS[0] )) && { echo "build failed"; exit 1; }
-"$py" - "$subject" "$out/build.json" <<'EOF'
+if [ "$phase" != cpu ]; then
+  echo "== build $subject"
+  "$py" -m pvlab.runtime.subjects build "$subject" 2>&1 | tee "$out/build.log"
+  (( PIPESTATUS[0] )) && { echo "build failed"; exit 1; }
+  "$py" - "$subject" "$out/build.json" <<'PY'
 import json, shutil, sys
 from pvlab.runtime import subjects
 directory = subjects.checkpoint_dir(sys.argv[1], build=False)
 shutil.copyfile(directory / "build.json", sys.argv[2])
-EOF
-phase_done "build $subject"
+PY
+  phase_done "build $subject"
+fi
 
-export PV_SUBJECT=$subject
-cuda_rows=(FALSIFY-CUDA-FORWARD-PARITY-001 FALSIFY-CUDA-FORWARD-PARITY-002 FALSIFY-CUDA-FORWARD-PARITY-003
-           FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001 FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002
-           FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005
-           FALSIFY-CPU-GPU-001 FALSIFY-CPU-GPU-002 FALSIFY-CPU-GPU-003 FALSIFY-CPU-GPU-004
-           FALSIFY-INV-TRAIN-007 FALSIFY-INV-TRAIN-008)
-cpu_rows=(FALSIFY-CPU-FORWARD-SANITY-001 FALSIFY-CPU-FORWARD-SANITY-002 FALSIFY-CPU-FORWARD-SANITY-003
-          FALSIFY-CPU-FORWARD-SANITY-004 FALSIFY-CPU-FORWARD-SANITY-005
-          FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003 FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004)
+run_cells() {  # device
+  local device=$1 s
+  for s in "$subject" "$subject-random"; do
+    echo "== every falsifier cell of $s on $device"
+    pv run --all --device "$device" --subject "$s" --ledger "$ledger" 2>&1 | tee "$out/run-$device-$s.log"
+    (( PIPESTATUS[0] )) && status=1
+  done
+  phase_done "falsifier cells on $device"
+}
 
-echo "== seed falsifiers on cuda against $subject"
-pv run "${cuda_rows[@]}" --device cuda --no-ledger 2>&1 | tee "$out/run-cuda.log"; (( PIPESTATUS[0] )) && status=1
-phase_done "falsifiers on cuda"
-echo "== seed falsifiers on cpu against $subject"
-pv run "${cpu_rows[@]}" --device cpu --no-ledger 2>&1 | tee "$out/run-cpu.log"; (( PIPESTATUS[0] )) && status=1
-phase_done "falsifiers on cpu"
+if [ "$phase" != cpu ]; then
+  run_cells cuda
+  echo "== planted bugs at scale"
+  for pair in "FALSIFY-CUDA-FORWARD-PARITY-001 fast_path_drops_qkv_bias" \
+              "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002 eval_reads_stale_train_buffer"; do
+    set -- $pair
+    pv run "$1" --device cuda --subject "$subject" --mutant "$2" --ledger "$ledger" > "$out/mutant-$2.log" 2>&1
+    if grep -q "FAIL (killed)" "$out/mutant-$2.log"; then echo "killed: $2 by $1"
+    else echo "NOT killed: $2 by $1 ($(grep -oE 'PASS \(survived\)|ERROR|SKIP' "$out/mutant-$2.log" | head -1))"; fi
+    grep -E "^\[" "$out/mutant-$2.log"
+  done | tee "$out/kills.txt"
+  grep -q "NOT killed" "$out/kills.txt" && status=1
+  phase_done "planted bugs on cuda"
+fi
+[ "$phase" != cuda ] && run_cells cpu
 
-echo "== planted bugs at scale"
-for pair in "FALSIFY-CUDA-FORWARD-PARITY-001 fast_path_drops_qkv_bias" \
-            "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002 eval_reads_stale_train_buffer"; do
-  set -- $pair
-  pv run "$1" --device cuda --no-ledger --mutant "$2" > "$out/mutant-$2.log" 2>&1
-  if grep -q "FAIL (killed)" "$out/mutant-$2.log"; then echo "killed: $2 by $1"
-  else echo "NOT killed: $2 by $1 ($(grep -oE 'PASS \(survived\)|ERROR|SKIP' "$out/mutant-$2.log" | head -1))"; fi
-  grep -E "^\[" "$out/mutant-$2.log"
-done | tee "$out/kills.txt"
-grep -q "NOT killed" "$out/kills.txt" && status=1
-phase_done "planted bugs on cuda"
-
-printf '%s\n' "${timings[@]}" | tee "$out/timing.txt"
-{ cat "$out/machine.txt"; grep -E '^(subject|phases|parameters|wall)' "$out/build.log"; cat "$out/kills.txt" "$out/timing.txt"
-} > "$out/summary.txt"
+printf '%s\n' "${timings[@]}" | tee "$out/timing-$phase.txt"
+{ cat "$out/machine-$phase.txt"; [ -f "$out/build.log" ] && grep -E '^(subject|phases|parameters|wall)' "$out/build.log"
+  [ -f "$out/kills.txt" ] && cat "$out/kills.txt"; cat "$out/timing-$phase.txt"
+} > "$out/summary-$phase.txt"
 exit $status

@@ -218,6 +218,29 @@ def test_run_unknown_subject_is_a_usage_error_with_a_suggestion(ws):
     assert result.exit_code == 2 and "FALSIFY-SUBJ-002" in result.output
 
 
+def test_run_skip_subject_leaves_that_subjects_cells_out_and_keeps_the_rest(ws):
+    result = pv("run", "--contract", "subj", "--skip-subject", "bad")
+    assert result.exit_code == 0, result.output  # the "bad" cell would have FAILed
+    assert sorted((r.falsifier, r.subject or "") for r in ws.records()) == [
+        ("FALSIFY-SUBJ-001", "good"), ("FALSIFY-SUBJ-002", "")]
+
+
+def test_run_skip_subject_must_name_a_declared_subject(ws):
+    result = pv("run", "--all", "--skip-subject", "goood")
+    assert result.exit_code == 2 and "no falsifier declares it" in result.output and "good" in result.output
+    assert not ws.ledger.exists()
+
+
+def test_strength_skip_subject_runs_the_mutant_on_the_other_cells_only(ws, monkeypatch):
+    from pv import mutation
+
+    monkeypatch.setattr(mutation, "REGISTRY", {})  # this workspace's planted bugs only
+    result = pv("strength", "FALSIFY-SUBJ-001", "--skip-subject", "bad", "--no-ledger", "--format", "json")
+    payload = json.loads(result.output[result.output.index("{"):])
+    (cell,) = payload["cells"]
+    assert cell["mutant"] == "drops_bias" and set(cell["devices"]) == {"cpu[good]"}, cell
+
+
 @pytest.mark.parametrize("make, what", BAD_PATHS)
 def test_run_subject_path_bad_input_exits_2_naming_the_path(ws, tmp_path, make, what):
     target = tmp_path / "ckpt"

@@ -89,10 +89,12 @@ def _suggest(word: str, candidates: Iterable[str]) -> str:
 
 
 def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: bool, device: str,
-           subject: str | None = None) -> list[Selected]:
+           subject: str | None = None, skip_subjects: Iterable[str] = ()) -> list[Selected]:
     """The generated tests to run, in contract/falsifier/subject/device order. `subject`: only
     that subject's cells; a `path:DIR` subject (pv.subjects) runs every selected falsifier that
-    takes subjects on that checkpoint instead of its declared ones. Raises click.UsageError."""
+    takes subjects on that checkpoint instead of its declared ones. `skip_subjects`: leave those
+    subjects' cells out (a production-scale subject on a machine that cannot build it).
+    Raises click.UsageError."""
     from pv.codegen import function_name, test_name
     from pv.subjects import is_path_subject
 
@@ -117,6 +119,11 @@ def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: 
     adhoc = is_path_subject(subject)
     if subject is not None:
         _check_subject(index, wanted, ids, subject, adhoc)
+    declared = sorted({s for _, f in index.values() for s in (f.subjects or [])})
+    for name in skip_subjects:
+        if name not in declared:
+            raise click.UsageError(f"--skip-subject {name!r}: no falsifier declares it; declared: "
+                                   f"{', '.join(declared) or 'none'}{_suggest(name, declared)}")
     selected: list[Selected] = []
     unavailable: list[str] = []
     for fid, (target, f) in index.items():  # plan order: deterministic
@@ -129,6 +136,7 @@ def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: 
         subjects: list[str | None] = list(f.subjects or [None])
         if subject is not None:
             subjects = [subject] if (adhoc and f.subjects) or subject in subjects else []
+        subjects = [s for s in subjects if s not in skip_subjects]
         for subj in subjects:
             for dev in devices:
                 # An ad-hoc subject is not in the generated parametrization: pytest gets the
@@ -449,6 +457,9 @@ class _RunCommand(click.Command):
                    "code changed since); with --device, on that device only.")
 @click.option("--subject", default=None, metavar="NAME",
               help="Run only this subject's cells (a name from the falsifiers' `subjects:`).")
+@click.option("--skip-subject", "skip_subjects", multiple=True, metavar="NAME",
+              help="Leave this subject's cells out (repeatable), e.g. a production-scale subject this machine "
+                   "cannot build; they stay owed on the dashboard.")
 @click.option("--subject-path", default=None, metavar="DIR",
               help="Run the selected falsifiers that take subjects on your HF checkpoint directory DIR "
                    "(recorded as subject path:DIR with a digest; shown under 'Your checkpoints' by pv status, "
@@ -462,7 +473,8 @@ class _RunCommand(click.Command):
 @pass_workspace
 def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything: bool,
             device: str, repeat: int, keyword: str | None, no_ledger: bool, ledger_path: str | None,
-            stale: bool, subject: str | None, subject_path: str | None, git_commit: str | None,
+            stale: bool, subject: str | None, skip_subjects: tuple[str, ...], subject_path: str | None,
+            git_commit: str | None,
             mutant: str | None, verbose: bool, *,
             workspace: Workspace) -> None:
     """Run falsifiers and record the evidence. Arguments after `--` go to pytest."""
@@ -486,7 +498,7 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
             click.echo(f"nothing is stale on {device}: every deciding record matches the current definition and code")
             return
     else:
-        selected = select(plan, falsifiers, contracts, everything, device, subject)
+        selected = select(plan, falsifiers, contracts, everything, device, subject, skip_subjects)
     if mutant:
         _check_mutant(workspace, mutant)
 

@@ -213,8 +213,10 @@ def render_matrix(result: StrengthResult) -> str:
 
 
 def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants: list[str], registry: dict[str, Any],
-               *, device: str, matrix: bool, result: StrengthResult) -> dict[str, list[Any]]:
-    """mutant -> the generated tests to run under it (records not-applicable pairs in `result`)."""
+               *, device: str, matrix: bool, result: StrengthResult,
+               skip_subjects: tuple[str, ...] = ()) -> dict[str, list[Any]]:
+    """mutant -> the generated tests to run under it (records not-applicable pairs in `result`);
+    the cells of `skip_subjects` are left out."""
     from pv.codegen import test_name
     from pv.commands.run import Selected
 
@@ -231,7 +233,7 @@ def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants
             usable = [d for d in devices if acts_on is None or d in acts_on]
             if devices and not usable:
                 result.not_applicable[(fid, mutant)] = f"acts on {', '.join(acts_on or ())} only"
-            for subject in falsifier.subjects or [None]:
+            for subject in [s for s in falsifier.subjects or [None] if s not in skip_subjects]:
                 for dev in usable:
                     tests.append(Selected(fid, contract_file.contract.metadata.id, dev,
                                           f"{workspace.rel(contract_file.path)}::{test_name(fid, dev, subject)}",
@@ -243,7 +245,8 @@ def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants
 
 def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutants: list[str], *,
                  device: str, ledger: Any, matrix: bool, registry: dict[str, Any] | None = None,
-                 jobs: int = 1, echo: Callable[..., None] = click.echo) -> StrengthResult:
+                 jobs: int = 1, echo: Callable[..., None] = click.echo,
+                 skip_subjects: tuple[str, ...] = ()) -> StrengthResult:
     from pv.commands.run import execute
 
     index = plan.falsifiers()
@@ -251,7 +254,7 @@ def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutan
     result = StrengthResult(falsifiers=selected_ids, mutants=mutants, declared=declared, matrix=matrix,
                             device=device, unproven=[fid for fid in selected_ids if not declared[fid]])
     pairs = plan_pairs(workspace, plan, selected_ids, mutants, registry or {}, device=device, matrix=matrix,
-                       result=result)
+                       result=result, skip_subjects=skip_subjects)
     lock = threading.Lock()
 
     def one(mutant: str) -> None:
@@ -311,6 +314,8 @@ def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutan
               help="Also write the kill matrix (markdown) to this file, e.g. docs/KILL_MATRIX.md.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run this many mutants' pytest processes at a time.")
+@click.option("--skip-subject", "skip_subjects", multiple=True, metavar="NAME",
+              help="Leave this subject's cells out (repeatable), e.g. a production-scale subject.")
 @click.option("--no-ledger", is_flag=True, help="Dry run: record nothing.")
 @click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
               help="Append to this ledger instead of [tool.pv] ledger.")
@@ -318,8 +323,8 @@ def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutan
               help="Run nothing: build the result (and kill matrix) from the fresh records already in the ledger.")
 @pass_workspace
 def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], device: str, only_mutants: tuple[str, ...],
-            matrix: bool, fmt: str, write_path: str | None, jobs: int, no_ledger: bool,
-            ledger_path: str | None, from_ledger: bool, *, workspace: Workspace) -> None:
+            matrix: bool, fmt: str, write_path: str | None, jobs: int, skip_subjects: tuple[str, ...],
+            no_ledger: bool, ledger_path: str | None, from_ledger: bool, *, workspace: Workspace) -> None:
     """Run falsifiers under their declared planted bugs and expect each to FAIL (killed).
 
     With no falsifier or contract named, every falsifier is taken. Exit 1 when a declared
@@ -375,7 +380,7 @@ def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], device: str
         result = result_from_ledger(source, plan, selected_ids, mutants, device=device, matrix=matrix)
     else:
         result = run_strength(workspace, plan, selected_ids, mutants, device=device, ledger=ledger, matrix=matrix,
-                              registry=registry, jobs=jobs, echo=progress)
+                              registry=registry, jobs=jobs, echo=progress, skip_subjects=skip_subjects)
     if write_path:
         from pv.atomic import write_text
 
