@@ -6,23 +6,17 @@ The fast path (bf16, fused attention, chunked cross-entropy — the CUDA default
 Q/K/V projection biases of Qwen2-family models. In the bug hunt the CUDA trainer dropped
 them silently and reported val_loss 18.55, above ln V = 17.21: worse than uniform. Each
 falsifier runs on the fast path, on cpu and on cuda.
-
-contract-sha256: 29e53263bdfe54a4e651ee7590809957f0dc1533edf9315cf34606dbbb40a23f
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify, subjects
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='apr-pretrain-cuda-forward-parity', contract_version='1.2.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='apr-pretrain-cuda-forward-parity', contract_version='1.2.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CUDA-FORWARD-PARITY-001', sha256='25c832f99e36f1aa574755967474ce36b70c12a524cf09b8240bc637a242d701', prediction='val_loss < 0.7 * ln(vocab_size)', subject_sha256={'tiny-trained': 'd3612dcd9c9f0a3436153943b0b8d4f0fa9fb137eb07ecc06e6a6eaadaf732f2'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CUDA-FORWARD-PARITY-001', sha256='25c832f99e36f1aa574755967474ce36b70c12a524cf09b8240bc637a242d701', prediction='val_loss < 0.7 * ln(vocab_size)', devices=['cpu', 'cuda'], subjects=['tiny-trained'], subject_sha256={'tiny-trained': 'd3612dcd9c9f0a3436153943b0b8d4f0fa9fb137eb07ecc06e6a6eaadaf732f2'})
 def test_falsify_cuda_forward_parity_001(device: str, subject: str) -> None:
     """FALSIFY-CUDA-FORWARD-PARITY-001: Fast-path eval loss of a trained checkpoint is well
         below uniform
@@ -37,9 +31,7 @@ def test_falsify_cuda_forward_parity_001(device: str, subject: str) -> None:
     falsify(eval_loss, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-CUDA-FORWARD-PARITY-001', prediction='val_loss < 0.7 * ln(vocab_size)', params={'path': 'fast', 'batches': 4}, tolerance=None, if_fails='The fast path drops Q/K/V biases or has another structural defect; run `pv bisect` against cpu:reference.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CUDA-FORWARD-PARITY-002', sha256='7a788309edb5717f665c34a9ecc7c89f8cb445cd3e84765de11995e192de7245', prediction='qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected', subject_sha256={'tiny-trained': 'ea87586ca98d99909c2bf51116b81e8c06f3e35b9464d8ad5d1789277ac1f9bd'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CUDA-FORWARD-PARITY-002', sha256='7a788309edb5717f665c34a9ecc7c89f8cb445cd3e84765de11995e192de7245', prediction='qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected', devices=['cpu', 'cuda'], subjects=['tiny-trained'], subject_sha256={'tiny-trained': 'ea87586ca98d99909c2bf51116b81e8c06f3e35b9464d8ad5d1789277ac1f9bd'})
 def test_falsify_cuda_forward_parity_002(device: str, subject: str) -> None:
     """FALSIFY-CUDA-FORWARD-PARITY-002: When the config uses attention biases, every Q/K/V bias
         tensor is present on the device
@@ -54,9 +46,7 @@ def test_falsify_cuda_forward_parity_002(device: str, subject: str) -> None:
     falsify(qkv_bias_presence, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-CUDA-FORWARD-PARITY-002', prediction='qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected', params={'path': 'fast'}, tolerance=None, if_fails='Upload or populate skips optional tensors; the device model has no bias fields.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CUDA-FORWARD-PARITY-003', sha256='e82c522ba4035b0811b892d29a795e1a759b4086cb1c35001ad0e517eb268b05', prediction='bias_effect_max_abs > 1e-3', subject_sha256={'tiny-trained': 'e26e34fb22f0a0383f65d9822ee57f87854949934f47c357cb91f0538375e778'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CUDA-FORWARD-PARITY-003', sha256='e82c522ba4035b0811b892d29a795e1a759b4086cb1c35001ad0e517eb268b05', prediction='bias_effect_max_abs > 1e-3', devices=['cpu', 'cuda'], subjects=['tiny-trained'], subject_sha256={'tiny-trained': 'e26e34fb22f0a0383f65d9822ee57f87854949934f47c357cb91f0538375e778'})
 def test_falsify_cuda_forward_parity_003(device: str, subject: str) -> None:
     """FALSIFY-CUDA-FORWARD-PARITY-003: With zeroed projection weights and non-zero biases, the
         attention output still changes when the biases do
