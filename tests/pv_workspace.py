@@ -89,6 +89,27 @@ def assert_contains(text: str, expected: list[str]) -> None:
     assert not missing, f"missing from the text: {missing!r}\n--- text ---\n{text}"
 
 
+def hand_written_contract(check: str | None = None) -> str:
+    """A small valid contract as a person types it (block style, keys in the usual order), with
+    its `prediction:` on line 10; `check` adds a `check:` line after it."""
+    lines = [
+        "metadata:",
+        "  id: demo",
+        "  version: 1.0.0",
+        "  kind: pattern",
+        "  status: DRAFT",
+        "  description: A demo contract.",
+        "falsification_tests:",
+        "  - id: FALSIFY-DEMO-001",
+        "    rule: loss is small",
+        "    prediction: loss < 1",
+        *([] if check is None else [f"    check: {check}"]),
+        "    devices: [cpu]",
+        "    if_fails: look at the loss",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def falsifier(fid: str, prediction: str = "val_loss < 0.7 * ln(vocab_size)", check: str | None = "basic:loss",
               devices: tuple[str, ...] = ("cpu",), **extra: Any) -> dict[str, Any]:
     data: dict[str, Any] = {"id": fid, "rule": f"rule of {fid}", "prediction": prediction}
