@@ -9,22 +9,17 @@ weights do not. On the reference path it is torch's single-tensor loop, on the f
 fused (or foreach) multi-tensor kernel. Each falsifier replays the optimizer on given
 gradients against an AdamW written in float64 in the check, and measures how far
 L2-regularised Adam would be, so that a match also proves the test can tell the two apart.
-
-contract-sha256: b8e259f89291eabe10750fe1b2d854b1356076804a5e389439f6f31277cd592d
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='adamw-kernel', contract_version='1.2.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='adamw-kernel', contract_version='1.2.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-ADAMW-001', sha256='309f38006e7adfd75509e0a73a31fe02c1de7040e5a91a59426bd85613dd924b', prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-ADAMW-001', sha256='309f38006e7adfd75509e0a73a31fe02c1de7040e5a91a59426bd85613dd924b', prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)', devices=['cpu', 'cuda'])
 def test_falsify_adamw_001(device: str) -> None:
     """FALSIFY-ADAMW-001: On the reference path, 10 steps on random gradients match float64
         decoupled AdamW, which is at least 100 tolerances away from L2-regularised Adam
@@ -39,8 +34,7 @@ def test_falsify_adamw_001(device: str) -> None:
     falsify(adamw_matches_reference, device=device, falsifier='FALSIFY-ADAMW-001', prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)', params={'path': 'reference', 'steps': 10, 'lr': 0.01, 'weight_decay': 0.1, 'seed': 0}, tolerance=None, if_fails='The decay is coupled (added to the gradient), applied to biases/norms, missing, or the bias corrections are wrong.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-ADAMW-002', sha256='e5badb26385aa668c662881fac9dae209e46ea67773f776e69409063ea8e8de7', prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-ADAMW-002', sha256='e5badb26385aa668c662881fac9dae209e46ea67773f776e69409063ea8e8de7', prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)', devices=['cpu', 'cuda'])
 def test_falsify_adamw_002(device: str) -> None:
     """FALSIFY-ADAMW-002: On the fast path (fused or foreach multi-tensor AdamW), the same 10
         steps match the float64 decoupled AdamW
@@ -55,8 +49,7 @@ def test_falsify_adamw_002(device: str) -> None:
     falsify(adamw_matches_reference, device=device, falsifier='FALSIFY-ADAMW-002', prediction='max_abs_diff <= atol + rtol * max_abs_ref and coupled_separation >= 100 * (atol + rtol * max_abs_ref)', params={'path': 'fast', 'steps': 10, 'lr': 0.01, 'weight_decay': 0.1, 'seed': 1}, tolerance=None, if_fails='The fused kernel is configured differently from the reference (coupled decay, other betas or eps, decay on every group).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-ADAMW-003', sha256='eba17e37772bf7934ef8cc48d2ec4fb3873b26c8ab456c9475f7327295e7d291', prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-ADAMW-003', sha256='eba17e37772bf7934ef8cc48d2ec4fb3873b26c8ab456c9475f7327295e7d291', prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7', devices=['cpu', 'cuda'])
 def test_falsify_adamw_003(device: str) -> None:
     """FALSIFY-ADAMW-003: One reference-path step with all-zero gradients shrinks each decaying
         matrix by exactly (1 - lr wd) and leaves biases and norm weights unchanged
@@ -71,8 +64,7 @@ def test_falsify_adamw_003(device: str) -> None:
     falsify(adamw_zero_gradient_step, device=device, falsifier='FALSIFY-ADAMW-003', prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7', params={'path': 'reference', 'lr': 0.01, 'weight_decay': 0.1, 'seed': 2}, tolerance=None, if_fails='L2-regularised Adam moves every weight by about lr on a zero gradient; or biases/norms decay towards zero.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-ADAMW-004', sha256='d1ac7c3beebb7315a2d347f692c664eb7458213c19b2926debbde6358e9b320a', prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-ADAMW-004', sha256='d1ac7c3beebb7315a2d347f692c664eb7458213c19b2926debbde6358e9b320a', prediction='decayed_max_rel_error <= 1.0e-6 and undecayed_max_abs_change <= 1.0e-7', devices=['cpu', 'cuda'])
 def test_falsify_adamw_004(device: str) -> None:
     """FALSIFY-ADAMW-004: The same zero-gradient step on the fast path
 

@@ -9,23 +9,17 @@ compare against: in the bug hunt, a sensible CPU forward (peak-to-mean 5.68) is 
 localised the defect to the CUDA path. Devices: on cuda the same claims are judged for the
 reference path (fp32) on the GPU, and populate coverage compares the tensors the model holds
 on the GPU with the file (an upload that drops or corrupts a tensor shows there).
-
-contract-sha256: 175001285f59dafaeb3eec056ac2d04718d6c0412cba01c52852d3318471d7ea
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify, subjects
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='apr-cpu-forward-sanity', contract_version='1.3.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='apr-cpu-forward-sanity', contract_version='1.3.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CPU-FORWARD-SANITY-001', sha256='4a815e94902892b680af243006429193ebc3f5617da257b073a45f4fcbb1de80', prediction='nonfinite_logits == 0', subject_sha256={'tiny-trained': '24416ba3c73853c3a2d92bde7871059875c6e766eb9518ebdf8da63228f3b94f', 'qwen2-0.5b-stdlib': '6c617f912de95cc87fe7d6fa4e680ab4c838f8cabc749efdabd88dff1099533b'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CPU-FORWARD-SANITY-001', sha256='4a815e94902892b680af243006429193ebc3f5617da257b073a45f4fcbb1de80', prediction='nonfinite_logits == 0', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': '24416ba3c73853c3a2d92bde7871059875c6e766eb9518ebdf8da63228f3b94f', 'qwen2-0.5b-stdlib': '6c617f912de95cc87fe7d6fa4e680ab4c838f8cabc749efdabd88dff1099533b'})
 def test_falsify_cpu_forward_sanity_001(device: str, subject: str) -> None:
     """FALSIFY-CPU-FORWARD-SANITY-001: The CPU forward of a trained checkpoint produces no NaN
         or Inf logits
@@ -40,9 +34,7 @@ def test_falsify_cpu_forward_sanity_001(device: str, subject: str) -> None:
     falsify(forward_sanity, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-CPU-FORWARD-SANITY-001', prediction='nonfinite_logits == 0', params={'path': 'reference', 'batches': 2}, tolerance=None, if_fails='A kernel overflows (softmax without max subtraction, fp16 accumulation) or a tensor was loaded as garbage.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CPU-FORWARD-SANITY-002', sha256='bd05bfcf7f10cce478b3e7ae9e082c66edd54bb3651c0ff2fe06e2a9a29d5c4a', prediction='logit_std > 0.01', subject_sha256={'tiny-trained': '14df0c176872c029a56c3b88528fb9ca455bda5cc76b44596f138827c51d29a0', 'qwen2-0.5b-stdlib': 'ef2a1037d7d4e89a44b469109231cc77b59155021683aa2014b7717df24a3bba'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CPU-FORWARD-SANITY-002', sha256='bd05bfcf7f10cce478b3e7ae9e082c66edd54bb3651c0ff2fe06e2a9a29d5c4a', prediction='logit_std > 0.01', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': '14df0c176872c029a56c3b88528fb9ca455bda5cc76b44596f138827c51d29a0', 'qwen2-0.5b-stdlib': 'ef2a1037d7d4e89a44b469109231cc77b59155021683aa2014b7717df24a3bba'})
 def test_falsify_cpu_forward_sanity_002(device: str, subject: str) -> None:
     """FALSIFY-CPU-FORWARD-SANITY-002: Logits vary across the vocabulary (std above 0.01)
 
@@ -56,9 +48,7 @@ def test_falsify_cpu_forward_sanity_002(device: str, subject: str) -> None:
     falsify(forward_sanity, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-CPU-FORWARD-SANITY-002', prediction='logit_std > 0.01', params={'path': 'reference', 'batches': 2}, tolerance=None, if_fails='The head or the final norm produces a constant; an uninitialised or zeroed tensor reached the forward.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CPU-FORWARD-SANITY-003', sha256='b7927f92b94407940efa077f30fc847d8bf54bd1898e59a4e1e046589fe43cd8', prediction='peak_to_mean > 1.5', subject_sha256={'tiny-trained': 'b89996b5eb12614a90426207a59d55fb3f53e5f37afa47994b46885baab263b7', 'qwen2-0.5b-stdlib': '1b04c40c4cc87cef3518b182e52311718f2c48edefb15bf924c81dde2735260c'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CPU-FORWARD-SANITY-003', sha256='b7927f92b94407940efa077f30fc847d8bf54bd1898e59a4e1e046589fe43cd8', prediction='peak_to_mean > 1.5', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': 'b89996b5eb12614a90426207a59d55fb3f53e5f37afa47994b46885baab263b7', 'qwen2-0.5b-stdlib': '1b04c40c4cc87cef3518b182e52311718f2c48edefb15bf924c81dde2735260c'})
 def test_falsify_cpu_forward_sanity_003(device: str, subject: str) -> None:
     """FALSIFY-CPU-FORWARD-SANITY-003: The next-token distribution is peaked (peak-to-mean
         above 1.5)
@@ -73,9 +63,7 @@ def test_falsify_cpu_forward_sanity_003(device: str, subject: str) -> None:
     falsify(forward_sanity, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-CPU-FORWARD-SANITY-003', prediction='peak_to_mean > 1.5', params={'path': 'reference', 'batches': 2}, tolerance=None, if_fails='The model is near-uniform; weights did not populate, or the head is not tied to the trained embeddings.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CPU-FORWARD-SANITY-004', sha256='3709c2256df3cbd27c0a19c7efa90abf00c851030dcd079bea2697d3562de782', prediction='argmax_min >= 0 and argmax_max < vocab_size', subject_sha256={'tiny-trained': '58bfa8af64281f137b6d7b9171d54dfec066b3690c05323b56ce9f22c5af3f64', 'qwen2-0.5b-stdlib': '7f305900c342ea68159a9f35a5b6b836d6d7421706867149e41b409f1184998d'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CPU-FORWARD-SANITY-004', sha256='3709c2256df3cbd27c0a19c7efa90abf00c851030dcd079bea2697d3562de782', prediction='argmax_min >= 0 and argmax_max < vocab_size', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': '58bfa8af64281f137b6d7b9171d54dfec066b3690c05323b56ce9f22c5af3f64', 'qwen2-0.5b-stdlib': '7f305900c342ea68159a9f35a5b6b836d6d7421706867149e41b409f1184998d'})
 def test_falsify_cpu_forward_sanity_004(device: str, subject: str) -> None:
     """FALSIFY-CPU-FORWARD-SANITY-004: Every argmax is a token id inside [0, vocab_size)
 
@@ -89,9 +77,7 @@ def test_falsify_cpu_forward_sanity_004(device: str, subject: str) -> None:
     falsify(forward_sanity, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-CPU-FORWARD-SANITY-004', prediction='argmax_min >= 0 and argmax_max < vocab_size', params={'path': 'reference', 'batches': 2}, tolerance=None, if_fails='The head has the wrong output width, or the logits are read with the wrong stride.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CPU-FORWARD-SANITY-005', sha256='ce6780b665f4890f350c4554d91620eb400b1d75444965fe97b8ebbbcb3fa158', prediction='tensors_populated == tensors_expected and tensors_missing == 0 and tensors_extra == 0', subject_sha256={'tiny-trained': 'ff8e58ac526fe3a3fe58dc542e8d45d658f7557b29c52e3e548f0ab93e079b76', 'qwen2-0.5b-stdlib': '23fed9a0e74e033a49f72537a6db5b030d0ccc6da50d2c87b987e3820ed0d2a9'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CPU-FORWARD-SANITY-005', sha256='ce6780b665f4890f350c4554d91620eb400b1d75444965fe97b8ebbbcb3fa158', prediction='tensors_populated == tensors_expected and tensors_missing == 0 and tensors_extra == 0', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': 'ff8e58ac526fe3a3fe58dc542e8d45d658f7557b29c52e3e548f0ab93e079b76', 'qwen2-0.5b-stdlib': '23fed9a0e74e033a49f72537a6db5b030d0ccc6da50d2c87b987e3820ed0d2a9'})
 def test_falsify_cpu_forward_sanity_005(device: str, subject: str) -> None:
     """FALSIFY-CPU-FORWARD-SANITY-005: Populate coverage is N/N with no extra or mis-shaped
         tensor

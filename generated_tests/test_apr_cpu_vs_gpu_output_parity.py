@@ -7,23 +7,17 @@ default path. In the bug hunt a GPU decode printed gibberish while the CPU path 
 + 2 equals 4.\"; nothing compared the two. These falsifiers compare greedy tokens and logits,
 check that a parity gate at GPU model init refuses a diverging model, and that --no-gpu
 really keeps the GPU untouched.
-
-contract-sha256: d39a4326da359ba1c00ca56a480cb805732d2d3eeaf0a23f17d1ddebb0ae3edd
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify, subjects
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='apr-cpu-vs-gpu-output-parity', contract_version='1.3.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='apr-cpu-vs-gpu-output-parity', contract_version='1.3.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CPU-GPU-001', sha256='252c218f563c12d53a8b88eff4c4d51acab3315a5343cb77b99cc10aea7b3e8b', prediction='consistent_prefix >= 32', subject_sha256={'tiny-trained': '69f0b3a49213b7d3eb9373c1301dc739b6ad81dcd5f24cd7493ab772e0c68e17', 'qwen2-0.5b-stdlib': '251c0c4f2056aafe4a722034015475c96a3c979328d20c289af339c8edbc6242'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CPU-GPU-001', sha256='252c218f563c12d53a8b88eff4c4d51acab3315a5343cb77b99cc10aea7b3e8b', prediction='consistent_prefix >= 32', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': '69f0b3a49213b7d3eb9373c1301dc739b6ad81dcd5f24cd7493ab772e0c68e17', 'qwen2-0.5b-stdlib': '251c0c4f2056aafe4a722034015475c96a3c979328d20c289af339c8edbc6242'})
 def test_falsify_cpu_gpu_001(device: str, subject: str) -> None:
     """FALSIFY-CPU-GPU-001: Greedy decoding of a trained checkpoint on the device backend
         picks, for at least 32 tokens, only tokens the reference backend would pick from the
@@ -39,9 +33,7 @@ def test_falsify_cpu_gpu_001(device: str, subject: str) -> None:
     falsify(greedy_decode_parity, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-CPU-GPU-001', prediction='consistent_prefix >= 32', params={'prompts': 6, 'prompt_tokens': 8, 'new_tokens': 32}, tolerance=None, if_fails='The device path diverges (sampling where greedy was asked, a KV-cache position error, dropped biases); run `pv bisect`.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CPU-GPU-002', sha256='4d5d1f71e3e6abb6b0c241ddc64203c09201d75aaa789c6c9c4a486da9a5eeae', prediction='min_cosine >= 0.99', subject_sha256={'tiny-trained': '62f2dd8e85e28fac9a822d5f8af7279526cd5cdf9e9fed6c8528c7e40d8734f5', 'qwen2-0.5b-stdlib': '5cc26e04890092643a2034161e9798b66d2d31ae87f057906355ae0f5a20e284'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CPU-GPU-002', sha256='4d5d1f71e3e6abb6b0c241ddc64203c09201d75aaa789c6c9c4a486da9a5eeae', prediction='min_cosine >= 0.99', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': '62f2dd8e85e28fac9a822d5f8af7279526cd5cdf9e9fed6c8528c7e40d8734f5', 'qwen2-0.5b-stdlib': '5cc26e04890092643a2034161e9798b66d2d31ae87f057906355ae0f5a20e284'})
 def test_falsify_cpu_gpu_002(device: str, subject: str) -> None:
     """FALSIFY-CPU-GPU-002: Logits cosine similarity between the reference backend and the
         device backend is at least 0.99
@@ -56,9 +48,7 @@ def test_falsify_cpu_gpu_002(device: str, subject: str) -> None:
     falsify(logits_parity, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-CPU-GPU-002', prediction='min_cosine >= 0.99', params={'batches': 1}, tolerance=None, if_fails='A structural defect on the device path; `pv bisect` names the first op out of tolerance.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CPU-GPU-003', sha256='75b6a813157c2d7308d24e6ec4141db42ecc1b478b223ca3d5a969431eed625d', prediction='gate_refused_diverging == 1 and gate_accepted_faithful == 1', subject_sha256={'tiny-trained': '02bccf05abeec688e1cba19667d3dc3bba902d8af43b13967931bd777d105e03', 'qwen2-0.5b-stdlib': '02f0d94c29a0be68d796c7a952a3146ebc836306bfcd5050c186146dbdcd7efa'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CPU-GPU-003', sha256='75b6a813157c2d7308d24e6ec4141db42ecc1b478b223ca3d5a969431eed625d', prediction='gate_refused_diverging == 1 and gate_accepted_faithful == 1', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': '02bccf05abeec688e1cba19667d3dc3bba902d8af43b13967931bd777d105e03', 'qwen2-0.5b-stdlib': '02f0d94c29a0be68d796c7a952a3146ebc836306bfcd5050c186146dbdcd7efa'})
 def test_falsify_cpu_gpu_003(device: str, subject: str) -> None:
     """FALSIFY-CPU-GPU-003: The parity gate at model init refuses a model whose device logits
         diverge and accepts a faithful one
@@ -73,9 +63,7 @@ def test_falsify_cpu_gpu_003(device: str, subject: str) -> None:
     falsify(parity_gate, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-CPU-GPU-003', prediction='gate_refused_diverging == 1 and gate_accepted_faithful == 1', params={}, tolerance=None, if_fails='The gate compares nothing (or compares the device with itself); a diverging model would ship.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CPU-GPU-004', sha256='67c18a4cc2d9cc5bfce0787c22fa45ba1ea55ac2bb0732aff8248e7a264e6501', prediction='cuda_context_created == 0 and generated_tokens > 0', subject_sha256={'tiny-trained': 'ce302ca8579a3bd3295ffde9aaf05a600610cbeb782f99545836ad641c8b4bd2', 'qwen2-0.5b-stdlib': '23501cbc8bdc0eb319aba2181e5ac42b2c0353a9031d35b61212d8a1204d8f10'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cuda'])
+@PV_FALSIFIER('FALSIFY-CPU-GPU-004', sha256='67c18a4cc2d9cc5bfce0787c22fa45ba1ea55ac2bb0732aff8248e7a264e6501', prediction='cuda_context_created == 0 and generated_tokens > 0', devices=['cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': 'ce302ca8579a3bd3295ffde9aaf05a600610cbeb782f99545836ad641c8b4bd2', 'qwen2-0.5b-stdlib': '23501cbc8bdc0eb319aba2181e5ac42b2c0353a9031d35b61212d8a1204d8f10'})
 def test_falsify_cpu_gpu_004(device: str, subject: str) -> None:
     """FALSIFY-CPU-GPU-004: `run --no-gpu` on a machine with a GPU creates no CUDA context
 

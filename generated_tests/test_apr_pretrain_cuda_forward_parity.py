@@ -8,23 +8,17 @@ them silently and reported val_loss 18.55, above ln V = 17.21: worse than unifor
 falsifier runs on the fast path, on cpu and on cuda, against the tiny trained model and the
 Qwen2-0.5B-shaped model trained on the standard library (issue #13): at 0.5B the biases
 carry signal, so dropping them costs nats that the loss bound sees.
-
-contract-sha256: b10e4d52e7c1f57bcbf7816617bd1daef91feedee6d9674e5adb75d71c559c5f
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify, subjects
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='apr-pretrain-cuda-forward-parity', contract_version='1.3.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='apr-pretrain-cuda-forward-parity', contract_version='1.3.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CUDA-FORWARD-PARITY-001', sha256='fa653e84dfb5c436150e1c11e4f7c7a092b07835413622baab4caad2c1fe81e2', prediction='val_loss < 0.7 * ln(vocab_size) and val_loss < recorded_val_loss + 0.5', subject_sha256={'tiny-trained': '98bfc994cdae620b68139fb3968c188811ca0e6377ccf5ec395fa05543d84f4a', 'qwen2-0.5b-stdlib': 'eae238a8ef6cc621aa925f1dacaab34f9c4b05e5b16a0d1a9440999e3fa59502'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CUDA-FORWARD-PARITY-001', sha256='fa653e84dfb5c436150e1c11e4f7c7a092b07835413622baab4caad2c1fe81e2', prediction='val_loss < 0.7 * ln(vocab_size) and val_loss < recorded_val_loss + 0.5', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': '98bfc994cdae620b68139fb3968c188811ca0e6377ccf5ec395fa05543d84f4a', 'qwen2-0.5b-stdlib': 'eae238a8ef6cc621aa925f1dacaab34f9c4b05e5b16a0d1a9440999e3fa59502'})
 def test_falsify_cuda_forward_parity_001(device: str, subject: str) -> None:
     """FALSIFY-CUDA-FORWARD-PARITY-001: Fast-path eval loss of a trained checkpoint is well
         below uniform and within 0.5 nats of the held-out loss its build recorded
@@ -39,9 +33,7 @@ def test_falsify_cuda_forward_parity_001(device: str, subject: str) -> None:
     falsify(eval_loss, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-CUDA-FORWARD-PARITY-001', prediction='val_loss < 0.7 * ln(vocab_size) and val_loss < recorded_val_loss + 0.5', params={'path': 'fast', 'batches': 4}, tolerance=None, if_fails='The fast path drops Q/K/V biases or has another structural defect; run `pv bisect` against cpu:reference.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CUDA-FORWARD-PARITY-002', sha256='7a788309edb5717f665c34a9ecc7c89f8cb445cd3e84765de11995e192de7245', prediction='qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected', subject_sha256={'tiny-trained': 'ea87586ca98d99909c2bf51116b81e8c06f3e35b9464d8ad5d1789277ac1f9bd', 'qwen2-0.5b-stdlib': 'cfd997beb9ed1f67c8b4856833ae4dae59ae6a073bd3b9ce3f93adbbeda09149'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CUDA-FORWARD-PARITY-002', sha256='7a788309edb5717f665c34a9ecc7c89f8cb445cd3e84765de11995e192de7245', prediction='qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': 'ea87586ca98d99909c2bf51116b81e8c06f3e35b9464d8ad5d1789277ac1f9bd', 'qwen2-0.5b-stdlib': 'cfd997beb9ed1f67c8b4856833ae4dae59ae6a073bd3b9ce3f93adbbeda09149'})
 def test_falsify_cuda_forward_parity_002(device: str, subject: str) -> None:
     """FALSIFY-CUDA-FORWARD-PARITY-002: When the config uses attention biases, every Q/K/V bias
         tensor is present on the device
@@ -56,9 +48,7 @@ def test_falsify_cuda_forward_parity_002(device: str, subject: str) -> None:
     falsify(qkv_bias_presence, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-CUDA-FORWARD-PARITY-002', prediction='qkv_bias_expected > 0 and qkv_bias_on_device == qkv_bias_expected', params={'path': 'fast'}, tolerance=None, if_fails='Upload or populate skips optional tensors; the device model has no bias fields.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CUDA-FORWARD-PARITY-003', sha256='e82c522ba4035b0811b892d29a795e1a759b4086cb1c35001ad0e517eb268b05', prediction='bias_effect_max_abs > 1e-3', subject_sha256={'tiny-trained': 'e26e34fb22f0a0383f65d9822ee57f87854949934f47c357cb91f0538375e778', 'qwen2-0.5b-stdlib': '7a7ee16a20cbd33884ecd00f929dbdfc0d9b3fcf6d0069adc63f74029fe1eb73'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CUDA-FORWARD-PARITY-003', sha256='e82c522ba4035b0811b892d29a795e1a759b4086cb1c35001ad0e517eb268b05', prediction='bias_effect_max_abs > 1e-3', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': 'e26e34fb22f0a0383f65d9822ee57f87854949934f47c357cb91f0538375e778', 'qwen2-0.5b-stdlib': '7a7ee16a20cbd33884ecd00f929dbdfc0d9b3fcf6d0069adc63f74029fe1eb73'})
 def test_falsify_cuda_forward_parity_003(device: str, subject: str) -> None:
     """FALSIFY-CUDA-FORWARD-PARITY-003: With zeroed projection weights and non-zero biases, the
         attention output still changes when the biases do

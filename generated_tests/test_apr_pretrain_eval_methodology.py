@@ -12,23 +12,17 @@ FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004 (held-out split disjoint) runs on cpu 
 its claim cannot depend on the device: the split is computed from document text and content
 hashes in runtime.data before any tensor exists, and the check never places anything on a
 device.
-
-contract-sha256: a00a60405f8c883f11baf4fffcd1040c32510e5a15f27441d0d85c25fbf4e789
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify, subjects
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='apr-pretrain-eval-methodology', contract_version='1.3.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='apr-pretrain-eval-methodology', contract_version='1.3.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001', sha256='bc642e78dcf7de9b595972d172670b36d569145a450723f2deadf6f3913eae57', prediction='0.5 <= val_loss <= 1.5 * ln(vocab_size)', subject_sha256={'tiny-random': '54c45ce7093daeb8843d50dfba61b2188f7941f3b8219681a5f37a1cbb47de67', 'qwen2-0.5b-stdlib-random': 'd8ee59d06cfe4a18ef651106069e2c26a92427158b8cf044871744336afeeaf7'})
-@pytest.mark.parametrize("subject", subjects(['tiny-random', 'qwen2-0.5b-stdlib-random']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001', sha256='bc642e78dcf7de9b595972d172670b36d569145a450723f2deadf6f3913eae57', prediction='0.5 <= val_loss <= 1.5 * ln(vocab_size)', devices=['cpu', 'cuda'], subjects=['tiny-random', 'qwen2-0.5b-stdlib-random'], subject_sha256={'tiny-random': '54c45ce7093daeb8843d50dfba61b2188f7941f3b8219681a5f37a1cbb47de67', 'qwen2-0.5b-stdlib-random': 'd8ee59d06cfe4a18ef651106069e2c26a92427158b8cf044871744336afeeaf7'})
 def test_falsify_apr_pretrain_eval_methodology_001(device: str, subject: str) -> None:
     """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001: Random-init eval loss lies in [0.5, 1.5 ln V]
 
@@ -42,9 +36,7 @@ def test_falsify_apr_pretrain_eval_methodology_001(device: str, subject: str) ->
     falsify(eval_loss, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-001', prediction='0.5 <= val_loss <= 1.5 * ln(vocab_size)', params={'batches': 4}, tolerance=None, if_fails='Eval scores the wrong targets (targets equal inputs gives a loss near zero) or the loss is mis-normalised.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002', sha256='aabfd715897a7eca3c9e3be2321704094996012a99985b2d49a6290868925732', prediction='relative_drop < 0.95', subject_sha256={'tiny-trained': 'b3dc7b65b9740a3935f48310e10eaf2cddf812333c812cbd37fa0ba2cbd35757', 'qwen2-0.5b-stdlib': '038568a88ca587d9f2178a3a3954b5db4035e4af407b59d44f4e75d73b4c2acc'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002', sha256='aabfd715897a7eca3c9e3be2321704094996012a99985b2d49a6290868925732', prediction='relative_drop < 0.95', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': 'b3dc7b65b9740a3935f48310e10eaf2cddf812333c812cbd37fa0ba2cbd35757', 'qwen2-0.5b-stdlib': '038568a88ca587d9f2178a3a3954b5db4035e4af407b59d44f4e75d73b4c2acc'})
 def test_falsify_apr_pretrain_eval_methodology_002(device: str, subject: str) -> None:
     """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002: One train step on another batch lowers the
         eval loss of a fixed batch by less than 95 %
@@ -59,9 +51,7 @@ def test_falsify_apr_pretrain_eval_methodology_002(device: str, subject: str) ->
     falsify(eval_pollution, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002', prediction='relative_drop < 0.95', params={'eval_batch': 0, 'train_seed': 1}, tolerance=None, if_fails='Eval reads a buffer that training wrote (stale activations, cached logits, shared targets).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003', sha256='d2931496c7f321a68c344eac4ada084df2172397eb2a165eb3d3d824c95cb149', prediction='label_mismatches == 0 and labels_checked > 0', subject_sha256={'tiny-trained': '7e5220bb12542f1135e890b22215ffff59c7a9df046c234c60e7f93d26c88d32', 'qwen2-0.5b-stdlib': '53e5e889a4dc87c919fc3de1ac572219d06bf144ef9004bd77d3e35881206d1c'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003', sha256='d2931496c7f321a68c344eac4ada084df2172397eb2a165eb3d3d824c95cb149', prediction='label_mismatches == 0 and labels_checked > 0', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': '7e5220bb12542f1135e890b22215ffff59c7a9df046c234c60e7f93d26c88d32', 'qwen2-0.5b-stdlib': '53e5e889a4dc87c919fc3de1ac572219d06bf144ef9004bd77d3e35881206d1c'})
 def test_falsify_apr_pretrain_eval_methodology_003(device: str, subject: str) -> None:
     """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003: Every eval target is the input token one
         position later
@@ -76,9 +66,7 @@ def test_falsify_apr_pretrain_eval_methodology_003(device: str, subject: str) ->
     falsify(label_integrity, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003', prediction='label_mismatches == 0 and labels_checked > 0', params={'batches': 2}, tolerance=None, if_fails='Batch construction does not shift targets (eval predicts the current token, not the next).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004', sha256='50288d4f810f8bda020d26dcce70a9c4fdea3e097f7aff6daa7e9c769bb816fe', prediction='overlapping_documents == 0 and heldout_documents > 0', subject_sha256={'tiny-trained': 'af1c591dee248e64e4906ab7859f06c77c50529e4729bfb819cefac5aceeb0e6', 'qwen2-0.5b-stdlib': '7e7cbd79a1a1f26d6c5923c9bfc02f38c9e1044fdfd31584e9abd0c51a5b7f10'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu'])
+@PV_FALSIFIER('FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004', sha256='50288d4f810f8bda020d26dcce70a9c4fdea3e097f7aff6daa7e9c769bb816fe', prediction='overlapping_documents == 0 and heldout_documents > 0', devices=['cpu'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': 'af1c591dee248e64e4906ab7859f06c77c50529e4729bfb819cefac5aceeb0e6', 'qwen2-0.5b-stdlib': '7e7cbd79a1a1f26d6c5923c9bfc02f38c9e1044fdfd31584e9abd0c51a5b7f10'})
 def test_falsify_apr_pretrain_eval_methodology_004(device: str, subject: str) -> None:
     """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004: No held-out sequence also appears in the
         training split
@@ -93,9 +81,7 @@ def test_falsify_apr_pretrain_eval_methodology_004(device: str, subject: str) ->
     falsify(heldout_disjoint, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-004', prediction='overlapping_documents == 0 and heldout_documents > 0', params={}, tolerance=None, if_fails='The split leaks training documents into validation; val_loss then flatters the model.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005', sha256='53d153b74b21531936c0742ca8c14189180a0e729fdce596ad28edb44aa917c4', prediction='max(train_loss / val_loss, val_loss / train_loss) < 3', subject_sha256={'tiny-trained': '3e06b090ead5d3d2ff48ca5132bdfacbb63648f2c452fb04347f6c3948e74178', 'qwen2-0.5b-stdlib': 'a6fb9601805cff4af542bd1bf48f51b522ba40e43eb07ae90752eb9a0d2fa65b'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained', 'qwen2-0.5b-stdlib']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005', sha256='53d153b74b21531936c0742ca8c14189180a0e729fdce596ad28edb44aa917c4', prediction='max(train_loss / val_loss, val_loss / train_loss) < 3', devices=['cpu', 'cuda'], subjects=['tiny-trained', 'qwen2-0.5b-stdlib'], subject_sha256={'tiny-trained': '3e06b090ead5d3d2ff48ca5132bdfacbb63648f2c452fb04347f6c3948e74178', 'qwen2-0.5b-stdlib': 'a6fb9601805cff4af542bd1bf48f51b522ba40e43eb07ae90752eb9a0d2fa65b'})
 def test_falsify_apr_pretrain_eval_methodology_005(device: str, subject: str) -> None:
     """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-005: At one model state, train and val loss differ
         by less than a factor of 3

@@ -5,23 +5,17 @@
 Model initialisation refuses inputs that cannot produce a correct model instead of guessing:
 an architecture without weights or weights without an architecture, and an encoder
 architecture where a decoder is needed.
-
-contract-sha256: aec4d72782a11e16b401f87aba42710aa783d57aa3e0e9d8bdd0bb7382d367c1
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify, subjects
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='apr-pretrain-init', contract_version='1.2.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='apr-pretrain-init', contract_version='1.2.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-002', sha256='9bda839f4490c04412afc6bc341e5274d24f1a5197af2d47032f0a9994fb91d1', prediction='rejected_cases == cases and cases >= 2', subject_sha256={'tiny-trained': 'efd51e3efb9ab2429d70a8fa8e3c600043520da89e5f1dbc81d98134e51be6b6'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-APR-PRETRAIN-INIT-CUDA-002', sha256='9bda839f4490c04412afc6bc341e5274d24f1a5197af2d47032f0a9994fb91d1', prediction='rejected_cases == cases and cases >= 2', devices=['cpu', 'cuda'], subjects=['tiny-trained'], subject_sha256={'tiny-trained': 'efd51e3efb9ab2429d70a8fa8e3c600043520da89e5f1dbc81d98134e51be6b6'})
 def test_falsify_apr_pretrain_init_cuda_002(device: str, subject: str) -> None:
     """FALSIFY-APR-PRETRAIN-INIT-CUDA-002: An architecture given without weights, or weights
         without an architecture, is rejected
@@ -35,8 +29,7 @@ def test_falsify_apr_pretrain_init_cuda_002(device: str, subject: str) -> None:
     falsify(unpaired_arguments_rejected, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-002', prediction='rejected_cases == cases and cases >= 2', params={}, tolerance=None, if_fails='Init silently falls back to random weights or a default architecture.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-INIT-CUDA-003', sha256='6b874081b2478b6d66217d98c22690bee600da0631e06450dffb70772705728c', prediction='rejected_cases == cases and cases >= 1')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-APR-PRETRAIN-INIT-CUDA-003', sha256='6b874081b2478b6d66217d98c22690bee600da0631e06450dffb70772705728c', prediction='rejected_cases == cases and cases >= 1', devices=['cpu', 'cuda'])
 def test_falsify_apr_pretrain_init_cuda_003(device: str) -> None:
     """FALSIFY-APR-PRETRAIN-INIT-CUDA-003: A checkpoint of an encoder architecture is rejected
         before any weights are loaded

@@ -5,23 +5,17 @@
 Fine-tuning from a checkpoint starts where the checkpoint is: the first eval of the
 fine-tuning run equals the checkpoint's own eval (same weights, same batch), and training
 then lowers the loss. A first eval near ln V means the init weights never arrived.
-
-contract-sha256: e8e3404163c8b90413494cc1f9c3de17d361e17489e1f51a455a3024cf88002a
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify, subjects
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='apr-pretrain-init-finetune', contract_version='1.2.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='apr-pretrain-init-finetune', contract_version='1.2.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001', sha256='643091017aaa40559be79257a6d9a67401b1c108aaa47fd8e11b570152b7ff31', prediction='abs(first_val_loss - checkpoint_val_loss) <= 1e-4 * checkpoint_val_loss', subject_sha256={'tiny-trained': '806bfce4fd346486d7f4645f36f05cd7f2d91d820256990e111dae44654ac48d'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001', sha256='643091017aaa40559be79257a6d9a67401b1c108aaa47fd8e11b570152b7ff31', prediction='abs(first_val_loss - checkpoint_val_loss) <= 1e-4 * checkpoint_val_loss', devices=['cpu', 'cuda'], subjects=['tiny-trained'], subject_sha256={'tiny-trained': '806bfce4fd346486d7f4645f36f05cd7f2d91d820256990e111dae44654ac48d'})
 def test_falsify_apr_pretrain_init_finetune_001(device: str, subject: str) -> None:
     """FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001: The first eval of a fine-tune started from a
         checkpoint equals that checkpoint's eval
@@ -36,9 +30,7 @@ def test_falsify_apr_pretrain_init_finetune_001(device: str, subject: str) -> No
     falsify(finetune_from_checkpoint, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001', prediction='abs(first_val_loss - checkpoint_val_loss) <= 1e-4 * checkpoint_val_loss', params={'steps': 30, 'lr': 0.0001, 'eval_batches': 2}, tolerance=None, if_fails='--init did not load the weights (random init, a dropped tensor, an untied head).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002', sha256='d375e835cbe575cf7da0e0d436b0edd096dd1a5f9813382c4608f4475bae267b', prediction='final_val_loss < first_val_loss', subject_sha256={'tiny-trained': 'ed497c32db4af0c458ebd4eb2d88e953c10808b419d6595ec0af8d2bcaf9edc9'})
-@pytest.mark.parametrize("subject", subjects(['tiny-trained']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002', sha256='d375e835cbe575cf7da0e0d436b0edd096dd1a5f9813382c4608f4475bae267b', prediction='final_val_loss < first_val_loss', devices=['cpu', 'cuda'], subjects=['tiny-trained'], subject_sha256={'tiny-trained': 'ed497c32db4af0c458ebd4eb2d88e953c10808b419d6595ec0af8d2bcaf9edc9'})
 def test_falsify_apr_pretrain_init_finetune_002(device: str, subject: str) -> None:
     """FALSIFY-APR-PRETRAIN-INIT-FINETUNE-002: A few fine-tuning steps lower the held-out loss
 

@@ -10,22 +10,17 @@ in the check, on the same bf16 inputs. num_heads == seq_len (16), so a gradient 
 the wrong layout ((B, H, S, D) read as (B, S, H, D)) has the right shape and only its values
 can show it. A backend the device lacks (efficient and cuDNN on a CPU) is a SKIP, never a
 pass. The math backend is the baseline of the same bound.
-
-contract-sha256: 8d6e261d09d9c6b446a2e72ac1209c7bb949b4235b74845e69ec3fb1e3a85339
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='attention-backends', contract_version='1.1.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='attention-backends', contract_version='1.1.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-ATTENTION-BACKENDS-001', sha256='200f72c078cdfb80f59f5152130cd45bbcf63e7411732aea3268f8add3f7cedf', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and output_max_abs_diff <= atol + rtol * output_max_abs_ref and nonfinite == 0 and heads == seq_len')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-ATTENTION-BACKENDS-001', sha256='200f72c078cdfb80f59f5152130cd45bbcf63e7411732aea3268f8add3f7cedf', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and output_max_abs_diff <= atol + rtol * output_max_abs_ref and nonfinite == 0 and heads == seq_len', devices=['cpu', 'cuda'])
 def test_falsify_attention_backends_001(device: str) -> None:
     """FALSIFY-ATTENTION-BACKENDS-001: The flash backend's bf16 attention gradients (16 heads,
         16 positions) equal float64 autograd within the measured bf16 bound
@@ -40,8 +35,7 @@ def test_falsify_attention_backends_001(device: str) -> None:
     falsify(backend_gradients_match_math, device=device, falsifier='FALSIFY-ATTENTION-BACKENDS-001', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and output_max_abs_diff <= atol + rtol * output_max_abs_ref and nonfinite == 0 and heads == seq_len', params={'backend': 'flash', 'heads': 16, 'seq_len': 16, 'head_dim': 64, 'batch': 2, 'dtype': 'bfloat16', 'seed': 0}, tolerance={'source': "Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.attention_backends:backend_gradients_match_math --seeds 20 -p backend=flash -p dtype=bfloat16 --ratio grad_max_abs_diff/grad_max_abs_ref` on CPU gave worst grad ratio 4.9e-3 (math: 3.4e-3; outputs 2.6e-3). On an H100 (torch 2.11, cuDNN 9.19) the same inputs through torch's SDPA gave worst grad ratio 3.2e-3 (math) and 4.3e-3 (flash, efficient, cudnn) over 20 seeds, outputs 3.1e-3. rtol 1e-2 is 2x the worst case; a transposed dK/dV gives ratio ~1.\n", 'bfloat16': {'rtol': 0.01, 'atol': 1e-05}}, if_fails='The flash backward returns NaN or gradients in the wrong layout; pin another backend and report the torch/driver version.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-ATTENTION-BACKENDS-002', sha256='2e2983514ba45a8911a5abc4f7fafaf275165a1dedd0e5731a99dc14fc139cd3', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and output_max_abs_diff <= atol + rtol * output_max_abs_ref and nonfinite == 0 and heads == seq_len')
-@pytest.mark.parametrize("device", ['cuda'])
+@PV_FALSIFIER('FALSIFY-ATTENTION-BACKENDS-002', sha256='2e2983514ba45a8911a5abc4f7fafaf275165a1dedd0e5731a99dc14fc139cd3', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and output_max_abs_diff <= atol + rtol * output_max_abs_ref and nonfinite == 0 and heads == seq_len', devices=['cuda'])
 def test_falsify_attention_backends_002(device: str) -> None:
     """FALSIFY-ATTENTION-BACKENDS-002: The memory-efficient backend's bf16 attention gradients
         equal float64 autograd within the same bound (CUDA only)
@@ -55,8 +49,7 @@ def test_falsify_attention_backends_002(device: str) -> None:
     falsify(backend_gradients_match_math, device=device, falsifier='FALSIFY-ATTENTION-BACKENDS-002', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and output_max_abs_diff <= atol + rtol * output_max_abs_ref and nonfinite == 0 and heads == seq_len', params={'backend': 'efficient', 'heads': 16, 'seq_len': 16, 'head_dim': 64, 'batch': 2, 'dtype': 'bfloat16', 'seed': 1}, tolerance={'source': "Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.attention_backends:backend_gradients_match_math --seeds 20 -p backend=flash -p dtype=bfloat16 --ratio grad_max_abs_diff/grad_max_abs_ref` on CPU gave worst grad ratio 4.9e-3 (math: 3.4e-3; outputs 2.6e-3). On an H100 (torch 2.11, cuDNN 9.19) the same inputs through torch's SDPA gave worst grad ratio 3.2e-3 (math) and 4.3e-3 (flash, efficient, cudnn) over 20 seeds, outputs 3.1e-3. rtol 1e-2 is 2x the worst case; a transposed dK/dV gives ratio ~1.\n", 'bfloat16': {'rtol': 0.01, 'atol': 1e-05}}, if_fails='The memory-efficient backward returns NaN or transposed gradients.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-ATTENTION-BACKENDS-003', sha256='e496bfc3cfb3d9f7c3ac09f5a2a03e1d908b082046ca415a2f2a9b9919b6fa2f', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and output_max_abs_diff <= atol + rtol * output_max_abs_ref and nonfinite == 0 and heads == seq_len')
-@pytest.mark.parametrize("device", ['cuda'])
+@PV_FALSIFIER('FALSIFY-ATTENTION-BACKENDS-003', sha256='e496bfc3cfb3d9f7c3ac09f5a2a03e1d908b082046ca415a2f2a9b9919b6fa2f', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and output_max_abs_diff <= atol + rtol * output_max_abs_ref and nonfinite == 0 and heads == seq_len', devices=['cuda'])
 def test_falsify_attention_backends_003(device: str) -> None:
     """FALSIFY-ATTENTION-BACKENDS-003: The cuDNN backend's bf16 attention gradients equal
         float64 autograd within the same bound (CUDA only)
@@ -71,8 +64,7 @@ def test_falsify_attention_backends_003(device: str) -> None:
     falsify(backend_gradients_match_math, device=device, falsifier='FALSIFY-ATTENTION-BACKENDS-003', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and output_max_abs_diff <= atol + rtol * output_max_abs_ref and nonfinite == 0 and heads == seq_len', params={'backend': 'cudnn', 'heads': 16, 'seq_len': 16, 'head_dim': 64, 'batch': 2, 'dtype': 'bfloat16', 'seed': 2}, tolerance={'source': "Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.attention_backends:backend_gradients_match_math --seeds 20 -p backend=flash -p dtype=bfloat16 --ratio grad_max_abs_diff/grad_max_abs_ref` on CPU gave worst grad ratio 4.9e-3 (math: 3.4e-3; outputs 2.6e-3). On an H100 (torch 2.11, cuDNN 9.19) the same inputs through torch's SDPA gave worst grad ratio 3.2e-3 (math) and 4.3e-3 (flash, efficient, cudnn) over 20 seeds, outputs 3.1e-3. rtol 1e-2 is 2x the worst case; a transposed dK/dV gives ratio ~1.\n", 'bfloat16': {'rtol': 0.01, 'atol': 1e-05}}, if_fails='The cuDNN backward returns NaN or gradients in the wrong layout (stride assumptions on dO).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-ATTENTION-BACKENDS-004', sha256='69cd8c34b17568adcfb26923544556e303b8e9e7205b6c3cfdb6de12086a7762', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and output_max_abs_diff <= atol + rtol * output_max_abs_ref and nonfinite == 0 and heads == seq_len')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-ATTENTION-BACKENDS-004', sha256='69cd8c34b17568adcfb26923544556e303b8e9e7205b6c3cfdb6de12086a7762', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and output_max_abs_diff <= atol + rtol * output_max_abs_ref and nonfinite == 0 and heads == seq_len', devices=['cpu', 'cuda'])
 def test_falsify_attention_backends_004(device: str) -> None:
     """FALSIFY-ATTENTION-BACKENDS-004: The math backend meets the same bound on the same inputs
         (the baseline the fused backends are held to)

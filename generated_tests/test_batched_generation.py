@@ -7,22 +7,17 @@ attention mask that grows with the cache, positions counted from the mask) gives
 prompt the greedy tokens and the next-token logits it gets when decoded alone
 (runtime.generate.generate). Prompts of 3, 9 and 14 tokens make two of three rows padded;
 the model is the tiny preset with random weights of std 0.1, so logits are spread.
-
-contract-sha256: b5035f38c05c461fc25b135c3a060e2aabaeb372367ede362a40dee2b1f7184b
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='batched-generation', contract_version='1.1.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='batched-generation', contract_version='1.1.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-BATCHED-GENERATION-001', sha256='647523169cbca877df1e66d7d5017819cdc3db52a7e12ef885eb9100e2a3d090', prediction='token_mismatches == 0 and max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and padded_rows == 2')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-BATCHED-GENERATION-001', sha256='647523169cbca877df1e66d7d5017819cdc3db52a7e12ef885eb9100e2a3d090', prediction='token_mismatches == 0 and max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and padded_rows == 2', devices=['cpu', 'cuda'])
 def test_falsify_batched_generation_001(device: str) -> None:
     """FALSIFY-BATCHED-GENERATION-001: On the reference path, greedy decoding of 12 tokens from
         prompts of 3, 9 and 14 tokens in one batch equals each prompt alone, tokens and logits
@@ -38,8 +33,7 @@ def test_falsify_batched_generation_001(device: str) -> None:
     falsify(left_padded_batch_matches_alone, device=device, falsifier='FALSIFY-BATCHED-GENERATION-001', prediction='token_mismatches == 0 and max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and padded_rows == 2', params={'path': 'reference', 'prompt_lengths': [3, 9, 14], 'new_tokens': 12, 'seed': 0}, tolerance={'source': "Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.batched_generation:left_padded_batch_matches_alone --seeds 20 -p path=reference --ratio max_abs_diff/max_abs_ref` on CPU gave worst ratio 9.3e-7 and no token mismatch in 20 seeds. rtol 1e-5 (+ atol 1e-5) is over 10x that; positions taken from the cache index move a padded row's logits by O(1) (max_abs_diff 1.39 of 3.4).\n", 'float32': {'rtol': 1e-05, 'atol': 1e-05}}, if_fails='Positions of padded rows are not derived from the attention mask (kernels.positions_from_attention_mask), padding is attended to (kernels.padded_causal_mask), or the mask does not grow with the cache (generate_batch).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-BATCHED-GENERATION-002', sha256='944ce40c207196632d5d8a2eadc5cb50aa30552b2f6271bf0177189224fc0cca', prediction='decisive_token_mismatches == 0 and max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and padded_rows == 2')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-BATCHED-GENERATION-002', sha256='944ce40c207196632d5d8a2eadc5cb50aa30552b2f6271bf0177189224fc0cca', prediction='decisive_token_mismatches == 0 and max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and padded_rows == 2', devices=['cpu', 'cuda'])
 def test_falsify_batched_generation_002(device: str) -> None:
     """FALSIFY-BATCHED-GENERATION-002: On the fast path (bf16, SDPA with the padding mask)
         batched logits match each prompt alone within a measured bf16 bound, and no token

@@ -13,22 +13,17 @@ transformers — not by the runtime's own reader alone. Devices: the model is sa
 loaded onto the device named; the resume falsifier runs the reference path on both devices
 (on CUDA the fast path's fused attention backward accumulates with atomics and is not
 bit-reproducible by design, so an exact claim would test the GPU, not the resume).
-
-contract-sha256: 844d6024c9ebb7c3d20877714edc3220a25cd51895e46a92ac46f76d76ce933a
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='checkpoint-round-trip', contract_version='1.1.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='checkpoint-round-trip', contract_version='1.1.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CHECKPOINT-ROUNDTRIP-001', sha256='5be5bafbd767836690add728b39fccef4c26ca84bcf7d4dfa332546d6ce6656e', prediction='bit_mismatches == 0 and dtype_mismatches == 0 and tensors_missing == 0 and tensors_extra == 0 and file_missing == 0 and file_extra == 0 and config_fields_differing == 0 and tensors > 0\n')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CHECKPOINT-ROUNDTRIP-001', sha256='5be5bafbd767836690add728b39fccef4c26ca84bcf7d4dfa332546d6ce6656e', prediction='bit_mismatches == 0 and dtype_mismatches == 0 and tensors_missing == 0 and tensors_extra == 0 and file_missing == 0 and file_extra == 0 and config_fields_differing == 0 and tensors > 0\n', devices=['cpu', 'cuda'])
 def test_falsify_checkpoint_roundtrip_001(device: str) -> None:
     """FALSIFY-CHECKPOINT-ROUNDTRIP-001: Saving and reloading the tiny trained model (moved) is
         bit-exact, dtype-preserving, complete and keeps the config
@@ -43,8 +38,7 @@ def test_falsify_checkpoint_roundtrip_001(device: str) -> None:
     falsify(save_load_bit_exact, device=device, falsifier='FALSIFY-CHECKPOINT-ROUNDTRIP-001', prediction='bit_mismatches == 0 and dtype_mismatches == 0 and tensors_missing == 0 and tensors_extra == 0 and file_missing == 0 and file_extra == 0 and config_fields_differing == 0 and tensors > 0\n', params={'checkpoint': 'tiny-trained', 'seed': 0}, tolerance=None, if_fails='The writer converts, drops or adds tensors, or writes config fields the reader reads differently.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CHECKPOINT-ROUNDTRIP-002', sha256='11a51cf789424519fdf4082780277dee86b541cf9c107b97680442d39e29de2f', prediction='bit_mismatches == 0 and dtype_mismatches == 0 and tensors_missing == 0 and tensors_extra == 0 and file_missing == 0 and file_extra == 0 and config_fields_differing == 0 and tensors > 0\n')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CHECKPOINT-ROUNDTRIP-002', sha256='11a51cf789424519fdf4082780277dee86b541cf9c107b97680442d39e29de2f', prediction='bit_mismatches == 0 and dtype_mismatches == 0 and tensors_missing == 0 and tensors_extra == 0 and file_missing == 0 and file_extra == 0 and config_fields_differing == 0 and tensors > 0\n', devices=['cpu', 'cuda'])
 def test_falsify_checkpoint_roundtrip_002(device: str) -> None:
     """FALSIFY-CHECKPOINT-ROUNDTRIP-002: Saving and reloading a transformers-written random
         Llama (moved; non-default eps, theta, head_dim, biases) is bit-exact and keeps the
@@ -60,8 +54,7 @@ def test_falsify_checkpoint_roundtrip_002(device: str) -> None:
     falsify(save_load_bit_exact, device=device, falsifier='FALSIFY-CHECKPOINT-ROUNDTRIP-002', prediction='bit_mismatches == 0 and dtype_mismatches == 0 and tensors_missing == 0 and tensors_extra == 0 and file_missing == 0 and file_extra == 0 and config_fields_differing == 0 and tensors > 0\n', params={'checkpoint': 'hf-llama-random', 'seed': 0}, tolerance=None, if_fails='A Llama-specific field (rms_norm_eps, rope_theta, head_dim, attention_bias) or tensor is lost in the round trip.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CHECKPOINT-ROUNDTRIP-003', sha256='239ac529db4c99c9a08e1ea2c964f68b905bb5cf6bc7a6ebef81762a7ffbf03f', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CHECKPOINT-ROUNDTRIP-003', sha256='239ac529db4c99c9a08e1ea2c964f68b905bb5cf6bc7a6ebef81762a7ffbf03f', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0', devices=['cpu', 'cuda'])
 def test_falsify_checkpoint_roundtrip_003(device: str) -> None:
     """FALSIFY-CHECKPOINT-ROUNDTRIP-003: transformers reopens the directory the runtime wrote
         for the tiny trained model (moved) and computes its logits at fp32 tolerance
@@ -76,8 +69,7 @@ def test_falsify_checkpoint_roundtrip_003(device: str) -> None:
     falsify(transformers_reopens_saved, device=device, falsifier='FALSIFY-CHECKPOINT-ROUNDTRIP-003', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0', params={'checkpoint': 'tiny-trained', 'seed': 0}, tolerance={'source': 'The logits tolerance of transformers-oracle (measured there: worst max_abs_diff/max_abs_ref 6.3e-7 over 8 seeds x 3 checkpoints on the CPU; rtol 5e-6, atol 1e-6). Measured for this check: `python -m pvlab.falsifiers.measure pvlab.falsifiers.roundtrip:transformers_reopens_saved --seeds 8 -p checkpoint=C --ratio max_abs_diff/max_abs_ref` on the CPU: worst 5.98e-7 (tiny-trained), 6.34e-7 (hf-llama-random); rtol 5e-6 is 7.9x the worst.\n', 'float32': {'rtol': 5e-06, 'atol': 1e-06}}, if_fails='The written directory means something else to transformers (a config field, a dtype, a tensor name) than the model that was saved.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CHECKPOINT-ROUNDTRIP-004', sha256='28fe4b97d72d589bfff53b501eb45315cce777f33f63740f1868c5313c714a33', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CHECKPOINT-ROUNDTRIP-004', sha256='28fe4b97d72d589bfff53b501eb45315cce777f33f63740f1868c5313c714a33', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0', devices=['cpu', 'cuda'])
 def test_falsify_checkpoint_roundtrip_004(device: str) -> None:
     """FALSIFY-CHECKPOINT-ROUNDTRIP-004: transformers reopens the directory the runtime wrote
         for a random Llama (moved) and computes its logits at fp32 tolerance
@@ -92,8 +84,7 @@ def test_falsify_checkpoint_roundtrip_004(device: str) -> None:
     falsify(transformers_reopens_saved, device=device, falsifier='FALSIFY-CHECKPOINT-ROUNDTRIP-004', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0', params={'checkpoint': 'hf-llama-random', 'seed': 0}, tolerance={'source': 'The logits tolerance of transformers-oracle (measured there: worst max_abs_diff/max_abs_ref 6.3e-7 over 8 seeds x 3 checkpoints on the CPU; rtol 5e-6, atol 1e-6). Measured for this check: `python -m pvlab.falsifiers.measure pvlab.falsifiers.roundtrip:transformers_reopens_saved --seeds 8 -p checkpoint=C --ratio max_abs_diff/max_abs_ref` on the CPU: worst 5.98e-7 (tiny-trained), 6.34e-7 (hf-llama-random); rtol 5e-6 is 7.9x the worst.\n', 'float32': {'rtol': 5e-06, 'atol': 1e-06}}, if_fails="The runtime's Llama config.json or weights mean something else to transformers than the saved model.")
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CHECKPOINT-ROUNDTRIP-005', sha256='9ca2770fc9373be570e99f00ad251112d257f1b249b3640fd24a0dc10d3e042a', prediction='max_param_diff == 0 and loss_max_diff == 0 and digest_equal == 1 and step_after_resume == steps_before')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CHECKPOINT-ROUNDTRIP-005', sha256='9ca2770fc9373be570e99f00ad251112d257f1b249b3640fd24a0dc10d3e042a', prediction='max_param_diff == 0 and loss_max_diff == 0 and digest_equal == 1 and step_after_resume == steps_before', devices=['cpu', 'cuda'])
 def test_falsify_checkpoint_roundtrip_005(device: str) -> None:
     """FALSIFY-CHECKPOINT-ROUNDTRIP-005: Trainer.save after 3 steps then Trainer.resume
         continues exactly as the uninterrupted run (weights, losses, optimizer state, step)

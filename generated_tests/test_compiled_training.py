@@ -10,22 +10,17 @@ distance is measured relative to the distance travelled (|compiled - eager| / |e
 initial| over all parameters, after every step), so a compiler that changes the arithmetic
 of a step shows as a fraction of the update. The model is the tiny preset cut to one decoder
 layer (compile time dominates on a CPU).
-
-contract-sha256: 0bde011d0961120698e365309786307d7ec0c4fe80bb413fa96a390c1f343f35
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='compiled-training', contract_version='1.1.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='compiled-training', contract_version='1.1.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-COMPILED-TRAINING-001', sha256='8ad3a938907d6cd3c75cd5a9c7f6a40c3e7bb922e3ef2b06019b81c991e66505', prediction='trajectory_rel_diff <= rtol and steps == 4')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-COMPILED-TRAINING-001', sha256='8ad3a938907d6cd3c75cd5a9c7f6a40c3e7bb922e3ef2b06019b81c991e66505', prediction='trajectory_rel_diff <= rtol and steps == 4', devices=['cpu', 'cuda'])
 def test_falsify_compiled_training_001(device: str) -> None:
     """FALSIFY-COMPILED-TRAINING-001: On the reference (fp32) path, 4 AdamW steps of a
         one-layer tiny model compiled and eager stay within a measured fraction of the distance

@@ -9,22 +9,17 @@ than one chunk of logits, and computes its own backward (softmax - onehot, recom
 chunk). Each falsifier compares with the float64 definition written in the check — values
 and, for the fused kernel, both gradients — with chunks that do not divide the token count
 and padded (IGNORE_INDEX) positions.
-
-contract-sha256: 4ef905c5ffa1a95086130c59283be41b425f139c76756ba9a65b8468a0061281
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='cross-entropy-kernel', contract_version='1.2.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='cross-entropy-kernel', contract_version='1.2.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CROSS-ENTROPY-001', sha256='3d8b2469f36cbea414a0ff1ffad814a57e7e6c9be5c287c28b21b3132a08ad34', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CROSS-ENTROPY-001', sha256='3d8b2469f36cbea414a0ff1ffad814a57e7e6c9be5c287c28b21b3132a08ad34', prediction='max_abs_diff <= atol + rtol * max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_cross_entropy_001(device: str) -> None:
     """FALSIFY-CROSS-ENTROPY-001: cross_entropy_reference over 39 positions (5 padded) and a
         1031-token vocabulary equals the float64 definition
@@ -39,8 +34,7 @@ def test_falsify_cross_entropy_001(device: str) -> None:
     falsify(cross_entropy_matches_reference, device=device, falsifier='FALSIFY-CROSS-ENTROPY-001', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'batch': 3, 'seq': 13, 'hidden': 24, 'vocab': 1031, 'logit_scale': 4.0, 'ignored': 5, 'seed': 0}, tolerance=None, if_fails='The loss scores the wrong position (targets shifted again), counts padding, or divides by the wrong count.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CROSS-ENTROPY-002', sha256='f448876163f3ef319937f8c1ceac939bbb46ae12108f78729d577e77e86955d7', prediction='loss_abs_diff <= loss_tol')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CROSS-ENTROPY-002', sha256='f448876163f3ef319937f8c1ceac939bbb46ae12108f78729d577e77e86955d7', prediction='loss_abs_diff <= loss_tol', devices=['cpu', 'cuda'])
 def test_falsify_cross_entropy_002(device: str) -> None:
     """FALSIFY-CROSS-ENTROPY-002: The fused chunked linear+CE in float32, with 7-token chunks
         over 39 positions, gives the float64 loss
@@ -55,8 +49,7 @@ def test_falsify_cross_entropy_002(device: str) -> None:
     falsify(chunked_cross_entropy_matches_reference, device=device, falsifier='FALSIFY-CROSS-ENTROPY-002', prediction='loss_abs_diff <= loss_tol', params={'compute_dtype': 'float32', 'batch': 3, 'seq': 13, 'hidden': 24, 'vocab': 1031, 'chunk_tokens': 7, 'logit_scale': 4.0, 'ignored': 5, 'seed': 1}, tolerance=None, if_fails='A chunk boundary drops or repeats tokens (the last, partial chunk), or padding is counted.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CROSS-ENTROPY-003', sha256='8ef8131f74e6331889b24571958677cf2b0925adcfca5356878d341633af6a8c', prediction='grad_hidden_max_abs_diff <= atol + rtol * grad_hidden_max_abs_ref and grad_weight_max_abs_diff <= atol + rtol * grad_weight_max_abs_ref and ignored_grad_max_abs <= atol')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CROSS-ENTROPY-003', sha256='8ef8131f74e6331889b24571958677cf2b0925adcfca5356878d341633af6a8c', prediction='grad_hidden_max_abs_diff <= atol + rtol * grad_hidden_max_abs_ref and grad_weight_max_abs_diff <= atol + rtol * grad_weight_max_abs_ref and ignored_grad_max_abs <= atol', devices=['cpu', 'cuda'])
 def test_falsify_cross_entropy_003(device: str) -> None:
     """FALSIFY-CROSS-ENTROPY-003: The fused kernel's float32 gradients with respect to the
         hidden states and the head weight equal autograd of the float64 definition; padded
@@ -72,8 +65,7 @@ def test_falsify_cross_entropy_003(device: str) -> None:
     falsify(chunked_cross_entropy_matches_reference, device=device, falsifier='FALSIFY-CROSS-ENTROPY-003', prediction='grad_hidden_max_abs_diff <= atol + rtol * grad_hidden_max_abs_ref and grad_weight_max_abs_diff <= atol + rtol * grad_weight_max_abs_ref and ignored_grad_max_abs <= atol', params={'compute_dtype': 'float32', 'batch': 3, 'seq': 13, 'hidden': 24, 'vocab': 1031, 'chunk_tokens': 7, 'logit_scale': 4.0, 'ignored': 5, 'seed': 2}, tolerance=None, if_fails='The backward misses the 1/N scale, the -onehot term, a chunk, or the padding mask; training would follow a wrong gradient while the loss looks right.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CROSS-ENTROPY-004', sha256='347e1a7349549f17dd73c3ddc05a8e26993e9229cb165276d1c5b35726e74ed1', prediction='loss_abs_diff <= loss_tol')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CROSS-ENTROPY-004', sha256='347e1a7349549f17dd73c3ddc05a8e26993e9229cb165276d1c5b35726e74ed1', prediction='loss_abs_diff <= loss_tol', devices=['cpu', 'cuda'])
 def test_falsify_cross_entropy_004(device: str) -> None:
     """FALSIFY-CROSS-ENTROPY-004: With bfloat16 matmuls (the fast path's setting) the fused
         loss value is within bf16 tolerance of the float64 loss
@@ -88,8 +80,7 @@ def test_falsify_cross_entropy_004(device: str) -> None:
     falsify(chunked_cross_entropy_matches_reference, device=device, falsifier='FALSIFY-CROSS-ENTROPY-004', prediction='loss_abs_diff <= loss_tol', params={'compute_dtype': 'bfloat16', 'batch': 3, 'seq': 13, 'hidden': 24, 'vocab': 1031, 'chunk_tokens': 7, 'logit_scale': 4.0, 'ignored': 5, 'seed': 3}, tolerance=None, if_fails='The softmax statistics (log-sum-exp) are accumulated in bf16 instead of fp32.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CROSS-ENTROPY-005', sha256='8b3b19f7d6adc19118ddcb9c062e7882cc9cacfca4daaefc65a04f214fef90d2', prediction='grad_hidden_max_abs_diff <= atol + rtol * grad_hidden_max_abs_ref and grad_weight_max_abs_diff <= atol + rtol * grad_weight_max_abs_ref and ignored_grad_max_abs <= atol')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CROSS-ENTROPY-005', sha256='8b3b19f7d6adc19118ddcb9c062e7882cc9cacfca4daaefc65a04f214fef90d2', prediction='grad_hidden_max_abs_diff <= atol + rtol * grad_hidden_max_abs_ref and grad_weight_max_abs_diff <= atol + rtol * grad_weight_max_abs_ref and ignored_grad_max_abs <= atol', devices=['cpu', 'cuda'])
 def test_falsify_cross_entropy_005(device: str) -> None:
     """FALSIFY-CROSS-ENTROPY-005: With bfloat16 matmuls the fused kernel's gradients are within
         a measured bf16 bound of the float64 gradients
@@ -104,8 +95,7 @@ def test_falsify_cross_entropy_005(device: str) -> None:
     falsify(chunked_cross_entropy_matches_reference, device=device, falsifier='FALSIFY-CROSS-ENTROPY-005', prediction='grad_hidden_max_abs_diff <= atol + rtol * grad_hidden_max_abs_ref and grad_weight_max_abs_diff <= atol + rtol * grad_weight_max_abs_ref and ignored_grad_max_abs <= atol', params={'compute_dtype': 'bfloat16', 'batch': 3, 'seq': 13, 'hidden': 24, 'vocab': 1031, 'chunk_tokens': 7, 'logit_scale': 4.0, 'ignored': 5, 'seed': 4}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.kernel_cross_entropy:chunked_cross_entropy_matches_reference --seeds 200 -p compute_dtype=bfloat16` on CPU gave worst gradient error / max |gradient| = 2.1e-2 (hidden) and 3.1e-2 (weight): two chained bf16 matmuls (logits, then grad_logits @ head) each round to 2^-8, beyond the single-op default of 1.6e-2. rtol 6e-2 is about 2x the worst of 200 seeds; a missing term or chunk errs by O(1) of max |gradient|.\n', 'bfloat16': {'rtol': 0.06, 'atol': 1e-05}}, if_fails='The backward is structurally wrong in the bf16 setting (wrong cast point, a chunk skipped).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-CROSS-ENTROPY-006', sha256='d4efbe825ce4d877d367583ce9caa4b90b8c8410fc5bc85a742f8c5bf531e350', prediction='loss_abs_diff <= loss_tol and grad_hidden_max_abs_diff <= atol + rtol * grad_hidden_max_abs_ref and grad_weight_max_abs_diff <= atol + rtol * grad_weight_max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-CROSS-ENTROPY-006', sha256='d4efbe825ce4d877d367583ce9caa4b90b8c8410fc5bc85a742f8c5bf531e350', prediction='loss_abs_diff <= loss_tol and grad_hidden_max_abs_diff <= atol + rtol * grad_hidden_max_abs_ref and grad_weight_max_abs_diff <= atol + rtol * grad_weight_max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_cross_entropy_006(device: str) -> None:
     """FALSIFY-CROSS-ENTROPY-006: Logits of std ~3000 (the loss is ~1e4) give a finite float32
         loss, and gradients equal to the float64 ones within the measured fp32 conditioning

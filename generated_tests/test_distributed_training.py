@@ -10,22 +10,17 @@ checkpoint consolidates into a directory transformers opens with the trained mod
 and resumes on another world size as if never interrupted. Every check starts its own ranks
 (pvlab.falsifiers.launch: gloo on cpu, NCCL on cuda, world size 2, a hard timeout; a failing
 or hanging rank is an ERROR) and records world_size and backend.
-
-contract-sha256: 70270b20a82cde597605bf6757d0bf71a845f85c119314af82c8cfb5d66d3bc1
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='distributed-training', contract_version='1.1.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='distributed-training', contract_version='1.1.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-DIST-DDP-001', sha256='0f0740ae2e5e570fe890de6e2ea07b040dcee5a2569e935a6000fb174d8b94ea', prediction='world_size == 2 and loss_max_abs_diff <= atol + rtol * loss_max_abs_ref and param_max_abs_diff <= atol + rtol * param_max_abs_ref and grad_norm_max_rel_diff <= 1e-4 and replica_max_abs_diff <= atol')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-DIST-DDP-001', sha256='0f0740ae2e5e570fe890de6e2ea07b040dcee5a2569e935a6000fb174d8b94ea', prediction='world_size == 2 and loss_max_abs_diff <= atol + rtol * loss_max_abs_ref and param_max_abs_diff <= atol + rtol * param_max_abs_ref and grad_norm_max_rel_diff <= 1e-4 and replica_max_abs_diff <= atol', devices=['cpu', 'cuda'])
 def test_falsify_dist_ddp_001(device: str) -> None:
     """FALSIFY-DIST-DDP-001: DDP on 2 ranks with batch 2 each equals one device with batch 4 on
         the same windows, step by step
@@ -40,8 +35,7 @@ def test_falsify_dist_ddp_001(device: str) -> None:
     falsify(ddp_matches_single_device, device=device, falsifier='FALSIFY-DIST-DDP-001', prediction='world_size == 2 and loss_max_abs_diff <= atol + rtol * loss_max_abs_ref and param_max_abs_diff <= atol + rtol * param_max_abs_ref and grad_norm_max_rel_diff <= 1e-4 and replica_max_abs_diff <= atol', params={'world_size': 2, 'strategy': 'ddp', 'steps': 3, 'batch_size': 2, 'seq_len': 16, 'accumulation_steps': 1, 'path': 'reference', 'lr': 0.001, 'seed': 0, 'timeout_s': 300}, tolerance=None, if_fails='Gradients are summed (not averaged), ranks read the same data, or the loss is not the global token mean; see runtime/distributed.py.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-DIST-GRAD-001', sha256='fdc9d6fb6d3c613755502b370643b549a3d0a4b5a7ed335c34ed07c4bc63e042', prediction='world_size == 2 and parameters_without_grad == 0 and grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and rank_max_abs_diff <= atol')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-DIST-GRAD-001', sha256='fdc9d6fb6d3c613755502b370643b549a3d0a4b5a7ed335c34ed07c4bc63e042', prediction='world_size == 2 and parameters_without_grad == 0 and grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and rank_max_abs_diff <= atol', devices=['cpu', 'cuda'])
 def test_falsify_dist_grad_001(device: str) -> None:
     """FALSIFY-DIST-GRAD-001: Under DDP every rank's all-reduced gradient equals the float64
         gradient of the global batch
@@ -56,8 +50,7 @@ def test_falsify_dist_grad_001(device: str) -> None:
     falsify(allreduced_gradient, device=device, falsifier='FALSIFY-DIST-GRAD-001', prediction='world_size == 2 and parameters_without_grad == 0 and grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and rank_max_abs_diff <= atol', params={'world_size': 2, 'strategy': 'ddp', 'batch_size': 2, 'seq_len': 16, 'accumulation_steps': 1, 'path': 'reference', 'seed': 0, 'timeout_s': 300}, tolerance=None, if_fails="The DDP reduction is a sum, or the ranks' batches are not the global batch's shards.")
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-DIST-GRAD-002', sha256='fb7100034a032131c600a163e6329ccab1f1018f8156245808274197a1c06363', prediction='world_size == 2 and parameters_without_grad == 0 and grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and rank_max_abs_diff <= atol')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-DIST-GRAD-002', sha256='fb7100034a032131c600a163e6329ccab1f1018f8156245808274197a1c06363', prediction='world_size == 2 and parameters_without_grad == 0 and grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and rank_max_abs_diff <= atol', devices=['cpu', 'cuda'])
 def test_falsify_dist_grad_002(device: str) -> None:
     """FALSIFY-DIST-GRAD-002: Under FSDP2 every rank's reduce-scattered gradient, gathered,
         equals the float64 gradient of the global batch
@@ -71,8 +64,7 @@ def test_falsify_dist_grad_002(device: str) -> None:
     falsify(allreduced_gradient, device=device, falsifier='FALSIFY-DIST-GRAD-002', prediction='world_size == 2 and parameters_without_grad == 0 and grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and rank_max_abs_diff <= atol', params={'world_size': 2, 'strategy': 'fsdp', 'batch_size': 2, 'seq_len': 16, 'accumulation_steps': 1, 'path': 'reference', 'seed': 0, 'timeout_s': 300}, tolerance=None, if_fails="FSDP's gradient divide factor is wrong, or a shard group does not reduce.")
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-DIST-ACCUM-001', sha256='f84ef1eafddecfa4457f679016ab9533e60a00930f61f6c71278c38a2cac041d', prediction='world_size == 2 and parameters_without_grad == 0 and early_sync_max_abs_diff <= atol + rtol * early_max_abs_ref and grad_max_abs_diff <= atol + rtol * grad_max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-DIST-ACCUM-001', sha256='f84ef1eafddecfa4457f679016ab9533e60a00930f61f6c71278c38a2cac041d', prediction='world_size == 2 and parameters_without_grad == 0 and early_sync_max_abs_diff <= atol + rtol * early_max_abs_ref and grad_max_abs_diff <= atol + rtol * grad_max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_dist_accum_001(device: str) -> None:
     """FALSIFY-DIST-ACCUM-001: DDP with 2 micro-batches keeps each rank's own gradient until
         the last micro-batch, then holds the global batch's gradient
@@ -87,8 +79,7 @@ def test_falsify_dist_accum_001(device: str) -> None:
     falsify(allreduced_gradient, device=device, falsifier='FALSIFY-DIST-ACCUM-001', prediction='world_size == 2 and parameters_without_grad == 0 and early_sync_max_abs_diff <= atol + rtol * early_max_abs_ref and grad_max_abs_diff <= atol + rtol * grad_max_abs_ref', params={'world_size': 2, 'strategy': 'ddp', 'batch_size': 4, 'seq_len': 16, 'accumulation_steps': 2, 'path': 'reference', 'seed': 0, 'timeout_s': 300}, tolerance=None, if_fails='Accumulation synchronises every micro-batch (no no_sync) or scales the micro-batch losses wrongly.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-DIST-ACCUM-002', sha256='60d29487e69a553cb17f4c58da1bcbd17f07c4468bb1f5ef8cb972618c1f6e14', prediction='world_size == 2 and parameters_without_grad == 0 and grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and rank_max_abs_diff <= atol')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-DIST-ACCUM-002', sha256='60d29487e69a553cb17f4c58da1bcbd17f07c4468bb1f5ef8cb972618c1f6e14', prediction='world_size == 2 and parameters_without_grad == 0 and grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and rank_max_abs_diff <= atol', devices=['cpu', 'cuda'])
 def test_falsify_dist_accum_002(device: str) -> None:
     """FALSIFY-DIST-ACCUM-002: FSDP2 with 2 micro-batches ends with the global batch's gradient
 
@@ -102,8 +93,7 @@ def test_falsify_dist_accum_002(device: str) -> None:
     falsify(allreduced_gradient, device=device, falsifier='FALSIFY-DIST-ACCUM-002', prediction='world_size == 2 and parameters_without_grad == 0 and grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and rank_max_abs_diff <= atol', params={'world_size': 2, 'strategy': 'fsdp', 'batch_size': 4, 'seq_len': 16, 'accumulation_steps': 2, 'path': 'reference', 'seed': 0, 'timeout_s': 300}, tolerance=None, if_fails='set_requires_gradient_sync is not restored, or the micro-batch losses are scaled wrongly.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-DIST-SHARD-001', sha256='0f7d353a71aea5ca4a9df51ce4f736500b17dca4aed988086a3a6a7b9151a5ae', prediction='world_size == 2 and shard_overlap == 0 and shard_duplicates == 0 and shard_covered == shard_expected and batch_overlap == 0 and batch_covered == batch_expected and batch_expected == batch_windows')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-DIST-SHARD-001', sha256='0f7d353a71aea5ca4a9df51ce4f736500b17dca4aed988086a3a6a7b9151a5ae', prediction='world_size == 2 and shard_overlap == 0 and shard_duplicates == 0 and shard_covered == shard_expected and batch_overlap == 0 and batch_covered == batch_expected and batch_expected == batch_windows', devices=['cpu', 'cuda'])
 def test_falsify_dist_shard_001(device: str) -> None:
     """FALSIFY-DIST-SHARD-001: The ranks' shards of every epoch are disjoint and cover it; one
         epoch of the ranks' batches trains on every window once
@@ -118,8 +108,7 @@ def test_falsify_dist_shard_001(device: str) -> None:
     falsify(rank_shards, device=device, falsifier='FALSIFY-DIST-SHARD-001', prediction='world_size == 2 and shard_overlap == 0 and shard_duplicates == 0 and shard_covered == shard_expected and batch_overlap == 0 and batch_covered == batch_expected and batch_expected == batch_windows', params={'world_size': 2, 'num_items': 25, 'epochs': 2, 'batch_size': 4, 'seq_len': 16, 'seed': 0, 'timeout_s': 300}, tolerance=None, if_fails='The sampler ignores the rank, pads with repeats, or drops windows; see runtime.distributed.shard_indices.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-DIST-FSDP-001', sha256='44346bf54706ea0f12d258f12fda1ad859e27467c5594d33ef97dd197e654a35', prediction='world_size == 2 and loss_max_abs_diff <= atol + rtol * loss_max_abs_ref and param_max_abs_diff <= atol + rtol * param_max_abs_ref and grad_norm_max_rel_diff <= 1e-4')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-DIST-FSDP-001', sha256='44346bf54706ea0f12d258f12fda1ad859e27467c5594d33ef97dd197e654a35', prediction='world_size == 2 and loss_max_abs_diff <= atol + rtol * loss_max_abs_ref and param_max_abs_diff <= atol + rtol * param_max_abs_ref and grad_norm_max_rel_diff <= 1e-4', devices=['cpu', 'cuda'])
 def test_falsify_dist_fsdp_001(device: str) -> None:
     """FALSIFY-DIST-FSDP-001: FSDP2 and DDP, from the same init on the same batches with 2
         micro-batches, agree after 3 steps
@@ -134,8 +123,7 @@ def test_falsify_dist_fsdp_001(device: str) -> None:
     falsify(fsdp_matches_ddp, device=device, falsifier='FALSIFY-DIST-FSDP-001', prediction='world_size == 2 and loss_max_abs_diff <= atol + rtol * loss_max_abs_ref and param_max_abs_diff <= atol + rtol * param_max_abs_ref and grad_norm_max_rel_diff <= 1e-4', params={'world_size': 2, 'steps': 3, 'batch_size': 2, 'seq_len': 16, 'accumulation_steps': 2, 'path': 'reference', 'lr': 0.001, 'seed': 0, 'timeout_s': 300}, tolerance=None, if_fails="FSDP's sharding, reduce-scatter, sharded clipping or optimizer step differs from DDP's.")
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-DIST-CKPT-001', sha256='35cfe8bbd097033d3be887d25e3a2186d52266d25d7e5e8fdc232e19e98c77ba', prediction='ranks_complete_on_return == world_size and missing_tensors == 0 and logits_max_abs_diff <= atol + rtol * logits_max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-DIST-CKPT-001', sha256='35cfe8bbd097033d3be887d25e3a2186d52266d25d7e5e8fdc232e19e98c77ba', prediction='ranks_complete_on_return == world_size and missing_tensors == 0 and logits_max_abs_diff <= atol + rtol * logits_max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_dist_ckpt_001(device: str) -> None:
     """FALSIFY-DIST-CKPT-001: A sharded FSDP2 checkpoint consolidates into a directory that
         every rank finds complete and transformers opens with the trained model's logits
@@ -150,8 +138,7 @@ def test_falsify_dist_ckpt_001(device: str) -> None:
     falsify(consolidated_checkpoint, device=device, falsifier='FALSIFY-DIST-CKPT-001', prediction='ranks_complete_on_return == world_size and missing_tensors == 0 and logits_max_abs_diff <= atol + rtol * logits_max_abs_ref', params={'world_size': 2, 'strategy': 'fsdp', 'steps': 2, 'batch_size': 2, 'seq_len': 16, 'path': 'reference', 'seed': 0, 'timeout_s': 300}, tolerance=None, if_fails='Consolidation misses a barrier, drops or renames a tensor, or writes shards instead of whole tensors.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-DIST-RESUME-001', sha256='f9ef45423800ef03bb1adf236be75f926cec833a0032e46733c4cd5222664194', prediction='step_after_resume == steps_before and loss_max_abs_diff <= atol + rtol * loss_max_abs_ref and param_max_abs_diff <= atol + rtol * param_max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-DIST-RESUME-001', sha256='f9ef45423800ef03bb1adf236be75f926cec833a0032e46733c4cd5222664194', prediction='step_after_resume == steps_before and loss_max_abs_diff <= atol + rtol * loss_max_abs_ref and param_max_abs_diff <= atol + rtol * param_max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_dist_resume_001(device: str) -> None:
     """FALSIFY-DIST-RESUME-001: A sharded checkpoint of 2 FSDP2 ranks resumed on 1 rank
         continues exactly as the uninterrupted 2-rank run

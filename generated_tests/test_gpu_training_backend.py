@@ -10,22 +10,17 @@ device: the preset is built on the meta device (shapes only, no data, no kernels
 parameter count is the same whatever accelerator exists. FALSIFY-INV-TRAIN-003 runs the
 reference path on cpu and cuda: the fast path's fused attention backward on CUDA accumulates
 with atomics and is not bit-reproducible by design, which is not a seeding defect.
-
-contract-sha256: a6a80759a91842a8af26a3bc67b0dbcf11c114b2561a486aa9ce0922f720dc2c
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify, subjects
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='gpu-training-backend', contract_version='1.3.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='gpu-training-backend', contract_version='1.3.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-INV-ARCH-370M-001', sha256='b7331341c503f9251f931cab3c239db9f8c6497c255d571048a7527fa40efa48', prediction='366e6 <= param_count <= 374e6')
-@pytest.mark.parametrize("device", ['cpu'])
+@PV_FALSIFIER('FALSIFY-INV-ARCH-370M-001', sha256='b7331341c503f9251f931cab3c239db9f8c6497c255d571048a7527fa40efa48', prediction='366e6 <= param_count <= 374e6', devices=['cpu'])
 def test_falsify_inv_arch_370m_001(device: str) -> None:
     """FALSIFY-INV-ARCH-370M-001: The llama-370m preset's parameter count lies in [366M, 374M]
 
@@ -39,9 +34,7 @@ def test_falsify_inv_arch_370m_001(device: str) -> None:
     falsify(param_count, device=device, falsifier='FALSIFY-INV-ARCH-370M-001', prediction='366e6 <= param_count <= 374e6', params={'preset': 'llama-370m'}, tolerance=None, if_fails='A layer dimension, the vocabulary or head tying changed; the preset no longer describes a 370M model.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-INV-TRAIN-007', sha256='7f40660b45bba796343af6928db36c64edc755f6f9b776497b8716f1470ddb50', prediction='nonfinite_losses == 0 and steps > 0', subject_sha256={'tiny-random': '9d1b3a265ec8ae87619e82273ee1325da2846224e13e19b0b0dba47c465d60e3', 'qwen2-0.5b-stdlib-random': '03cdd93c3a4f2793873a25ff8a6de4bf1c4e0237da2dbf46118222c6b8f3c318'})
-@pytest.mark.parametrize("subject", subjects(['tiny-random', 'qwen2-0.5b-stdlib-random']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-INV-TRAIN-007', sha256='7f40660b45bba796343af6928db36c64edc755f6f9b776497b8716f1470ddb50', prediction='nonfinite_losses == 0 and steps > 0', devices=['cpu', 'cuda'], subjects=['tiny-random', 'qwen2-0.5b-stdlib-random'], subject_sha256={'tiny-random': '9d1b3a265ec8ae87619e82273ee1325da2846224e13e19b0b0dba47c465d60e3', 'qwen2-0.5b-stdlib-random': '03cdd93c3a4f2793873a25ff8a6de4bf1c4e0237da2dbf46118222c6b8f3c318'})
 def test_falsify_inv_train_007(device: str, subject: str) -> None:
     """FALSIFY-INV-TRAIN-007: Every loss over a short training run is finite
 
@@ -55,9 +48,7 @@ def test_falsify_inv_train_007(device: str, subject: str) -> None:
     falsify(finite_loss, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-INV-TRAIN-007', prediction='nonfinite_losses == 0 and steps > 0', params={'steps': 10, 'seed': 0}, tolerance=None, if_fails='A kernel overflows in the training dtype (softmax without max subtraction, bf16 accumulation).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-INV-TRAIN-008', sha256='fb790f69be708fb22446dbf52df3229b0e49acac00e2a277a2244d7d782e4567', prediction='grad_norm >= 0 and abs(grad_norm - reference_grad_norm) <= 1e-4 * reference_grad_norm + 1e-8', subject_sha256={'tiny-random': '65cb72d12c8f62c0f247efccc3ffbcf5047c6e289cf8fbbcb250b710b02d6ee0', 'qwen2-0.5b-stdlib-random': '05e0c7c2de620c3ef6c3c0f2f7834d16901969db46a398c42bd56a04c69350b9'})
-@pytest.mark.parametrize("subject", subjects(['tiny-random', 'qwen2-0.5b-stdlib-random']))
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-INV-TRAIN-008', sha256='fb790f69be708fb22446dbf52df3229b0e49acac00e2a277a2244d7d782e4567', prediction='grad_norm >= 0 and abs(grad_norm - reference_grad_norm) <= 1e-4 * reference_grad_norm + 1e-8', devices=['cpu', 'cuda'], subjects=['tiny-random', 'qwen2-0.5b-stdlib-random'], subject_sha256={'tiny-random': '65cb72d12c8f62c0f247efccc3ffbcf5047c6e289cf8fbbcb250b710b02d6ee0', 'qwen2-0.5b-stdlib-random': '05e0c7c2de620c3ef6c3c0f2f7834d16901969db46a398c42bd56a04c69350b9'})
 def test_falsify_inv_train_008(device: str, subject: str) -> None:
     """FALSIFY-INV-TRAIN-008: The reported grad norm is non-negative and equals the global L2
         norm of all gradients
@@ -72,8 +63,7 @@ def test_falsify_inv_train_008(device: str, subject: str) -> None:
     falsify(grad_norm, device=device, subject=subject, subject_param='checkpoint', falsifier='FALSIFY-INV-TRAIN-008', prediction='grad_norm >= 0 and abs(grad_norm - reference_grad_norm) <= 1e-4 * reference_grad_norm + 1e-8', params={'grad_clip': 0.5, 'seed': 0}, tolerance=None, if_fails='The norm is taken after clipping, over a subset of parameters, or per tensor instead of globally.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-INV-TRAIN-003', sha256='fda2f4475f9edb66746c8df28f3e9a4911fc0246291ed688f8320ec814f1a459', prediction='digest_mismatches == 0 and runs == 2')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-INV-TRAIN-003', sha256='fda2f4475f9edb66746c8df28f3e9a4911fc0246291ed688f8320ec814f1a459', prediction='digest_mismatches == 0 and runs == 2', devices=['cpu', 'cuda'])
 def test_falsify_inv_train_003(device: str) -> None:
     """FALSIFY-INV-TRAIN-003: Two runs with the same seed end with the same optimizer-state
         digest

@@ -8,22 +8,17 @@ attention_reference (explicit QK^T, mask, softmax, V in fp32). Queries are the l
 positions (S - T come from a KV cache). Each falsifier compares with attention written out
 head by head and row by row in float64 in the check, with 6 query heads sharing 2 key/value
 heads and odd lengths, or checks causality directly by perturbing the future.
-
-contract-sha256: 2282bc9fe488bb4a9df92b41dd82b784f047a6a176f16247634be87476b7ee74
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='gqa-attention-kernel', contract_version='1.2.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='gqa-attention-kernel', contract_version='1.2.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-001', sha256='424c91607f05902ec72a83057d0d48304a76a5a38684a5946081222bf6af6c57', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-GQA-ATTENTION-001', sha256='424c91607f05902ec72a83057d0d48304a76a5a38684a5946081222bf6af6c57', prediction='max_abs_diff <= atol + rtol * max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_gqa_attention_001(device: str) -> None:
     """FALSIFY-GQA-ATTENTION-001: In float32, attention_fast over 19 positions with 6 query
         heads on 2 KV heads equals the float64 explicit attention
@@ -38,8 +33,7 @@ def test_falsify_gqa_attention_001(device: str) -> None:
     falsify(attention_matches_reference, device=device, falsifier='FALSIFY-GQA-ATTENTION-001', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'kernel': 'fast', 'dtype': 'float32', 'batch': 2, 'heads': 6, 'kv_heads': 2, 'queries': 19, 'keys': 19, 'head_dim': 16, 'scale': 1.0, 'seed': 0}, tolerance=None, if_fails='The query-to-KV head grouping is wrong (h % KV instead of h // groups), the scale is not 1/sqrt(D), or the mask is off.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-002', sha256='be40caf69ed1a139cf9ccb1f02f5c59eb8b4201e0ee8a59c2949195fce17c80f', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-GQA-ATTENTION-002', sha256='be40caf69ed1a139cf9ccb1f02f5c59eb8b4201e0ee8a59c2949195fce17c80f', prediction='max_abs_diff <= atol + rtol * max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_gqa_attention_002(device: str) -> None:
     """FALSIFY-GQA-ATTENTION-002: In float32, attention_reference with larger scores (q, k
         scaled by 4) equals the float64 explicit attention
@@ -53,8 +47,7 @@ def test_falsify_gqa_attention_002(device: str) -> None:
     falsify(attention_matches_reference, device=device, falsifier='FALSIFY-GQA-ATTENTION-002', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'kernel': 'reference', 'dtype': 'float32', 'batch': 2, 'heads': 6, 'kv_heads': 2, 'queries': 19, 'keys': 19, 'head_dim': 16, 'scale': 4.0, 'seed': 1}, tolerance=None, if_fails='repeat_kv, the causal mask or the softmax of the reference path is wrong.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-003', sha256='9971fb23b71f0462b951410a6bf78c6d434b3d30bd4dbd55211b50d7bcb425b5', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-GQA-ATTENTION-003', sha256='9971fb23b71f0462b951410a6bf78c6d434b3d30bd4dbd55211b50d7bcb425b5', prediction='max_abs_diff <= atol + rtol * max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_gqa_attention_003(device: str) -> None:
     """FALSIFY-GQA-ATTENTION-003: Five new queries after 11 cached positions (the masked,
         offset case) give the float64 attention at their absolute positions
@@ -69,8 +62,7 @@ def test_falsify_gqa_attention_003(device: str) -> None:
     falsify(attention_matches_reference, device=device, falsifier='FALSIFY-GQA-ATTENTION-003', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'kernel': 'fast', 'dtype': 'float32', 'batch': 2, 'heads': 6, 'kv_heads': 2, 'queries': 5, 'keys': 16, 'head_dim': 16, 'scale': 1.0, 'seed': 2}, tolerance=None, if_fails="The causal mask is aligned top-left (SDPA's is_causal) instead of to the end of the cache.")
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-004', sha256='a15c4df3644d358ce753dc2cd8a954f4e9ebf6707377389edbebd4704694fbdf', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-GQA-ATTENTION-004', sha256='a15c4df3644d358ce753dc2cd8a954f4e9ebf6707377389edbebd4704694fbdf', prediction='max_abs_diff <= atol + rtol * max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_gqa_attention_004(device: str) -> None:
     """FALSIFY-GQA-ATTENTION-004: One new query after 15 cached positions attends to all 16
         keys, as the float64 attention does
@@ -85,8 +77,7 @@ def test_falsify_gqa_attention_004(device: str) -> None:
     falsify(attention_matches_reference, device=device, falsifier='FALSIFY-GQA-ATTENTION-004', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'kernel': 'fast', 'dtype': 'float32', 'batch': 2, 'heads': 6, 'kv_heads': 2, 'queries': 1, 'keys': 16, 'head_dim': 16, 'scale': 1.0, 'seed': 3}, tolerance=None, if_fails='The single-token decode step masks keys it should see (or drops the first cached key).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-005', sha256='73fdb1266bc482718f57c9fd2cf70c02975c9a0e03cec01ef3029d72c20c50e0', prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-GQA-ATTENTION-005', sha256='73fdb1266bc482718f57c9fd2cf70c02975c9a0e03cec01ef3029d72c20c50e0', prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5', devices=['cpu', 'cuda'])
 def test_falsify_gqa_attention_005(device: str) -> None:
     """FALSIFY-GQA-ATTENTION-005: Replacing the keys and values of positions >= c changes no
         attention output at positions < c (fused kernel), and position 0 returns its own value
@@ -101,8 +92,7 @@ def test_falsify_gqa_attention_005(device: str) -> None:
     falsify(attention_is_causal, device=device, falsifier='FALSIFY-GQA-ATTENTION-005', prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5', params={'kernel': 'fast', 'batch': 2, 'heads': 6, 'kv_heads': 2, 'seq': 17, 'head_dim': 16, 'seed': 4}, tolerance=None, if_fails='The fused kernel runs without a causal mask; training sees the future and eval looks far too good.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-006', sha256='5cd7ba738dd1fa068e2551a65d43454d24dfa0f5fce75fd50224da60c04b2828', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-GQA-ATTENTION-006', sha256='5cd7ba738dd1fa068e2551a65d43454d24dfa0f5fce75fd50224da60c04b2828', prediction='max_abs_diff <= atol + rtol * max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_gqa_attention_006(device: str) -> None:
     """FALSIFY-GQA-ATTENTION-006: In bfloat16, attention_fast equals the float64 attention of
         its bf16 inputs within bf16 tolerance
@@ -117,8 +107,7 @@ def test_falsify_gqa_attention_006(device: str) -> None:
     falsify(attention_matches_reference, device=device, falsifier='FALSIFY-GQA-ATTENTION-006', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'kernel': 'fast', 'dtype': 'bfloat16', 'batch': 2, 'heads': 6, 'kv_heads': 2, 'queries': 19, 'keys': 19, 'head_dim': 16, 'scale': 1.0, 'seed': 5}, tolerance=None, if_fails='The fused bf16 kernel accumulates scores or the softmax sum in bf16, or picks a different mask in bf16.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-GQA-ATTENTION-007', sha256='854c0fc309c9c99d503ea210259c9726699e2f4a2be403d79d80d637c64e3117', prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-GQA-ATTENTION-007', sha256='854c0fc309c9c99d503ea210259c9726699e2f4a2be403d79d80d637c64e3117', prediction='future_influence_max_abs <= 1.0e-6 and first_position_max_abs_diff <= 1.0e-5', devices=['cpu', 'cuda'])
 def test_falsify_gqa_attention_007(device: str) -> None:
     """FALSIFY-GQA-ATTENTION-007: The reference kernel is causal too (same perturbation test)
 

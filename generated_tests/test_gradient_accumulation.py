@@ -10,22 +10,17 @@ different lengths, right-padded, split so that the micro-batches hold different 
 target tokens and the last one is short: the conditions under which averaging each
 micro-batch's loss separately differs from averaging over every token. The expected values
 come from float64 autograd over the whole batch in the check.
-
-contract-sha256: 36db900b6d9a509ca988c8633e6fe704a9aac249a0812661f6c14f2d6d3a5624
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='gradient-accumulation', contract_version='1.1.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='gradient-accumulation', contract_version='1.1.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-GRAD-ACCUM-001', sha256='d6e39b23b0375749e17b2920691efd7e05ae364246b82955599b98f784e7f287', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and loss_abs_diff <= loss_tol and grad_nonfinite == 0 and micro_batches == 3 and last_micro_batch_rows == 1 and min_micro_tokens < max_micro_tokens')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-GRAD-ACCUM-001', sha256='d6e39b23b0375749e17b2920691efd7e05ae364246b82955599b98f784e7f287', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and loss_abs_diff <= loss_tol and grad_nonfinite == 0 and micro_batches == 3 and last_micro_batch_rows == 1 and min_micro_tokens < max_micro_tokens', devices=['cpu', 'cuda'])
 def test_falsify_grad_accum_001(device: str) -> None:
     """FALSIFY-GRAD-ACCUM-001: On the reference path, 7 sequences of 3 to 40 tokens in
         micro-batches of 3 rows (3, 3, 1) give the loss and every gradient of float64 autograd
@@ -42,8 +37,7 @@ def test_falsify_grad_accum_001(device: str) -> None:
     falsify(accumulation_matches_full_batch, device=device, falsifier='FALSIFY-GRAD-ACCUM-001', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and loss_abs_diff <= loss_tol and grad_nonfinite == 0 and micro_batches == 3 and last_micro_batch_rows == 1 and min_micro_tokens < max_micro_tokens', params={'path': 'reference', 'micro_batch_size': 3, 'sequences': 7, 'min_len': 3, 'max_len': 40, 'seed': 0}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.accumulation:accumulation_matches_full_batch --seeds 20 -p path=reference --ratio grad_max_abs_diff/grad_max_abs_ref --ratio loss_abs_diff/reference_loss` on CPU gave worst grad ratio 4.4e-7 and loss ratio 1.2e-7 (fp32 accumulation vs float64). rtol 1e-5 (+ atol 1e-6) is over 20x the worst case; the per-micro-batch-mean defect moves gradients by ~3x their largest value (measured under accumulation_averages_micro_batch_means).\n', 'float32': {'rtol': 1e-05, 'atol': 1e-06}}, if_fails="Micro-batch losses are weighted by something other than their share of the step's target tokens (runtime.trainer.micro_batch_weight), padding is counted, or a micro-batch is dropped or run twice (Trainer.train_step, LMBatch.split).")
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-GRAD-ACCUM-002', sha256='6f2190ea58b980e97bf34dafa127be254ab4a4cb688687dee4e92641f3ea65ad', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and loss_abs_diff <= loss_tol and grad_nonfinite == 0 and micro_batches == 3 and min_micro_tokens < max_micro_tokens')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-GRAD-ACCUM-002', sha256='6f2190ea58b980e97bf34dafa127be254ab4a4cb688687dee4e92641f3ea65ad', prediction='grad_max_abs_diff <= atol + rtol * grad_max_abs_ref and loss_abs_diff <= loss_tol and grad_nonfinite == 0 and micro_batches == 3 and min_micro_tokens < max_micro_tokens', devices=['cpu', 'cuda'])
 def test_falsify_grad_accum_002(device: str) -> None:
     """FALSIFY-GRAD-ACCUM-002: On the fast path (bf16 autocast, chunked cross-entropy) the same
         accumulated step matches float64 within a measured bf16 bound

@@ -9,22 +9,17 @@ forward over the whole sequence gives there, on both paths, and greedy decoding 
 cache must produce exactly the tokens that recomputing the whole sequence each step
 produces. The model is the tiny preset with random weights of std 0.1 (spread logits, no
 trained checkpoint needed).
-
-contract-sha256: 8072ca14bfb1b8bf6189d82ed4bf23ab43202609ac2cdf043fdf6f5ffe1dd4c3
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='kv-cache-kernel', contract_version='1.2.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='kv-cache-kernel', contract_version='1.2.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-KV-CACHE-001', sha256='9d03a0098a15b5fb9181c3f7986acd4b53dfb757c4e72de401d596f1b2ded8f6', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-KV-CACHE-001', sha256='9d03a0098a15b5fb9181c3f7986acd4b53dfb757c4e72de401d596f1b2ded8f6', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length', devices=['cpu', 'cuda'])
 def test_falsify_kv_cache_001(device: str) -> None:
     """FALSIFY-KV-CACHE-001: On the reference path, a 7-token prompt then 24 tokens one at a
         time give the full forward's logits at all 31 positions, and the cache ends 31 long
@@ -39,8 +34,7 @@ def test_falsify_kv_cache_001(device: str) -> None:
     falsify(cached_decode_matches_full_forward, device=device, falsifier='FALSIFY-KV-CACHE-001', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length', params={'path': 'reference', 'prompt': 7, 'steps': 24, 'chunk': 1, 'seed': 0}, tolerance=None, if_fails='The cache stores keys before RoPE (or after, twice), new tokens get positions from 0, or the cache drops/duplicates an entry.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-KV-CACHE-002', sha256='89b4683f79e87a00f3b7eaaef20087ecc90ab9ffde66b084c97dc3d024dec25e', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-KV-CACHE-002', sha256='89b4683f79e87a00f3b7eaaef20087ecc90ab9ffde66b084c97dc3d024dec25e', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length', devices=['cpu', 'cuda'])
 def test_falsify_kv_cache_002(device: str) -> None:
     """FALSIFY-KV-CACHE-002: On the reference path, the same sequence fed 3 tokens at a time
         after the prompt gives the full forward's logits
@@ -55,8 +49,7 @@ def test_falsify_kv_cache_002(device: str) -> None:
     falsify(cached_decode_matches_full_forward, device=device, falsifier='FALSIFY-KV-CACHE-002', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length', params={'path': 'reference', 'prompt': 7, 'steps': 24, 'chunk': 3, 'seed': 1}, tolerance=None, if_fails='The causal mask for several new tokens after a cache is aligned to the start instead of the end.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-KV-CACHE-003', sha256='f1b32f46ecc1dee99b191b1c8a7d0edbe7287646a4eef831d706bcafaee564bc', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-KV-CACHE-003', sha256='f1b32f46ecc1dee99b191b1c8a7d0edbe7287646a4eef831d706bcafaee564bc', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length', devices=['cpu', 'cuda'])
 def test_falsify_kv_cache_003(device: str) -> None:
     """FALSIFY-KV-CACHE-003: On the fast path (bf16, fused attention), token-by-token cached
         decoding gives the fast full forward's logits within a measured bf16 bound
@@ -71,8 +64,7 @@ def test_falsify_kv_cache_003(device: str) -> None:
     falsify(cached_decode_matches_full_forward, device=device, falsifier='FALSIFY-KV-CACHE-003', prediction='max_abs_diff <= atol + rtol * max_abs_ref and cache_length == expected_cache_length', params={'path': 'fast', 'prompt': 7, 'steps': 24, 'chunk': 1, 'seed': 2}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.kernel_kv_cache:cached_decode_matches_full_forward --seeds 100 -p path=fast` on CPU gave worst max_abs_diff/max_abs_ref = 1.15e-2: bf16 activations are rounded differently when the full forward and the one-token step take different SDPA branches, through two layers. rtol 3e-2 is 2.6x that worst case; an off-by-one position or a lost cache entry moves logits by O(max |logit|).\n', 'bfloat16': {'rtol': 0.03, 'atol': 1e-05}}, if_fails='The fused single-token branch of attention_fast masks or drops cached keys, or the fast path caches a different tensor than it attends to.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-KV-CACHE-004', sha256='bb2b0244b861bdf390813f85e84bf0cde13aff52a859592fd512478e12e7c549', prediction='agreeing_prefix >= new_tokens')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-KV-CACHE-004', sha256='bb2b0244b861bdf390813f85e84bf0cde13aff52a859592fd512478e12e7c549', prediction='agreeing_prefix >= new_tokens', devices=['cpu', 'cuda'])
 def test_falsify_kv_cache_004(device: str) -> None:
     """FALSIFY-KV-CACHE-004: Greedy generate() of 32 tokens from 3 random prompts gives
         identical tokens with and without the cache (reference path)

@@ -7,22 +7,17 @@ learned weight, y = x / sqrt(mean(x^2) + eps) * w, computing the statistic in fp
 the input dtype. Every norm of the model (two per layer, the final norm) goes through it.
 Each falsifier compares the kernel with a float64 reference written in the check, on the
 kernel's own (already rounded) input, with an all-zero row in every input.
-
-contract-sha256: f76d1a954222956f7d15f6bf245ba8d47d3d63c67341a4e4c04c11e0f84af1b2
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='rmsnorm-kernel', contract_version='1.2.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='rmsnorm-kernel', contract_version='1.2.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-RMSNORM-001', sha256='9f3d2f2ed6a159d07c9f9bd0b6606dd502759cf768fef81ccaa1c2bc75645d22', prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-RMSNORM-001', sha256='9f3d2f2ed6a159d07c9f9bd0b6606dd502759cf768fef81ccaa1c2bc75645d22', prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol', devices=['cpu', 'cuda'])
 def test_falsify_rmsnorm_001(device: str) -> None:
     """FALSIFY-RMSNORM-001: In float32, rms_norm equals the float64 reference on odd-sized
         inputs (37 x 97), and a zero row stays zero
@@ -37,8 +32,7 @@ def test_falsify_rmsnorm_001(device: str) -> None:
     falsify(rms_norm_matches_reference, device=device, falsifier='FALSIFY-RMSNORM-001', prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol', params={'dtype': 'float32', 'rows': 37, 'hidden': 97, 'scale': 1.0, 'seed': 0}, tolerance=None, if_fails='The normalisation is wrong (mean instead of mean of squares, eps outside the sqrt, weight dropped or applied twice, wrong axis).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-RMSNORM-002', sha256='f0e2ad667c1f9c4da3747669cc120ffba9062a9ef3a8874893924fbc1ec10a1c', prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-RMSNORM-002', sha256='f0e2ad667c1f9c4da3747669cc120ffba9062a9ef3a8874893924fbc1ec10a1c', prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol', devices=['cpu', 'cuda'])
 def test_falsify_rmsnorm_002(device: str) -> None:
     """FALSIFY-RMSNORM-002: In bfloat16, rms_norm equals the float64 reference of its bf16
         input within bf16 tolerance
@@ -53,8 +47,7 @@ def test_falsify_rmsnorm_002(device: str) -> None:
     falsify(rms_norm_matches_reference, device=device, falsifier='FALSIFY-RMSNORM-002', prediction='max_abs_diff <= atol + rtol * max_abs_ref and zero_row_max_abs <= atol', params={'dtype': 'bfloat16', 'rows': 37, 'hidden': 97, 'scale': 1.0, 'seed': 1}, tolerance=None, if_fails='The statistic is accumulated in bf16 (mean of squares loses precision) or the output dtype handling is wrong.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-RMSNORM-003', sha256='db22b206758d53bf59a12d99ee6e0a906ab2266c6314d739c86fe182dd152a91', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-RMSNORM-003', sha256='db22b206758d53bf59a12d99ee6e0a906ab2266c6314d739c86fe182dd152a91', prediction='max_abs_diff <= atol + rtol * max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_rmsnorm_003(device: str) -> None:
     """FALSIFY-RMSNORM-003: With inputs of magnitude 1e-4 (mean square 1e-8, far below eps =
         1e-6) the kernel still matches the reference, eps included
@@ -69,8 +62,7 @@ def test_falsify_rmsnorm_003(device: str) -> None:
     falsify(rms_norm_matches_reference, device=device, falsifier='FALSIFY-RMSNORM-003', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'dtype': 'float32', 'rows': 37, 'hidden': 97, 'scale': 0.0001, 'eps': 1e-06, 'seed': 2}, tolerance=None, if_fails="eps is ignored, added outside the square root, or a different eps than the config's is used.")
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-RMSNORM-004', sha256='03e10f2935f2ba6ca04b35c16ead8664c70e16f453cf6e9f9efbe8cd054b6565', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-RMSNORM-004', sha256='03e10f2935f2ba6ca04b35c16ead8664c70e16f453cf6e9f9efbe8cd054b6565', prediction='max_abs_diff <= atol + rtol * max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_rmsnorm_004(device: str) -> None:
     """FALSIFY-RMSNORM-004: With inputs of magnitude 1e15 (mean square 1e30) in bfloat16 the
         kernel is finite and matches the reference

@@ -9,22 +9,17 @@ tokens after a KV cache. The reference is the same rotation written as complex
 multiplication in float64, sharing no code with the kernels. A different pairing
 (interleaved instead of split halves), a wrong theta, or positions restarting at 0 after a
 cache all break the match with the reference.
-
-contract-sha256: 2f8238d35664dc8b0040102104f4295becc36ce96126c5f809cd56ad5abbe193
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='rope-kernel', contract_version='1.2.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='rope-kernel', contract_version='1.2.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-ROPE-001', sha256='49e9098d601a396cb046d551f1e561a0d5330392946ee10380b1cfcd11409f11', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-ROPE-001', sha256='49e9098d601a396cb046d551f1e561a0d5330392946ee10380b1cfcd11409f11', prediction='max_abs_diff <= atol + rtol * max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_rope_001(device: str) -> None:
     """FALSIFY-ROPE-001: In float32, positions 0..36, apply_rope with rope_cos_sin equals the
         float64 complex-rotation reference
@@ -39,8 +34,7 @@ def test_falsify_rope_001(device: str) -> None:
     falsify(rope_matches_reference, device=device, falsifier='FALSIFY-ROPE-001', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'dtype': 'float32', 'heads': 3, 'seq': 37, 'head_dim': 64, 'theta': 10000.0, 'past': 0, 'seed': 0}, tolerance=None, if_fails='Wrong pairing (interleaved vs rotate_half), wrong sign in rotate_half, wrong frequency exponent or theta.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-ROPE-002', sha256='d77e44c976fee0bb2282b9940502c8e04fc44eba9948271cf3fa873e3895060e', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-ROPE-002', sha256='d77e44c976fee0bb2282b9940502c8e04fc44eba9948271cf3fa873e3895060e', prediction='max_abs_diff <= atol + rtol * max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_rope_002(device: str) -> None:
     """FALSIFY-ROPE-002: In bfloat16, the rotation equals the float64 reference of the bf16
         input within bf16 tolerance
@@ -55,8 +49,7 @@ def test_falsify_rope_002(device: str) -> None:
     falsify(rope_matches_reference, device=device, falsifier='FALSIFY-ROPE-002', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'dtype': 'bfloat16', 'heads': 3, 'seq': 37, 'head_dim': 64, 'theta': 10000.0, 'past': 0, 'seed': 1}, tolerance=None, if_fails='The angle tables are built in bf16 (positions lose precision) or cast at the wrong point.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-ROPE-003', sha256='ea5c206f74b143a25787eedc92275c3d8b99f20f0b20a1f52f49906e87646036', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-ROPE-003', sha256='ea5c206f74b143a25787eedc92275c3d8b99f20f0b20a1f52f49906e87646036', prediction='max_abs_diff <= atol + rtol * max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_rope_003(device: str) -> None:
     """FALSIFY-ROPE-003: Seventeen tokens after 1000 cached ones are rotated at positions
         1000..1016, within the fp32 angle-rounding bound
@@ -71,8 +64,7 @@ def test_falsify_rope_003(device: str) -> None:
     falsify(rope_matches_reference, device=device, falsifier='FALSIFY-ROPE-003', prediction='max_abs_diff <= atol + rtol * max_abs_ref', params={'dtype': 'float32', 'heads': 3, 'seq': 17, 'head_dim': 64, 'theta': 10000.0, 'past': 1000, 'seed': 2}, tolerance={'source': "fp32_angle_error at p <= 1016: 2 * 2^-24 * 1016 = 1.21e-4 rad, times sqrt(2) = 1.71e-4 of max|x| (analytic); `python -m pvlab.falsifiers.measure pvlab.falsifiers.kernel_rope:rope_matches_reference --seeds 50 -p past=1000` (37 tokens) measured worst max_abs_diff/max_abs_ref = 3.1e-5 on CPU. rtol 2e-4 is the analytic bound rounded up (6.5x the measured worst); atol as torch's fp32 default.\n", 'float32': {'rtol': 0.0002, 'atol': 1e-05}}, if_fails='positions_for restarts at 0 (or is off by one) after a cache, so cached decoding rotates new tokens at the wrong angle.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-ROPE-004', sha256='63e19908b5f692582b09965888f67e6fbe6e5a37cb545ef2bdc3241aee52a631', prediction='max_norm_rel_change <= 1.0e-5 and max_score_shift_diff <= 1.0e-4')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-ROPE-004', sha256='63e19908b5f692582b09965888f67e6fbe6e5a37cb545ef2bdc3241aee52a631', prediction='max_norm_rel_change <= 1.0e-5 and max_score_shift_diff <= 1.0e-4', devices=['cpu', 'cuda'])
 def test_falsify_rope_004(device: str) -> None:
     """FALSIFY-ROPE-004: The rotation preserves every head vector's norm, and shifting all
         positions by 517 leaves q.k scores unchanged
@@ -87,8 +79,7 @@ def test_falsify_rope_004(device: str) -> None:
     falsify(rope_is_relative_rotation, device=device, falsifier='FALSIFY-ROPE-004', prediction='max_norm_rel_change <= 1.0e-5 and max_score_shift_diff <= 1.0e-4', params={'seq': 33, 'head_dim': 64, 'theta': 10000.0, 'shift': 517, 'seed': 0}, tolerance=None, if_fails='cos/sin tables do not belong to one angle (e.g. built from different positions or frequencies), so RoPE is not a rotation.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-ROPE-005', sha256='05bb829b1065875d9926f3299248a8166c43c76280a8f07d437ac46935d3a553', prediction='max_abs_diff <= atol + rtol * max_abs_ref')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-ROPE-005', sha256='05bb829b1065875d9926f3299248a8166c43c76280a8f07d437ac46935d3a553', prediction='max_abs_diff <= atol + rtol * max_abs_ref', devices=['cpu', 'cuda'])
 def test_falsify_rope_005(device: str) -> None:
     """FALSIFY-ROPE-005: At positions 32700..32736 with theta 1e6 (Qwen2's long context) the
         rotation matches the reference within the fp32 angle-rounding bound

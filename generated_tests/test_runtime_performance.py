@@ -14,22 +14,17 @@ training measured 37,395 tokens/s = 12.2% MFU (spread 9%), so the 10% floor fail
 regression of a fifth; greedy decode measured 33.3 tokens/s on the GPU against 19.8 on the
 16-core CPU (1.68x), below the 2x this contract claims — the claim stands as the target of
 issue #14 and the contract is expected to be DRAFT_RED until decoding is fixed.
-
-contract-sha256: fd32fe24bf49a1498bf0bddb65125b7e1e19e7fd61493ced93646114c20c72ef
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='runtime-performance', contract_version='1.1.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='runtime-performance', contract_version='1.1.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-PERF-DECODE-001', sha256='e29247b1327744710c4e1ab3f8a7fb8181a519e306e9b9e6f48e7e7a61b3f520', prediction='speedup >= 2')
-@pytest.mark.parametrize("device", ['cuda'])
+@PV_FALSIFIER('FALSIFY-PERF-DECODE-001', sha256='e29247b1327744710c4e1ab3f8a7fb8181a519e306e9b9e6f48e7e7a61b3f520', prediction='speedup >= 2', devices=['cuda'])
 def test_falsify_perf_decode_001(device: str) -> None:
     """FALSIFY-PERF-DECODE-001: On an H100, greedy decoding of the qwen2-0.5b shape with the KV
         cache is at least twice as fast on the GPU (bf16 fast path) as on the same machine's CPU
@@ -47,8 +42,7 @@ def test_falsify_perf_decode_001(device: str) -> None:
     falsify(decode_speed_vs_cpu, device=device, falsifier='FALSIFY-PERF-DECODE-001', prediction='speedup >= 2', params={'config': 'qwen2-0.5b', 'prompt_tokens': 32, 'new_tokens': 32, 'repeats': 5, 'max_spread': 0.3, 'gpu': 'H100'}, tolerance=None, if_fails='Decoding is launch- or sync-bound (a host synchronisation per op, the cache rebuilt by concatenation every step, rotary tables recomputed per token), or the cache is bypassed and the whole sequence recomputed. Profile one decode step with torch.profiler.\n')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-PERF-MFU-001', sha256='a3361f7b3856c76f548b6dc253c1bfd98bcd75b5ada7d66fd5ee40ff539bf3ad', prediction='mfu >= 0.10')
-@pytest.mark.parametrize("device", ['cuda'])
+@PV_FALSIFIER('FALSIFY-PERF-MFU-001', sha256='a3361f7b3856c76f548b6dc253c1bfd98bcd75b5ada7d66fd5ee40ff539bf3ad', prediction='mfu >= 0.10', devices=['cuda'])
 def test_falsify_perf_mfu_001(device: str) -> None:
     """FALSIFY-PERF-MFU-001: On an H100, fast-path training of the qwen2-0.5b shape at batch 8
         x 1024 reaches at least 10% model FLOPs utilisation of the dense bf16 peak
@@ -64,8 +58,7 @@ def test_falsify_perf_mfu_001(device: str) -> None:
     falsify(training_mfu, device=device, falsifier='FALSIFY-PERF-MFU-001', prediction='mfu >= 0.10', params={'gpu': 'H100', 'config': 'qwen2-0.5b', 'batch': 8, 'seq': 1024, 'repeats': 5, 'max_spread': 0.2}, tolerance=None, if_fails="The fast path lost bf16 autocast, fused SDPA, the chunked cross-entropy or the fused AdamW, or a host synchronisation entered the step. bench/bench_vs_hf.py puts the figure beside transformers'.\n")
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-PERF-FAST-001', sha256='b04ecf19f97528f9cee73a16f27852abe5e2ad85b1f368d7d2ca44414212a7d2', prediction='ratio >= 1.0')
-@pytest.mark.parametrize("device", ['cuda'])
+@PV_FALSIFIER('FALSIFY-PERF-FAST-001', sha256='b04ecf19f97528f9cee73a16f27852abe5e2ad85b1f368d7d2ca44414212a7d2', prediction='ratio >= 1.0', devices=['cuda'])
 def test_falsify_perf_fast_001(device: str) -> None:
     """FALSIFY-PERF-FAST-001: On the GPU, the fast path's training tokens/s is at least the
         fp32 reference path's for the same model and batches

@@ -9,22 +9,17 @@ block-diagonal causal (no token sees another document) and positions restart at 
 document. RoPE scores depend only on relative positions, so with a correct mask a document
 whose positions do not restart still gets its logits; the restart is therefore also observed
 directly, against positions counted in the check from the packing itself.
-
-contract-sha256: 12a215d72691b6041d8b2b27b0731392406e873841be2d9df2883ee485301113
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='sequence-packing', contract_version='1.1.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='sequence-packing', contract_version='1.1.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-PACKING-001', sha256='6f4fe7f674e6f7d6caa372b76a3cb647af9b4a3795950f1e1ad4364133d40ea0', prediction='max_abs_diff <= atol + rtol * max_abs_ref and loss_abs_diff <= loss_tol and position_mismatches == 0 and nonfinite == 0 and documents_not_first_in_row >= 2')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-PACKING-001', sha256='6f4fe7f674e6f7d6caa372b76a3cb647af9b4a3795950f1e1ad4364133d40ea0', prediction='max_abs_diff <= atol + rtol * max_abs_ref and loss_abs_diff <= loss_tol and position_mismatches == 0 and nonfinite == 0 and documents_not_first_in_row >= 2', devices=['cpu', 'cuda'])
 def test_falsify_packing_001(device: str) -> None:
     """FALSIFY-PACKING-001: On the reference path, 12 documents of 4 to 30 tokens packed into
         rows of 48 give every document its logits alone, the float64 loss of the documents
@@ -42,8 +37,7 @@ def test_falsify_packing_001(device: str) -> None:
     falsify(packed_matches_documents_alone, device=device, falsifier='FALSIFY-PACKING-001', prediction='max_abs_diff <= atol + rtol * max_abs_ref and loss_abs_diff <= loss_tol and position_mismatches == 0 and nonfinite == 0 and documents_not_first_in_row >= 2', params={'path': 'reference', 'documents': 12, 'seq_len': 48, 'min_len': 4, 'max_len': 30, 'seed': 0}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.packing:packed_matches_documents_alone --seeds 20 -p path=reference -p documents=12 --ratio max_abs_diff/max_abs_ref --ratio loss_abs_diff/reference_loss` on CPU gave worst logit ratio 6.9e-7 and loss ratio 1.3e-7. rtol 1e-5 (+ atol 1e-5) is over 14x that; attention across documents moves logits by O(max |logit|) (max_abs_diff 4.3 of 3.5).\n', 'float32': {'rtol': 1e-05, 'atol': 1e-05}}, if_fails='Packed documents attend across their boundary (kernels.document_causal_mask), positions run on across documents (kernels.document_positions), or a target crosses into the next document (LMBatch.from_packed_rows).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-PACKING-002', sha256='a61843bab0d7f2b63af20aac25b055b419a4ecb7d357556b4819e34e83e29f39', prediction='max_abs_diff <= atol + rtol * max_abs_ref and loss_abs_diff <= loss_tol and position_mismatches == 0 and nonfinite == 0 and documents_not_first_in_row >= 2')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-PACKING-002', sha256='a61843bab0d7f2b63af20aac25b055b419a4ecb7d357556b4819e34e83e29f39', prediction='max_abs_diff <= atol + rtol * max_abs_ref and loss_abs_diff <= loss_tol and position_mismatches == 0 and nonfinite == 0 and documents_not_first_in_row >= 2', devices=['cpu', 'cuda'])
 def test_falsify_packing_002(device: str) -> None:
     """FALSIFY-PACKING-002: On the fast path (bf16, SDPA with the block mask) the same packed
         batch matches each document alone within a measured bf16 bound

@@ -8,22 +8,17 @@ exponentiating, so they stay finite and exact for logits of any magnitude, inclu
 with -inf entries from the causal mask. Each falsifier compares with torch's float64 softmax
 / log_softmax on odd row widths (1021), with rows shifted by +-1e4 where a naive exp
 overflows to inf or underflows to 0.
-
-contract-sha256: 98283e20b37d5d187f66ade3e1ebbae7a5224dbb59a61e8325355ac14db9981a
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='softmax-kernel', contract_version='1.2.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='softmax-kernel', contract_version='1.2.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-SOFTMAX-001', sha256='90657f45d294fc89ca48d6a47fb995eb318c9d4344b6aeb0a42df850162f75b2', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_row_sum_error <= 1.0e-5')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-SOFTMAX-001', sha256='90657f45d294fc89ca48d6a47fb995eb318c9d4344b6aeb0a42df850162f75b2', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_row_sum_error <= 1.0e-5', devices=['cpu', 'cuda'])
 def test_falsify_softmax_001(device: str) -> None:
     """FALSIFY-SOFTMAX-001: In float32, softmax of N(0, 3) logits over 1021 entries equals the
         float64 softmax and rows sum to 1
@@ -38,8 +33,7 @@ def test_falsify_softmax_001(device: str) -> None:
     falsify(softmax_matches_reference, device=device, falsifier='FALSIFY-SOFTMAX-001', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_row_sum_error <= 1.0e-5', params={'dtype': 'float32', 'rows': 31, 'width': 1021, 'scale': 3.0, 'offset': 0.0, 'masked': False, 'seed': 0}, tolerance=None, if_fails='The normalisation is over the wrong axis or the kernel is not a softmax at all.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-SOFTMAX-002', sha256='878dcf57a37de13ca89f26a59a1e37a09c0cf7ea3931f9676f63c83e509f1b52', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_row_sum_error <= 1.0e-5')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-SOFTMAX-002', sha256='878dcf57a37de13ca89f26a59a1e37a09c0cf7ea3931f9676f63c83e509f1b52', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_row_sum_error <= 1.0e-5', devices=['cpu', 'cuda'])
 def test_falsify_softmax_002(device: str) -> None:
     """FALSIFY-SOFTMAX-002: Rows shifted by +1e4 and -1e4 (and a row of +-1e4 extremes) give
         finite probabilities equal to the float64 softmax
@@ -54,8 +48,7 @@ def test_falsify_softmax_002(device: str) -> None:
     falsify(softmax_matches_reference, device=device, falsifier='FALSIFY-SOFTMAX-002', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_row_sum_error <= 1.0e-5', params={'dtype': 'float32', 'rows': 31, 'width': 1021, 'scale': 3.0, 'offset': 10000.0, 'masked': False, 'seed': 1}, tolerance=None, if_fails='The row maximum is not subtracted before exp (exp(1e4) = inf gives NaN; exp(-1e4) = 0 gives 0/0).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-SOFTMAX-003', sha256='09ef840cae8125b6a8702f9491efd0912085f4fa76524421ae99b6d53106f8fd', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_row_sum_error <= 1.0e-5')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-SOFTMAX-003', sha256='09ef840cae8125b6a8702f9491efd0912085f4fa76524421ae99b6d53106f8fd', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_row_sum_error <= 1.0e-5', devices=['cpu', 'cuda'])
 def test_falsify_softmax_003(device: str) -> None:
     """FALSIFY-SOFTMAX-003: With a causal -inf mask on top of +-1e4 rows, the masked entries
         get exactly 0 and the rest match the float64 softmax
@@ -70,8 +63,7 @@ def test_falsify_softmax_003(device: str) -> None:
     falsify(softmax_matches_reference, device=device, falsifier='FALSIFY-SOFTMAX-003', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_row_sum_error <= 1.0e-5', params={'dtype': 'float32', 'rows': 31, 'width': 1021, 'scale': 3.0, 'offset': 10000.0, 'masked': True, 'seed': 2}, tolerance=None, if_fails='-inf entries poison the row (inf - inf) or the maximum is taken over the wrong entries.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-SOFTMAX-004', sha256='4a7a372f13cf3e076ef1a0084e66399b14a4fc847dc2b703fae3237e71d1dfa4', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_row_sum_error <= 3 * rtol')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-SOFTMAX-004', sha256='4a7a372f13cf3e076ef1a0084e66399b14a4fc847dc2b703fae3237e71d1dfa4', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_row_sum_error <= 3 * rtol', devices=['cpu', 'cuda'])
 def test_falsify_softmax_004(device: str) -> None:
     """FALSIFY-SOFTMAX-004: In bfloat16, softmax equals the float64 softmax of the bf16 input
         within bf16 tolerance
@@ -86,8 +78,7 @@ def test_falsify_softmax_004(device: str) -> None:
     falsify(softmax_matches_reference, device=device, falsifier='FALSIFY-SOFTMAX-004', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_row_sum_error <= 3 * rtol', params={'dtype': 'bfloat16', 'rows': 31, 'width': 1021, 'scale': 3.0, 'offset': 0.0, 'masked': False, 'seed': 3}, tolerance=None, if_fails='The exponentials or their sum lose precision beyond bf16 rounding (e.g. accumulation in a narrower type).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-SOFTMAX-005', sha256='a00b6dd84e0aba49d670d5d8fd6e1fa0a1fc585cd23d275760769c3ab36d075b', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_value <= 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-SOFTMAX-005', sha256='a00b6dd84e0aba49d670d5d8fd6e1fa0a1fc585cd23d275760769c3ab36d075b', prediction='max_abs_diff <= atol + rtol * max_abs_ref and max_value <= 0', devices=['cpu', 'cuda'])
 def test_falsify_softmax_005(device: str) -> None:
     """FALSIFY-SOFTMAX-005: log_softmax of +-1e4-shifted rows is finite, at most 0, and equals
         the float64 log_softmax

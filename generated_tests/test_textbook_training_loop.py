@@ -16,22 +16,17 @@ implementations (fused/foreach against single-tensor) makes Adam's sign-like ear
 diverge chaotically, which is not a trainer defect (the fused optimizer is compared with a
 float64 AdamW in adamw-kernel). The forward and loss are the model's own on both sides: this
 oracle is independent of the trainer, not of the model (transformers-oracle covers it).
-
-contract-sha256: bddc0a06a320e44560a87e2b38a4153942e2fa2b99b74dc9b34b0e4b3bfff33a
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='textbook-training-loop', contract_version='1.1.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='textbook-training-loop', contract_version='1.1.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TEXTBOOK-TRAINING-001', sha256='26ca540a8f5bcb051035285dfb4355edd141b031b89c9f110bd2cdaf1f520916', prediction='trainer_steps == steps and lr_max_rel_diff <= rtol and grad_norm_max_rel_diff <= rtol and clip_factor_max_abs_diff <= rtol and loss_max_rel_diff <= rtol and warmup_steps_seen >= 1 and decay_steps_seen >= 1 and floor_steps_seen >= 1 and clipped_steps >= 1 and unclipped_steps >= 1\n')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TEXTBOOK-TRAINING-001', sha256='26ca540a8f5bcb051035285dfb4355edd141b031b89c9f110bd2cdaf1f520916', prediction='trainer_steps == steps and lr_max_rel_diff <= rtol and grad_norm_max_rel_diff <= rtol and clip_factor_max_abs_diff <= rtol and loss_max_rel_diff <= rtol and warmup_steps_seen >= 1 and decay_steps_seen >= 1 and floor_steps_seen >= 1 and clipped_steps >= 1 and unclipped_steps >= 1\n', devices=['cpu', 'cuda'])
 def test_falsify_textbook_training_001(device: str) -> None:
     """FALSIFY-TEXTBOOK-TRAINING-001: Step by step, the trainer's learning rate, grad norm,
         clip factor and loss equal the textbook loop's, over warmup, decay, floor, clipped and
@@ -47,8 +42,7 @@ def test_falsify_textbook_training_001(device: str) -> None:
     falsify(trainer_matches_textbook_loop, device=device, falsifier='FALSIFY-TEXTBOOK-TRAINING-001', prediction='trainer_steps == steps and lr_max_rel_diff <= rtol and grad_norm_max_rel_diff <= rtol and clip_factor_max_abs_diff <= rtol and loss_max_rel_diff <= rtol and warmup_steps_seen >= 1 and decay_steps_seen >= 1 and floor_steps_seen >= 1 and clipped_steps >= 1 and unclipped_steps >= 1\n', params={'path': 'reference', 'steps': 10, 'lr': 0.003, 'min_lr': 0.0003, 'warmup_steps': 3, 'total_steps': 8, 'weight_decay': 0.1, 'beta1': 0.9, 'beta2': 0.95, 'grad_clip': 1.0, 'seed': 0}, tolerance={'source': 'Measured: on the CPU reference path the trainer and the textbook loop agree bit for bit (every observed difference 0.0, `python -c "from pvlab.falsifiers.oracle_training import *; print(trainer_matches_textbook_loop(device=\'cpu\'))"`). The bound is torch.testing\'s fp32 rtol (1.3e-6), room for a different but equally valid summation order of the grad norm on CUDA.\n', 'float32': {'rtol': 1.3e-06, 'atol': 1e-05}}, if_fails='The schedule (warmup offset, floor), the clip factor (uncapped, per tensor) or the reported norm differs from the documented loop.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TEXTBOOK-TRAINING-002', sha256='0c524a582771609f01efae5f1928aab480e1a70abd56c34d95704f4ddff0f12a', prediction='state_max_rel_diff <= rtol and state_step_mismatches == 0 and state_missing == 0 and decay_group_mismatches == 0 and param_max_rel_diff <= rtol and parameters > 0\n')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TEXTBOOK-TRAINING-002', sha256='0c524a582771609f01efae5f1928aab480e1a70abd56c34d95704f4ddff0f12a', prediction='state_max_rel_diff <= rtol and state_step_mismatches == 0 and state_missing == 0 and decay_group_mismatches == 0 and param_max_rel_diff <= rtol and parameters > 0\n', devices=['cpu', 'cuda'])
 def test_falsify_textbook_training_002(device: str) -> None:
     """FALSIFY-TEXTBOOK-TRAINING-002: After every step the trainer's AdamW moments and step
         counts, each parameter's weight decay and, after the last step, every parameter equal

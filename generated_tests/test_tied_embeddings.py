@@ -9,22 +9,17 @@ and the optimizer updates one tensor for both. When the config does not tie them
 two tensors at every one of those stages, the file holds both, and training moves them
 apart. Sharing is judged from the tensors' storage, never from the config. (Resuming
 bit-for-bit is its own claim: the round-trip contract binding training:checkpoint_resume.)
-
-contract-sha256: c64fc2427f7ae44c6de0d817c37681d678a8ccd34951afd9b5acaea42a9e0efe
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='tied-embeddings', contract_version='1.1.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='tied-embeddings', contract_version='1.1.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TIED-EMBEDDINGS-001', sha256='effe6fe9d779fd989e63dac9b90bbaa203655f982139419048087104e5614fc2', prediction='one_tensor_stages == 5 and file_has_lm_head == 0 and optimizer_tensors_for_head == 1 and head_equals_embedding_after_steps == 1 and resume_refused == 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TIED-EMBEDDINGS-001', sha256='effe6fe9d779fd989e63dac9b90bbaa203655f982139419048087104e5614fc2', prediction='one_tensor_stages == 5 and file_has_lm_head == 0 and optimizer_tensors_for_head == 1 and head_equals_embedding_after_steps == 1 and resume_refused == 0', devices=['cpu', 'cuda'])
 def test_falsify_tied_embeddings_001(device: str) -> None:
     """FALSIFY-TIED-EMBEDDINGS-001: A tied tiny model keeps one tensor for head and embedding
         through init, 2 steps, save, load, resume and 2 more steps
@@ -41,8 +36,7 @@ def test_falsify_tied_embeddings_001(device: str) -> None:
     falsify(tied_embeddings_stay_tied, device=device, falsifier='FALSIFY-TIED-EMBEDDINGS-001', prediction='one_tensor_stages == 5 and file_has_lm_head == 0 and optimizer_tensors_for_head == 1 and head_equals_embedding_after_steps == 1 and resume_refused == 0', params={'tied': True, 'steps': 2, 'seed': 0}, tolerance=None, if_fails='Some stage (runtime.checkpoint.load / populate, parity.place, Trainer.resume) gives the head its own tensor while the config still says tied; the next save drops the trained head. Look at model.tie_output_head and every place that replaces lm_head.weight.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TIED-EMBEDDINGS-002', sha256='930667ae664ffff8326bb96edbecf00d65b475991c7908762b2b5c4a6a1f2cbc', prediction='one_tensor_stages == 0 and file_has_lm_head == 1 and optimizer_tensors_for_head == 2 and head_equals_embedding_after_steps == 0 and resume_refused == 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TIED-EMBEDDINGS-002', sha256='930667ae664ffff8326bb96edbecf00d65b475991c7908762b2b5c4a6a1f2cbc', prediction='one_tensor_stages == 0 and file_has_lm_head == 1 and optimizer_tensors_for_head == 2 and head_equals_embedding_after_steps == 0 and resume_refused == 0', devices=['cpu', 'cuda'])
 def test_falsify_tied_embeddings_002(device: str) -> None:
     """FALSIFY-TIED-EMBEDDINGS-002: An untied tiny model keeps two tensors through the same
         stages, saves both, and its head and embedding train apart

@@ -13,22 +13,17 @@ expected side never runs runtime code; inputs are token ids cut here from the he
 stream or drawn from a seed. transformers missing, or unable to open a checkpoint, is an
 ERROR naming the file, never a skip. Devices: on cpu and cuda the runtime runs the path the
 falsifier names (reference = fp32, fast = bf16 autocast); the oracle always runs on the CPU.
-
-contract-sha256: 0fda37b19a180fd45a5d6827f7bef50acab0d6b1aeef2b2dc2b59fe4f63156e7
 """
 
-import pytest
+from pv.harness import falsifier_marks, falsify
 
-from pv.harness import falsify
-
-# pv's pytest plugin reads this marker. Each test adds its falsifier, sha256 and prediction,
-# and runs once per device (x subject): pytest names it test_<falsifier>[<device>] or
-# test_<falsifier>[<device>-<subject>].
-PV_FALSIFIER = pytest.mark.pv_falsifier(contract='transformers-oracle', contract_version='1.1.0')
+# @PV_FALSIFIER(falsifier, ...) puts the marker pv's pytest plugin reads on a test (contract,
+# falsifier, sha256, prediction) and parametrizes it by device (x subject): pytest names it
+# test_<falsifier>[<device>] or test_<falsifier>[<device>-<subject>] (pv.harness.falsifier_marks).
+PV_FALSIFIER = falsifier_marks(contract='transformers-oracle', contract_version='1.1.0')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TRANSFORMERS-ORACLE-001', sha256='f96b3423cb83cfd80072d90be8d412fc99e6537abb2e0056ea92beb5585e0e3d', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TRANSFORMERS-ORACLE-001', sha256='f96b3423cb83cfd80072d90be8d412fc99e6537abb2e0056ea92beb5585e0e3d', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0', devices=['cpu', 'cuda'])
 def test_falsify_transformers_oracle_001(device: str) -> None:
     """FALSIFY-TRANSFORMERS-ORACLE-001: Reference-path logits of the tiny trained checkpoint
         equal transformers' logits at fp32 tolerance
@@ -43,8 +38,7 @@ def test_falsify_transformers_oracle_001(device: str) -> None:
     falsify(logits_agree, device=device, falsifier='FALSIFY-TRANSFORMERS-ORACLE-001', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0', params={'checkpoint': 'tiny-trained', 'path': 'reference', 'batches': 2, 'seed': 0}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.oracle_transformers:logits_agree --seeds 8 -p checkpoint=C -p path=reference --ratio max_abs_diff/max_abs_ref` for C in tiny-trained, hf-qwen2-random, hf-llama-random on the CPU: worst max_abs_diff/max_abs_ref 6.3e-7 (max_abs_diff 5.7e-6 at max_abs_ref 9.6). rtol 5e-6 is 8x the worst ratio; atol 1e-6 covers logits near zero. CUDA (fp32 on the GPU against the CPU oracle) is to be measured with --device cuda.\n', 'float32': {'rtol': 5e-06, 'atol': 1e-06}}, if_fails="The runtime assembles the model differently from transformers (bias placement, norm, RoPE, head, MLP order); run pv bisect against transformers' hooks.")
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TRANSFORMERS-ORACLE-002', sha256='7b0542fa47565e009089e672ce3afdee7b43d40ba57fc509636778da3e0a398a', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TRANSFORMERS-ORACLE-002', sha256='7b0542fa47565e009089e672ce3afdee7b43d40ba57fc509636778da3e0a398a', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0', devices=['cpu', 'cuda'])
 def test_falsify_transformers_oracle_002(device: str) -> None:
     """FALSIFY-TRANSFORMERS-ORACLE-002: Reference-path logits of a transformers-written random
         Qwen2 checkpoint equal transformers' logits
@@ -59,8 +53,7 @@ def test_falsify_transformers_oracle_002(device: str) -> None:
     falsify(logits_agree, device=device, falsifier='FALSIFY-TRANSFORMERS-ORACLE-002', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0', params={'checkpoint': 'hf-qwen2-random', 'path': 'reference', 'batches': 2, 'seed': 0}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.oracle_transformers:logits_agree --seeds 8 -p checkpoint=C -p path=reference --ratio max_abs_diff/max_abs_ref` for C in tiny-trained, hf-qwen2-random, hf-llama-random on the CPU: worst max_abs_diff/max_abs_ref 6.3e-7 (max_abs_diff 5.7e-6 at max_abs_ref 9.6). rtol 5e-6 is 8x the worst ratio; atol 1e-6 covers logits near zero. CUDA (fp32 on the GPU against the CPU oracle) is to be measured with --device cuda.\n', 'float32': {'rtol': 5e-06, 'atol': 1e-06}}, if_fails='The runtime reads a transformers-written Qwen2 checkpoint (untied head, non-unit norms, Q/K/V biases) differently from transformers.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TRANSFORMERS-ORACLE-003', sha256='f03cd1bdd378fe79f0b9a2fd29c0f1245c97e57aace5daba20865b132deb3389', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TRANSFORMERS-ORACLE-003', sha256='f03cd1bdd378fe79f0b9a2fd29c0f1245c97e57aace5daba20865b132deb3389', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0', devices=['cpu', 'cuda'])
 def test_falsify_transformers_oracle_003(device: str) -> None:
     """FALSIFY-TRANSFORMERS-ORACLE-003: Reference-path logits of a transformers-written random
         Llama checkpoint (MQA, head_dim 32, attention biases, theta 5e5) equal transformers'
@@ -76,8 +69,7 @@ def test_falsify_transformers_oracle_003(device: str) -> None:
     falsify(logits_agree, device=device, falsifier='FALSIFY-TRANSFORMERS-ORACLE-003', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and positions > 0', params={'checkpoint': 'hf-llama-random', 'path': 'reference', 'batches': 2, 'seed': 0}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.oracle_transformers:logits_agree --seeds 8 -p checkpoint=C -p path=reference --ratio max_abs_diff/max_abs_ref` for C in tiny-trained, hf-qwen2-random, hf-llama-random on the CPU: worst max_abs_diff/max_abs_ref 6.3e-7 (max_abs_diff 5.7e-6 at max_abs_ref 9.6). rtol 5e-6 is 8x the worst ratio; atol 1e-6 covers logits near zero. CUDA (fp32 on the GPU against the CPU oracle) is to be measured with --device cuda.\n', 'float32': {'rtol': 5e-06, 'atol': 1e-06}}, if_fails='Llama specifics differ from transformers (explicit head_dim, one KV head, o_proj bias, rope_theta, rms_norm_eps).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TRANSFORMERS-ORACLE-004', sha256='98eb01af7996452baa287436040369620659089d586ee2033a7a5d76b43f1e1e', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and argmax_agreement >= 0.9')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TRANSFORMERS-ORACLE-004', sha256='98eb01af7996452baa287436040369620659089d586ee2033a7a5d76b43f1e1e', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and argmax_agreement >= 0.9', devices=['cpu', 'cuda'])
 def test_falsify_transformers_oracle_004(device: str) -> None:
     """FALSIFY-TRANSFORMERS-ORACLE-004: Fast-path (bf16) logits of the tiny trained checkpoint
         equal transformers' fp32 logits at the measured bf16 tolerance
@@ -92,8 +84,7 @@ def test_falsify_transformers_oracle_004(device: str) -> None:
     falsify(logits_agree, device=device, falsifier='FALSIFY-TRANSFORMERS-ORACLE-004', prediction='max_abs_diff <= atol + rtol * max_abs_ref and nonfinite == 0 and argmax_agreement >= 0.9', params={'checkpoint': 'tiny-trained', 'path': 'fast', 'batches': 2, 'seed': 0}, tolerance={'source': 'CPU measured, CUDA PROVISIONAL. `python -m pvlab.falsifiers.measure pvlab.falsifiers.oracle_transformers:logits_agree --seeds 8 -p checkpoint=C -p path=fast --ratio max_abs_diff/max_abs_ref` on the CPU (bf16 autocast): worst ratio 1.42e-2 (hf-qwen2-random), 1.01e-2 (tiny-trained); argmax agreement >= 0.976. rtol 3e-2 is 2.1x the worst. The CUDA value is provisional until the same command runs with --device cuda.\n', 'bfloat16': {'rtol': 0.03, 'atol': 0.001}}, if_fails='The fast path diverges from transformers beyond bf16 rounding (a fast kernel dropping a bias, a wrong autocast scope).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TRANSFORMERS-ORACLE-005', sha256='9099ec0495303e7ccd11de4ef9b6d17a01d70f5c127945c97cbd632d8d85b1ea', prediction='loss_abs_diff <= loss_tol and tokens > 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TRANSFORMERS-ORACLE-005', sha256='9099ec0495303e7ccd11de4ef9b6d17a01d70f5c127945c97cbd632d8d85b1ea', prediction='loss_abs_diff <= loss_tol and tokens > 0', devices=['cpu', 'cuda'])
 def test_falsify_transformers_oracle_005(device: str) -> None:
     """FALSIFY-TRANSFORMERS-ORACLE-005: The reference-path eval loss of the tiny trained
         checkpoint on held-out windows equals the mean NLL of transformers' logits
@@ -108,8 +99,7 @@ def test_falsify_transformers_oracle_005(device: str) -> None:
     falsify(loss_agrees, device=device, falsifier='FALSIFY-TRANSFORMERS-ORACLE-005', prediction='loss_abs_diff <= loss_tol and tokens > 0', params={'checkpoint': 'tiny-trained', 'path': 'reference', 'batches': 4, 'seed': 0}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.oracle_transformers:loss_agrees --seeds 4 -p checkpoint=C -p path=reference --ratio loss_abs_diff/reference_loss` (tiny-trained, hf-qwen2-random, hf-llama-random, CPU): worst 4.1e-8. rtol 1e-6 is 25x that; atol 1e-7.\n', 'float32': {'rtol': 1e-06, 'atol': 1e-07}}, if_fails='Eval normalises, shifts or masks differently from the textbook NLL, or the forward differs (see 001).')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TRANSFORMERS-ORACLE-006', sha256='e65d2d54f9566f74d1dfd0b4ecf768e13e815ccce068d73844df3bc92c92e679', prediction='loss_abs_diff <= loss_tol and tokens > 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TRANSFORMERS-ORACLE-006', sha256='e65d2d54f9566f74d1dfd0b4ecf768e13e815ccce068d73844df3bc92c92e679', prediction='loss_abs_diff <= loss_tol and tokens > 0', devices=['cpu', 'cuda'])
 def test_falsify_transformers_oracle_006(device: str) -> None:
     """FALSIFY-TRANSFORMERS-ORACLE-006: The fast-path (bf16, chunked loss) eval loss of the
         tiny trained checkpoint equals transformers' fp32 NLL at the measured bf16 tolerance
@@ -124,8 +114,7 @@ def test_falsify_transformers_oracle_006(device: str) -> None:
     falsify(loss_agrees, device=device, falsifier='FALSIFY-TRANSFORMERS-ORACLE-006', prediction='loss_abs_diff <= loss_tol and tokens > 0', params={'checkpoint': 'tiny-trained', 'path': 'fast', 'batches': 4, 'seed': 0}, tolerance={'source': 'CPU measured, CUDA PROVISIONAL. `python -m pvlab.falsifiers.measure pvlab.falsifiers.oracle_transformers:loss_agrees --seeds 4 -p checkpoint=C -p path=fast --ratio loss_abs_diff/reference_loss` on the CPU: worst 1.8e-4 (tiny-trained). rtol 1e-3 is 5.6x that; atol 1e-4. Provisional on CUDA until measured with --device cuda.\n', 'bfloat16': {'rtol': 0.001, 'atol': 0.0001}}, if_fails='The chunked bf16 loss normalises or masks differently, or the fast forward diverges.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TRANSFORMERS-ORACLE-007', sha256='6b65de5cefe1861866f025d943dba06d6932557de78546cba575ef253f6d7e01', prediction='loss_abs_diff <= loss_tol and tokens > 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TRANSFORMERS-ORACLE-007', sha256='6b65de5cefe1861866f025d943dba06d6932557de78546cba575ef253f6d7e01', prediction='loss_abs_diff <= loss_tol and tokens > 0', devices=['cpu', 'cuda'])
 def test_falsify_transformers_oracle_007(device: str) -> None:
     """FALSIFY-TRANSFORMERS-ORACLE-007: The reference-path eval loss of a transformers-written
         random Llama equals the mean NLL of transformers' logits
@@ -139,8 +128,7 @@ def test_falsify_transformers_oracle_007(device: str) -> None:
     falsify(loss_agrees, device=device, falsifier='FALSIFY-TRANSFORMERS-ORACLE-007', prediction='loss_abs_diff <= loss_tol and tokens > 0', params={'checkpoint': 'hf-llama-random', 'path': 'reference', 'batches': 4, 'seed': 0}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.oracle_transformers:loss_agrees --seeds 4 -p checkpoint=C -p path=reference --ratio loss_abs_diff/reference_loss` (tiny-trained, hf-qwen2-random, hf-llama-random, CPU): worst 4.1e-8. rtol 1e-6 is 25x that; atol 1e-7.\n', 'float32': {'rtol': 1e-06, 'atol': 1e-07}}, if_fails='The loss or the Llama forward differs from transformers.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TRANSFORMERS-ORACLE-008', sha256='9cc07a5b5f50681101cf688d4a165a1fd9c88a1fcc73f3f56ae30f219ded842e', prediction='worst_ratio <= 1 and grads_missing == 0 and grads_extra == 0 and grads_compared == parameters and nonfinite == 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TRANSFORMERS-ORACLE-008', sha256='9cc07a5b5f50681101cf688d4a165a1fd9c88a1fcc73f3f56ae30f219ded842e', prediction='worst_ratio <= 1 and grads_missing == 0 and grads_extra == 0 and grads_compared == parameters and nonfinite == 0', devices=['cpu', 'cuda'])
 def test_falsify_transformers_oracle_008(device: str) -> None:
     """FALSIFY-TRANSFORMERS-ORACLE-008: After one backward, every parameter's gradient of the
         tiny trained checkpoint (tied head) equals transformers' gradient of the same name
@@ -155,8 +143,7 @@ def test_falsify_transformers_oracle_008(device: str) -> None:
     falsify(gradients_agree, device=device, falsifier='FALSIFY-TRANSFORMERS-ORACLE-008', prediction='worst_ratio <= 1 and grads_missing == 0 and grads_extra == 0 and grads_compared == parameters and nonfinite == 0', params={'checkpoint': 'tiny-trained', 'path': 'reference', 'seed': 0}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.oracle_transformers:gradients_agree --seeds 8 -p checkpoint=C -p path=reference` (tiny-trained, hf-qwen2-random, hf-llama-random, CPU): worst worst_relative (max over parameters of max|g - g_ref| / max|g_ref|) 2.7e-6. rtol 2e-5 is 7.5x that; atol 1e-9 only keeps an all-zero gradient from dividing by zero.\n', 'float32': {'rtol': 2e-05, 'atol': 1e-09}}, if_fails='A parameter gets no or a different gradient (a detached tied head, a frozen bias, a custom backward); the worst parameter is the one to inspect.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TRANSFORMERS-ORACLE-009', sha256='58ea56532c1832c4bb303553069b84753ca02a9f986a98b83a1e3dab1acfca82', prediction='worst_ratio <= 1 and grads_missing == 0 and grads_extra == 0 and grads_compared == parameters and nonfinite == 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TRANSFORMERS-ORACLE-009', sha256='58ea56532c1832c4bb303553069b84753ca02a9f986a98b83a1e3dab1acfca82', prediction='worst_ratio <= 1 and grads_missing == 0 and grads_extra == 0 and grads_compared == parameters and nonfinite == 0', devices=['cpu', 'cuda'])
 def test_falsify_transformers_oracle_009(device: str) -> None:
     """FALSIFY-TRANSFORMERS-ORACLE-009: After one backward, every parameter's gradient of a
         transformers-written random Qwen2 equals transformers' gradient
@@ -171,8 +158,7 @@ def test_falsify_transformers_oracle_009(device: str) -> None:
     falsify(gradients_agree, device=device, falsifier='FALSIFY-TRANSFORMERS-ORACLE-009', prediction='worst_ratio <= 1 and grads_missing == 0 and grads_extra == 0 and grads_compared == parameters and nonfinite == 0', params={'checkpoint': 'hf-qwen2-random', 'path': 'reference', 'seed': 0}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.oracle_transformers:gradients_agree --seeds 8 -p checkpoint=C -p path=reference` (tiny-trained, hf-qwen2-random, hf-llama-random, CPU): worst worst_relative (max over parameters of max|g - g_ref| / max|g_ref|) 2.7e-6. rtol 2e-5 is 7.5x that; atol 1e-9 only keeps an all-zero gradient from dividing by zero.\n', 'float32': {'rtol': 2e-05, 'atol': 1e-09}}, if_fails="The backward of the Qwen2 forward differs from transformers' (untied head, biases).")
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TRANSFORMERS-ORACLE-010', sha256='95c107229c16364d9bdd607b5c485ad0c4ff6450fcf9637394161c4f6ce44a21', prediction='worst_ratio <= 1 and grads_missing == 0 and grads_extra == 0 and grads_compared == parameters and nonfinite == 0')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TRANSFORMERS-ORACLE-010', sha256='95c107229c16364d9bdd607b5c485ad0c4ff6450fcf9637394161c4f6ce44a21', prediction='worst_ratio <= 1 and grads_missing == 0 and grads_extra == 0 and grads_compared == parameters and nonfinite == 0', devices=['cpu', 'cuda'])
 def test_falsify_transformers_oracle_010(device: str) -> None:
     """FALSIFY-TRANSFORMERS-ORACLE-010: After one backward, every parameter's gradient of a
         transformers-written random Llama equals transformers' gradient
@@ -187,8 +173,7 @@ def test_falsify_transformers_oracle_010(device: str) -> None:
     falsify(gradients_agree, device=device, falsifier='FALSIFY-TRANSFORMERS-ORACLE-010', prediction='worst_ratio <= 1 and grads_missing == 0 and grads_extra == 0 and grads_compared == parameters and nonfinite == 0', params={'checkpoint': 'hf-llama-random', 'path': 'reference', 'seed': 0}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.oracle_transformers:gradients_agree --seeds 8 -p checkpoint=C -p path=reference` (tiny-trained, hf-qwen2-random, hf-llama-random, CPU): worst worst_relative (max over parameters of max|g - g_ref| / max|g_ref|) 2.7e-6. rtol 2e-5 is 7.5x that; atol 1e-9 only keeps an all-zero gradient from dividing by zero.\n', 'float32': {'rtol': 2e-05, 'atol': 1e-09}}, if_fails="The backward of the Llama forward differs from transformers' (o_proj bias, MQA, head_dim).")
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TRANSFORMERS-ORACLE-011', sha256='d2c93bffc389463effe94d4be5eb87c81410ab58d9f6ca25df18f1fb609fb109', prediction='greedy_tokens == requested_tokens and consistent_prefix == requested_tokens')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TRANSFORMERS-ORACLE-011', sha256='d2c93bffc389463effe94d4be5eb87c81410ab58d9f6ca25df18f1fb609fb109', prediction='greedy_tokens == requested_tokens and consistent_prefix == requested_tokens', devices=['cpu', 'cuda'])
 def test_falsify_transformers_oracle_011(device: str) -> None:
     """FALSIFY-TRANSFORMERS-ORACLE-011: 24 greedy tokens of the tiny trained checkpoint with
         the KV cache are transformers' greedy tokens (a token at an exact tie counts as
@@ -204,8 +189,7 @@ def test_falsify_transformers_oracle_011(device: str) -> None:
     falsify(greedy_tokens_agree, device=device, falsifier='FALSIFY-TRANSFORMERS-ORACLE-011', prediction='greedy_tokens == requested_tokens and consistent_prefix == requested_tokens', params={'checkpoint': 'tiny-trained', 'path': 'reference', 'new_tokens': 24, 'prompt_tokens': 12, 'seed': 0}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.oracle_transformers:logits_agree --seeds 8 -p checkpoint=C -p path=reference --ratio max_abs_diff/max_abs_ref` for C in tiny-trained, hf-qwen2-random, hf-llama-random on the CPU: worst max_abs_diff/max_abs_ref 6.3e-7 (max_abs_diff 5.7e-6 at max_abs_ref 9.6). rtol 5e-6 is 8x the worst ratio; atol 1e-6 covers logits near zero. CUDA (fp32 on the GPU against the CPU oracle) is to be measured with --device cuda.\n', 'float32': {'rtol': 5e-06, 'atol': 1e-06}}, if_fails='Cached decoding diverges (cache update, positions after the cache, the token pick); compare agreeing_prefix with consistent_prefix.')
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TRANSFORMERS-ORACLE-012', sha256='39345ab92cd3c1a8d9cd63dd04fe58c51566525f847ddc29cc9455a6fa7b1c27', prediction='greedy_tokens == requested_tokens and consistent_prefix == requested_tokens')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TRANSFORMERS-ORACLE-012', sha256='39345ab92cd3c1a8d9cd63dd04fe58c51566525f847ddc29cc9455a6fa7b1c27', prediction='greedy_tokens == requested_tokens and consistent_prefix == requested_tokens', devices=['cpu', 'cuda'])
 def test_falsify_transformers_oracle_012(device: str) -> None:
     """FALSIFY-TRANSFORMERS-ORACLE-012: 24 greedy tokens of a transformers-written random Qwen2
         with the KV cache are transformers' greedy tokens
@@ -219,8 +203,7 @@ def test_falsify_transformers_oracle_012(device: str) -> None:
     falsify(greedy_tokens_agree, device=device, falsifier='FALSIFY-TRANSFORMERS-ORACLE-012', prediction='greedy_tokens == requested_tokens and consistent_prefix == requested_tokens', params={'checkpoint': 'hf-qwen2-random', 'path': 'reference', 'new_tokens': 24, 'prompt_tokens': 12, 'seed': 0}, tolerance={'source': 'Measured: `python -m pvlab.falsifiers.measure pvlab.falsifiers.oracle_transformers:logits_agree --seeds 8 -p checkpoint=C -p path=reference --ratio max_abs_diff/max_abs_ref` for C in tiny-trained, hf-qwen2-random, hf-llama-random on the CPU: worst max_abs_diff/max_abs_ref 6.3e-7 (max_abs_diff 5.7e-6 at max_abs_ref 9.6). rtol 5e-6 is 8x the worst ratio; atol 1e-6 covers logits near zero. CUDA (fp32 on the GPU against the CPU oracle) is to be measured with --device cuda.\n', 'float32': {'rtol': 5e-06, 'atol': 1e-06}}, if_fails="Cached decoding of a Qwen2 checkpoint diverges from transformers'.")
 
 
-@PV_FALSIFIER(falsifier='FALSIFY-TRANSFORMERS-ORACLE-013', sha256='8cb771fe8edda22dc0e09a52a08563a204e6680e70bca1573ec621660f20b111', prediction='greedy_tokens == requested_tokens and consistent_prefix == requested_tokens')
-@pytest.mark.parametrize("device", ['cpu', 'cuda'])
+@PV_FALSIFIER('FALSIFY-TRANSFORMERS-ORACLE-013', sha256='8cb771fe8edda22dc0e09a52a08563a204e6680e70bca1573ec621660f20b111', prediction='greedy_tokens == requested_tokens and consistent_prefix == requested_tokens', devices=['cpu', 'cuda'])
 def test_falsify_transformers_oracle_013(device: str) -> None:
     """FALSIFY-TRANSFORMERS-ORACLE-013: 24 greedy tokens of a transformers-written random Llama
         with the KV cache are transformers' greedy tokens

@@ -106,6 +106,40 @@ def subjects(declared: list[str]) -> list[str]:
     return [_adhoc_subject] if _adhoc_subject is not None else list(declared)
 
 
+_subjects = subjects  # falsifier_marks' own `subjects` argument shadows the function
+
+
+def falsifier_marks(*, contract: str, contract_version: str) -> Callable[..., Callable[[Any], Any]]:
+    """What a generated module declares once, `PV_FALSIFIER = falsifier_marks(contract=...,
+    contract_version=...)`; then `@PV_FALSIFIER(falsifier, sha256=..., prediction=...,
+    devices=[...])` above each test puts pv's `pv_falsifier` marker on it (the contract's and
+    the falsifier's identity, which pv's plugin reads) and parametrizes it by device, and with
+    `subjects=` also by subject: pytest runs it as test_<falsifier>[<device>] or
+    test_<falsifier>[<device>-<subject>]."""
+    import pytest
+
+    def falsifier_test(falsifier: str, *, sha256: str, prediction: str, devices: list[str],
+                       subjects: list[str] | None = None,
+                       subject_sha256: Mapping[str, str] | None = None) -> Callable[[Any], Any]:
+        identity: dict[str, Any] = {"contract": contract, "contract_version": contract_version,
+                                    "falsifier": falsifier, "sha256": sha256, "prediction": prediction}
+        if subject_sha256 is not None:
+            identity["subject_sha256"] = dict(subject_sha256)
+        parametrize_subject = None if subjects is None else pytest.mark.parametrize("subject", _subjects(subjects))
+
+        def mark(test: Any) -> Any:
+            # applied innermost first, as stacked decorators would be: the device is the first
+            # part of the test's id, the subject the second
+            test = pytest.mark.parametrize("device", list(devices))(test)
+            if parametrize_subject is not None:
+                test = parametrize_subject(test)
+            return pytest.mark.pv_falsifier(**identity)(test)
+
+        return mark
+
+    return falsifier_test
+
+
 def active_mutant() -> str | None:
     """The mutant this run wraps every check call in (pv.mutation owns it)."""
     return mutation.run_mutant()

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -52,14 +52,15 @@ def no_tol(*, device, **kwargs):
 '''
 
 MUTANTS = '''\
+from contextlib import contextmanager
+
 from pv.mutation import mutant
 
 from {package} import basic
 
 
-@mutant("drops_bias")
-def drops_bias():
-    """The forward forgets the attention biases."""
+@contextmanager
+def without_bias():
     basic.STATE["bias"] = False
     try:
         yield
@@ -67,11 +68,46 @@ def drops_bias():
         basic.STATE["bias"] = True
 
 
+@mutant("drops_bias")
+def drops_bias():
+    """The forward forgets the attention biases."""
+    with without_bias():
+        yield
+
+
 @mutant("does_nothing")
 def does_nothing():
     """A mutant the falsifiers cannot see."""
     yield
 '''
+
+
+def assert_contains(text: str, expected: list[str]) -> None:
+    """Every piece of `expected` is in `text` (a command's output, a written report); a failure
+    names every missing piece at once and shows the text."""
+    missing = [piece for piece in expected if piece not in text]
+    assert not missing, f"missing from the text: {missing!r}\n--- text ---\n{text}"
+
+
+def hand_written_contract(check: str | None = None) -> str:
+    """A small valid contract as a person types it (block style, keys in the usual order), with
+    its `prediction:` on line 10; `check` adds a `check:` line after it."""
+    lines = [
+        "metadata:",
+        "  id: demo",
+        "  version: 1.0.0",
+        "  kind: pattern",
+        "  status: DRAFT",
+        "  description: A demo contract.",
+        "falsification_tests:",
+        "  - id: FALSIFY-DEMO-001",
+        "    rule: loss is small",
+        "    prediction: loss < 1",
+        *([] if check is None else [f"    check: {check}"]),
+        "    devices: [cpu]",
+        "    if_fails: look at the loss",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def falsifier(fid: str, prediction: str = "val_loss < 0.7 * ln(vocab_size)", check: str | None = "basic:loss",
@@ -117,6 +153,12 @@ class Ws:
         path.write_text(contract_yaml(cid, falsifiers, self.package, **kw), encoding="utf-8")
         return path
 
+    def enter(self, monkeypatch: Any) -> "Ws":
+        """Work inside this workspace, as `pv` is run in it: the current directory, CUDA absent."""
+        monkeypatch.chdir(self.root)
+        monkeypatch.setenv("PV_FORCE_NO_CUDA", "1")
+        return self
+
     def workspace(self):
         from pv.config import load_workspace
 
@@ -151,6 +193,18 @@ class Ws:
         contents = ledger.read(self.ledger)
         assert not contents.problems, contents.problems
         return contents.records
+
+
+def cli(*verb: str) -> Callable[..., Any]:
+    """`pv <verb> ARGS...` run in this process (click's CliRunner), exceptions not swallowed."""
+    def invoke(*args: str) -> Any:
+        from click.testing import CliRunner
+
+        from pv.cli import main
+
+        return CliRunner().invoke(main, [*verb, *args], catch_exceptions=False)
+
+    return invoke
 
 
 def make_workspace(tmp_path: Path, *, mutants: bool = True, extra_pyproject: str = "") -> Ws:

@@ -246,12 +246,12 @@ def test_hostile_strings_cannot_break_or_inject_into_generated_code(tmp_path, mo
     tree = ast.parse(text)
     compile(text, "test_evil.py", "exec")
     kinds = [type(n).__name__ for n in tree.body]
-    assert kinds == ["Expr", "Import", "ImportFrom", "Assign", "FunctionDef"]
+    assert kinds == ["Expr", "ImportFrom", "Assign", "FunctionDef"]
     fn = tree.body[-1]
-    marker, parametrize = fn.decorator_list
-    assert marker.func.id == "PV_FALSIFIER" and not marker.args
-    assert all(isinstance(k.value, ast.Constant) for k in marker.keywords)
-    assert ast.unparse(parametrize) == "pytest.mark.parametrize('device', ['cpu'])"
+    (marker,) = fn.decorator_list
+    assert marker.func.id == "PV_FALSIFIER" and [ast.literal_eval(a) for a in marker.args] == ["FALSIFY-EVIL-001"]
+    assert all(isinstance(k.value, (ast.Constant, ast.List)) for k in marker.keywords)
+    assert ast.literal_eval(next(k.value for k in marker.keywords if k.arg == "devices")) == ["cpu"]
     assert [type(n).__name__ for n in fn.body] == ["Expr", "ImportFrom", "Expr"]
     call = fn.body[2].value
     assert isinstance(call, ast.Call) and call.func.id == "falsify"

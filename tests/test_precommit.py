@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pv_workspace import hand_written_contract
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PV = Path(sys.executable).with_name("pv")
@@ -37,22 +38,8 @@ def loss(*, device: str) -> dict[str, float]:
     return {"loss": 0.5}
 '''
 
-GOOD = """\
-# yaml-language-server: $schema=https://example.invalid/contract.schema.json
-metadata:
-  id: demo
-  version: 1.0.0
-  kind: pattern
-  status: DRAFT
-  description: A demo contract.
-falsification_tests:
-  - id: FALSIFY-DEMO-001
-    rule: loss is small
-    prediction: loss < 1
-    check: checks.basic:loss
-    devices: [cpu]
-    if_fails: look at the loss
-"""
+GOOD = "# yaml-language-server: $schema=https://example.invalid/contract.schema.json\n" + hand_written_contract(
+    check="checks.basic:loss")
 
 BAD = GOOD.replace("    prediction: loss < 1\n", "    predicton: loss < 1\n")  # misspelt key, line 11
 

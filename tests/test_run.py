@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from click.testing import CliRunner
 
 from pv import ledger
-from pv.cli import main
-from pv_workspace import falsifier, make_workspace
+from pv_workspace import assert_contains, cli, falsifier, make_workspace
 
 
 @pytest.fixture
@@ -21,13 +19,10 @@ def ws(tmp_path, monkeypatch):
         falsifier("FALSIFY-MORE-001", prediction="x > 1", check="basic:boom"),
         falsifier("FALSIFY-MORE-002", devices=("cuda",)),
     ])
-    monkeypatch.chdir(ws.root)
-    monkeypatch.setenv("PV_FORCE_NO_CUDA", "1")
-    return ws
+    return ws.enter(monkeypatch)
 
 
-def pv(*args):
-    return CliRunner().invoke(main, ["run", *args], catch_exceptions=False)
+pv = cli("run")
 
 
 def test_unknown_id_is_a_usage_error_with_near_matches(ws):
@@ -45,11 +40,13 @@ def test_unknown_id_is_a_usage_error_with_near_matches(ws):
 def test_a_passing_run_records_and_exits_zero(ws):
     result = pv("FALSIFY-DEMO-001", "--device", "cpu")
     assert result.exit_code == 0, result.output
-    assert "generated tests are out of date; regenerating:" in result.output
-    assert "created  generated_tests/test_demo.py" in result.output
-    assert "[1/1] FALSIFY-DEMO-001  cpu   PASS" in result.output
-    assert "1 passed, 0 falsified, 0 errored" in result.output
-    assert "1 record(s) appended to evidence/ledger.jsonl" in result.output
+    assert_contains(result.output, [
+        "generated tests are out of date; regenerating:",
+        "created  generated_tests/test_demo.py",
+        "[1/1] FALSIFY-DEMO-001  cpu   PASS",
+        "1 passed, 0 falsified, 0 errored",
+        "1 record(s) appended to evidence/ledger.jsonl",
+    ])
     records = ws.records()
     assert [(r.falsifier, r.device, r.verdict.value) for r in records] == [("FALSIFY-DEMO-001", "cpu", "PASS")]
     again = pv("FALSIFY-DEMO-001", "--device", "cpu", "--no-ledger")
@@ -113,7 +110,9 @@ def test_invalid_contracts_stop_the_run(ws):
 def test_broken_pytest_is_reported_not_hidden(ws):
     ws.generate()
     path = ws.generated / "test_demo.py"
-    path.write_text(path.read_text().replace("import pytest", "import pytest\nraise SystemExit('collection boom')"))
+    hand_edited = path.read_text().replace("from pv.harness import", "raise SystemExit('collection boom')\nfrom pv.harness import")
+    assert hand_edited != path.read_text()
+    path.write_text(hand_edited)
     # the hand edit is detected as drift and regenerated: the run still works
     result = pv("FALSIFY-DEMO-002")
     assert "updated  generated_tests/test_demo.py" in result.output

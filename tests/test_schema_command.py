@@ -11,23 +11,11 @@ from click.testing import CliRunner
 
 from pv.cli import main
 from pv.schema import json_schema_text
+from pv_workspace import hand_written_contract
 
 PYPROJECT = '[tool.pv]\ncontracts_dir = "contracts"\ncheck_packages = ["demo_checks"]\n'
 
-CONTRACT = """\
-metadata:
-  id: demo
-  version: 1.0.0
-  kind: pattern
-  status: DRAFT
-  description: A demo contract.
-falsification_tests:
-  - id: FALSIFY-DEMO-001
-    rule: loss is small
-    prediction: loss < 1
-    devices: [cpu]
-    if_fails: look at the loss
-"""
+CONTRACT = hand_written_contract()
 
 
 def invoke(*args: str):

@@ -12,12 +12,10 @@ import json
 import textwrap
 
 import pytest
-from click.testing import CliRunner
 
 from pv import mutation
-from pv.cli import main
 from pv.commands.strength import KILLED, SKIPPED, SURVIVED, StrengthResult, cell_result, render_matrix
-from pv_workspace import falsifier, make_workspace
+from pv_workspace import assert_contains, cli, falsifier, make_workspace
 
 VACUOUS = '''\
 def always(*, device, **params):
@@ -28,22 +26,14 @@ def always(*, device, **params):
 # Added to the workspace's mutants module: one that acts on CUDA only, one that breaks the check.
 MORE_MUTANTS = '''
 
-def _acts_on(*devices):
-    def mark(fn):
-        fn.pv_devices = devices
-        return fn
-    return mark
-
-
 @mutant("cuda_only_bug")
-@_acts_on("cuda")
 def cuda_only_bug():
     """A bug of the CUDA path alone."""
-    basic.STATE["bias"] = False
-    try:
+    with without_bias():
         yield
-    finally:
-        basic.STATE["bias"] = True
+
+
+cuda_only_bug.pv_devices = ("cuda",)  # where it can show (pv strength reads it)
 
 
 @mutant("crashes_checks")
@@ -79,13 +69,10 @@ def ws(tmp_path, monkeypatch):
         falsifier("FALSIFY-DEMO-002", prediction="ok", check="vacuous:always",
                   mutants=["drops_bias", "does_nothing"]),
     ])
-    monkeypatch.chdir(ws.root)
-    monkeypatch.setenv("PV_FORCE_NO_CUDA", "1")
-    return ws
+    return ws.enter(monkeypatch)
 
 
-def pv(*args):
-    return CliRunner().invoke(main, ["strength", *args], catch_exceptions=False)
+pv = cli("strength")
 
 
 def records_by_pair(ws):
@@ -99,15 +86,17 @@ def test_good_falsifier_killed_vacuous_survives_every_mutant_exit_one(ws):
     result = pv("--device", "cpu")
     assert result.exit_code == 1, result.output
     out = result.output
-    assert "mutant does_nothing: 1 falsifier test(s)" in out
-    assert "mutant drops_bias: 2 falsifier test(s)" in out
-    assert "FALSIFY-DEMO-001  drops_bias  KILLED  (cpu FAIL)" in out
-    assert "FALSIFY-DEMO-002  drops_bias  SURVIVED  (cpu PASS)" in out
-    assert "FALSIFY-DEMO-002  does_nothing  SURVIVED  (cpu PASS)" in out
-    assert "mutation score: 1/3 (33.3%) killed (declared pairs)" in out
-    assert "SURVIVED: FALSIFY-DEMO-002 passes with drops_bias planted" in out
-    assert "SURVIVED: FALSIFY-DEMO-002 passes with does_nothing planted" in out
-    assert "3 record(s) appended to evidence/ledger.jsonl" in out
+    assert_contains(out, [
+        "mutant does_nothing: 1 falsifier test(s)",
+        "mutant drops_bias: 2 falsifier test(s)",
+        "FALSIFY-DEMO-001  drops_bias  KILLED  (cpu FAIL)",
+        "FALSIFY-DEMO-002  drops_bias  SURVIVED  (cpu PASS)",
+        "FALSIFY-DEMO-002  does_nothing  SURVIVED  (cpu PASS)",
+        "mutation score: 1/3 (33.3%) killed (declared pairs)",
+        "SURVIVED: FALSIFY-DEMO-002 passes with drops_bias planted",
+        "SURVIVED: FALSIFY-DEMO-002 passes with does_nothing planted",
+        "3 record(s) appended to evidence/ledger.jsonl",
+    ])
     # one ledger record per pair run, each carrying its mutant
     records = records_by_pair(ws)
     assert {k: r.verdict.value for k, r in records.items()} == {
@@ -146,18 +135,22 @@ def test_only_skips_is_not_evidence_and_not_a_failure(ws):
     ws.add_contract("gpu", [falsifier("FALSIFY-GPU-001", devices=("cuda",), mutants=["drops_bias"])])
     result = pv("FALSIFY-GPU-001")
     assert result.exit_code == 0, result.output
-    assert "FALSIFY-GPU-001  drops_bias  SKIPPED  (cuda SKIP)" in result.output
-    assert "1 pair(s) skipped — not evidence (device absent)" in result.output
-    assert "mutation score: 0/0 killed" in result.output
+    assert_contains(result.output, [
+        "FALSIFY-GPU-001  drops_bias  SKIPPED  (cuda SKIP)",
+        "1 pair(s) skipped — not evidence (device absent)",
+        "mutation score: 0/0 killed",
+    ])
 
 
 def test_an_erroring_check_is_an_error_never_a_kill(ws):
     ws.add_contract("crash", [falsifier("FALSIFY-CRASH-001", mutants=["crashes_checks"])])
     result = pv("--contract", "crash")
     assert result.exit_code == 1, result.output
-    assert "FALSIFY-CRASH-001  crashes_checks  ERROR" in result.output
-    assert "ERROR: FALSIFY-CRASH-001 under crashes_checks could not run — not a kill" in result.output
-    assert "the runtime fell over" in result.output
+    assert_contains(result.output, [
+        "FALSIFY-CRASH-001  crashes_checks  ERROR",
+        "ERROR: FALSIFY-CRASH-001 under crashes_checks could not run — not a kill",
+        "the runtime fell over",
+    ])
     assert [r.verdict.value for r in ws.records()] == ["ERROR"]
 
 
@@ -229,20 +222,22 @@ def test_matrix_markdown_score_and_sections(ws):
     assert result.exit_code == 1, result.output
     text = (ws.root / "KILL_MATRIX.md").read_text()
     assert text in result.output
-    assert "- matrix: 2 falsifiers × 4 mutants" in text
     # cpu: 001 kills drops_bias only (crashes_checks errors, cuda_only_bug is not applicable)
-    assert "- mutation score: 1/5 (20.0%)" in text
-    assert "- declared pairs killed: 1/3 (33.3%)" in text
-    assert ("| falsifier | `crashes_checks` | `cuda_only_bug` | `does_nothing` | `drops_bias` | kills |" in text)
-    assert "| `FALSIFY-DEMO-001` | E | - | · | **K** | 1 |" in text
-    assert "| `FALSIFY-DEMO-002` | · | - | **·** | **·** | 0 |" in text
-    assert "| killed by | 0 | 0 | 0 | 1 | |" in text
-    assert "- `drops_bias`: only `FALSIFY-DEMO-001`" in text
-    assert "## Mutants no falsifier kills\n\n- `crashes_checks`\n- `does_nothing`" in text
-    assert "## Falsifiers that kill nothing beyond their declared mutants\n\n- `FALSIFY-DEMO-001`" in text
-    assert "## Falsifiers that kill no mutant at all\n\n- `FALSIFY-DEMO-002`" in text
-    assert "- `FALSIFY-DEMO-002` survived `drops_bias`" in text
-    assert "`cuda_only_bug`: acts on cuda only" in text
+    assert_contains(text, [
+        "- matrix: 2 falsifiers × 4 mutants",
+        "- mutation score: 1/5 (20.0%)",
+        "- declared pairs killed: 1/3 (33.3%)",
+        "| falsifier | `crashes_checks` | `cuda_only_bug` | `does_nothing` | `drops_bias` | kills |",
+        "| `FALSIFY-DEMO-001` | E | - | · | **K** | 1 |",
+        "| `FALSIFY-DEMO-002` | · | - | **·** | **·** | 0 |",
+        "| killed by | 0 | 0 | 0 | 1 | |",
+        "- `drops_bias`: only `FALSIFY-DEMO-001`",
+        "## Mutants no falsifier kills\n\n- `crashes_checks`\n- `does_nothing`",
+        "## Falsifiers that kill nothing beyond their declared mutants\n\n- `FALSIFY-DEMO-001`",
+        "## Falsifiers that kill no mutant at all\n\n- `FALSIFY-DEMO-002`",
+        "- `FALSIFY-DEMO-002` survived `drops_bias`",
+        "`cuda_only_bug`: acts on cuda only",
+    ])
     assert "mutation score: 1/5 (20.0%) killed" in result.output
     # every pair that ran is a record with its mutant (matrix runs are evidence too)
     records = records_by_pair(ws)

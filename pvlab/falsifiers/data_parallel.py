@@ -79,6 +79,17 @@ def _max_diff(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]) -
     return diff, max(float(second[k].double().abs().max()) for k in second)
 
 
+def _run_against(run: dict[str, Any], reference: dict[str, Any], tolerance: dict | None) -> dict[str, float]:
+    """A rank's run (its "losses" and final "state") against a reference run: the largest loss and
+    parameter differences, the reference's magnitudes, and the float32 rtol/atol."""
+    param_diff, param_ref = _max_diff(run["state"], reference["state"])
+    rtol, atol = rtol_atol(tolerance, "float32")
+    return {"rtol": rtol, "atol": atol,
+            "loss_max_abs_diff": max(abs(a - b) for a, b in zip(run["losses"], reference["losses"])),
+            "loss_max_abs_ref": max(abs(b) for b in reference["losses"]),
+            "param_max_abs_diff": param_diff, "param_max_abs_ref": param_ref}
+
+
 def _single_device_trainer(device: str, *, seed: int, path: str, lr: float):
     from pvlab.runtime.trainer import Trainer
 
@@ -294,12 +305,7 @@ def fsdp_matches_ddp(*, device: str, world_size: int = 2, steps: int = 3, batch_
     ranks = _launch(_both_rank, device, world_size, timeout_s, steps=steps, batch_size=batch_size, seq_len=seq_len,
                     seed=seed, path=path, accumulation_steps=accumulation_steps, lr=lr)
     ddp, fsdp = ranks[0]["ddp"], ranks[0]["fsdp"]
-    param_diff, param_ref = _max_diff(fsdp["state"], ddp["state"])
-    rtol, atol = rtol_atol(tolerance, "float32")
-    return {**_header(world_size, device), "steps": steps, "rtol": rtol, "atol": atol,
-            "loss_max_abs_diff": max(abs(a - b) for a, b in zip(fsdp["losses"], ddp["losses"])),
-            "loss_max_abs_ref": max(abs(b) for b in ddp["losses"]),
-            "param_max_abs_diff": param_diff, "param_max_abs_ref": param_ref,
+    return {**_header(world_size, device), "steps": steps, **_run_against(fsdp, ddp, tolerance),
             "grad_norm_max_rel_diff": max(abs(a - b) / b for a, b in zip(fsdp["norms"], ddp["norms"]))}
 
 
@@ -411,10 +417,5 @@ def resume_on_other_world_size(*, device: str, world_size: int = 2, resume_world
         resumed = _launch(_resumed_rank, device, resume_world_size, timeout_s, workdir=tmp,
                           strategy=resume_strategy, steps_after=steps_after, global_batch=world_size * batch_size,
                           seq_len=seq_len, seed=seed)[0]
-    param_diff, param_ref = _max_diff(resumed["state"], straight["state"])
-    rtol, atol = rtol_atol(tolerance, "float32")
-    return {**_header(world_size, device), "resume_world_size": resume_world_size, "rtol": rtol, "atol": atol,
-            "loss_max_abs_diff": max(abs(a - b) for a, b in zip(resumed["losses"], straight["losses"])),
-            "loss_max_abs_ref": max(abs(b) for b in straight["losses"]),
-            "param_max_abs_diff": param_diff, "param_max_abs_ref": param_ref,
-            "step_after_resume": resumed["step_after_resume"], "steps_before": steps_before}
+    return {**_header(world_size, device), "resume_world_size": resume_world_size,
+            **_run_against(resumed, straight, tolerance), "step_after_resume": resumed["step_after_resume"], "steps_before": steps_before}

@@ -27,6 +27,21 @@ def _logits(rows: int, width: int, *, seed: int, scale: float, offset: float, ma
     return x.to(device=device, dtype=dtype)
 
 
+def _against_float64(kernel, definition, *, device: str, dtype: str, tolerance: dict | None, rows: int,
+                     width: int, seed: int, scale: float, offset: float, masked: bool) -> tuple[torch.Tensor, dict]:
+    """`kernel` on seeded logits on the device against torch's `definition` of it in float64 on
+    the CPU: the kernel's output and the comparison (compared(), plus nonfinite)."""
+    dev, dt = torch_device(device), torch_dtype(dtype)
+    rtol, atol = rtol_atol(tolerance, dtype)
+    x = _logits(rows, width, seed=seed, scale=scale, offset=offset, masked=masked, dtype=dt, device=dev)
+    with torch.no_grad():
+        out = kernel(x)
+    ref = definition(x.double().cpu(), dim=-1)
+    obs = compared(out, ref, rtol=rtol, atol=atol)
+    obs["nonfinite"] = int((~torch.isfinite(out)).sum())
+    return out, obs
+
+
 def softmax_matches_reference(*, device: str, dtype: str = "float32", rows: int = 31, width: int = 1021,
                               scale: float = 3.0, offset: float = 0.0, masked: bool = False,
                               seed: int = 0, tolerance: dict | None = None) -> dict:
@@ -34,14 +49,9 @@ def softmax_matches_reference(*, device: str, dtype: str = "float32", rows: int 
     the kernel's output), rtol, atol, max_row_sum_error (| sum_j p_ij - 1 |, worst row)."""
     from pvlab.runtime import kernels
 
-    dev, dt = torch_device(device), torch_dtype(dtype)
-    rtol, atol = rtol_atol(tolerance, dtype)
-    x = _logits(rows, width, seed=seed, scale=scale, offset=offset, masked=masked, dtype=dt, device=dev)
-    with torch.no_grad():
-        out = kernels.softmax_reference(x)
-    ref = torch.softmax(x.double().cpu(), dim=-1)
-    obs = compared(out, ref, rtol=rtol, atol=atol)
-    obs["nonfinite"] = int((~torch.isfinite(out)).sum())
+    out, obs = _against_float64(kernels.softmax_reference, torch.softmax, device=device, dtype=dtype,
+                                tolerance=tolerance, rows=rows, width=width, seed=seed, scale=scale,
+                                offset=offset, masked=masked)
     obs["max_row_sum_error"] = float((out.double().sum(dim=-1) - 1.0).abs().max())
     return obs
 
@@ -53,13 +63,8 @@ def log_softmax_matches_reference(*, device: str, dtype: str = "float32", rows: 
     softmax_matches_reference, plus max_value (must be <= 0, a log-probability)."""
     from pvlab.runtime import kernels
 
-    dev, dt = torch_device(device), torch_dtype(dtype)
-    rtol, atol = rtol_atol(tolerance, dtype)
-    x = _logits(rows, width, seed=seed, scale=scale, offset=offset, masked=False, dtype=dt, device=dev)
-    with torch.no_grad():
-        out = kernels.log_softmax_reference(x)
-    ref = torch.log_softmax(x.double().cpu(), dim=-1)
-    obs = compared(out, ref, rtol=rtol, atol=atol)
-    obs["nonfinite"] = int((~torch.isfinite(out)).sum())
+    out, obs = _against_float64(kernels.log_softmax_reference, torch.log_softmax, device=device, dtype=dtype,
+                                tolerance=tolerance, rows=rows, width=width, seed=seed, scale=scale,
+                                offset=offset, masked=False)
     obs["max_value"] = float(out.double().max())
     return obs

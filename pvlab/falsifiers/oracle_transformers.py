@@ -71,6 +71,23 @@ def _hf_random_config(transformers, name: str):
 
 
 @fixtures.cached(data=True)
+def spread_parameters(model: torch.nn.Module, seed: int, *, bias_std: float = 0.2,
+                      matrix=lambda noise, parameter: 0.1 * noise) -> None:
+    """Redraw every parameter from `seed` on the CPU, in `named_parameters` order: norm weights
+    1 + N(0, 0.2²), biases N(0, bias_std²), everything else `matrix(noise, parameter)` of a
+    standard normal draw. (The runtime's tests use it too, with their own matrix scale.)"""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter_name, parameter in model.named_parameters():
+            noise = torch.randn(parameter.shape, generator=generator)
+            if parameter_name.endswith("norm.weight"):
+                parameter.copy_(1 + 0.2 * noise)
+            elif parameter_name.endswith(".bias"):
+                parameter.copy_(bias_std * noise)
+            else:
+                parameter.copy_(matrix(noise, parameter))
+
+
 def hf_random_checkpoint(name: str, seed: int = 0) -> Path:
     """A checkpoint directory written by transformers' save_pretrained (no download). Every
     parameter is drawn from `seed` on the CPU: matrices N(0, 0.1²) (large enough that logits
@@ -81,16 +98,7 @@ def hf_random_checkpoint(name: str, seed: int = 0) -> Path:
         raise ValueError(f"unknown transformers-written checkpoint {name!r}; known: {', '.join(HF_RANDOM)}")
     with torch.device("cpu"):
         model = transformers.AutoModelForCausalLM.from_config(_hf_random_config(transformers, name))
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for parameter_name, parameter in model.named_parameters():
-            noise = torch.randn(parameter.shape, generator=generator)
-            if parameter_name.endswith("norm.weight"):
-                parameter.copy_(1 + 0.2 * noise)
-            elif parameter_name.endswith(".bias"):
-                parameter.copy_(0.2 * noise)
-            else:
-                parameter.copy_(0.1 * noise)
+    spread_parameters(model, seed)
     directory = Path(tempfile.mkdtemp(prefix=f"pv-{name}-"))
     atexit.register(shutil.rmtree, directory, ignore_errors=True)
     model.save_pretrained(directory)
@@ -220,12 +228,17 @@ def logits_agree(*, device: str, checkpoint: str = "tiny-trained", path: str | N
         for inputs, _ in _pairs(checkpoint, batches, seed):
             theirs.append(oracle(input_ids=inputs).logits.detach().double())
             ours.append(model(inputs.to(dev)).detach().to("cpu", torch.float64))
-    a, r = torch.cat(ours), torch.cat(theirs)
-    if a.shape != r.shape:
-        raise ValueError(f"runtime logits have shape {tuple(a.shape)}, transformers' {tuple(r.shape)}")
-    observations = compared(a, r, rtol=rtol, atol=atol)
-    observations["argmax_agreement"] = float((a.argmax(-1) == r.argmax(-1)).double().mean())
-    observations["positions"] = int(r.shape[0] * r.shape[1])
+    return logits_compared(torch.cat(ours), torch.cat(theirs), rtol=rtol, atol=atol)
+
+
+def logits_compared(ours: torch.Tensor, theirs: torch.Tensor, *, rtol: float, atol: float) -> dict:
+    """The runtime's float64 logits against transformers' (both on the CPU): compared(), plus
+    argmax_agreement (the fraction of positions whose top token agrees) and positions."""
+    if ours.shape != theirs.shape:
+        raise ValueError(f"runtime logits have shape {tuple(ours.shape)}, transformers' {tuple(theirs.shape)}")
+    observations = compared(ours, theirs, rtol=rtol, atol=atol)
+    observations["argmax_agreement"] = float((ours.argmax(-1) == theirs.argmax(-1)).double().mean())
+    observations["positions"] = int(theirs.shape[0] * theirs.shape[1])
     return observations
 
 

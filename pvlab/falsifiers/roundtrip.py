@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from . import fixtures
-from ._util import compared, rtol_atol, torch_device
+from ._util import rtol_atol, torch_device
 
 
 def _moved_model(checkpoint: str, device: str, seed: int):
@@ -121,9 +121,4 @@ def transformers_reopens_saved(*, device: str, checkpoint: str = "tiny-trained",
     with torch.no_grad():
         theirs = oracle(input_ids=inputs).logits.detach().double()
         ours = model(inputs.to(dev)).detach().to("cpu", torch.float64)
-    if ours.shape != theirs.shape:
-        raise ValueError(f"runtime logits have shape {tuple(ours.shape)}, transformers' {tuple(theirs.shape)}")
-    observations = compared(ours, theirs, rtol=rtol, atol=atol)
-    observations["argmax_agreement"] = float((ours.argmax(-1) == theirs.argmax(-1)).double().mean())
-    observations["positions"] = int(theirs.shape[0] * theirs.shape[1])
-    return observations
+    return oracle_transformers.logits_compared(ours, theirs, rtol=rtol, atol=atol)

@@ -16,20 +16,7 @@ from typing import Callable, Iterator
 
 def write_bytes(path: Path | str, data: bytes) -> None:
     """Write `data` to a temporary file next to `path`, fsync it, then rename it over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
+    write_with(path, lambda temporary: temporary.write_bytes(data))
 
 
 def write_text(path: Path | str, text: str) -> None:

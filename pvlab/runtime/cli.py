@@ -68,15 +68,17 @@ def main() -> None:
 @click.option("--documents", type=int, default=None, help="Synthetic corpus size in documents.")
 @click.option("--compile", "use_compile", is_flag=True, help="torch.compile the decoder layers.")
 @click.option("--micro-batch-size", type=int, default=None,
-              help="Rows per forward/backward; gradients accumulate over the batch (the last micro-batch may be short).")
+              help="Rows per forward/backward; gradients accumulate over the batch into one optimizer step (the "
+                   "last micro-batch may be short). Under torchrun: rows per rank's forward/backward; each rank's "
+                   "share of --batch-size must be a whole number of them.")
 @click.option("--pack-documents", is_flag=True,
               help="Train on whole documents packed into rows (no attention across documents, positions restart).")
 @click.option("--attention-backend", type=BACKEND_CHOICE, default=None,
               help="Pin the fast path's SDPA kernel (cpu: math, flash; cuda: also efficient, cudnn).")
 @click.option("--strategy", type=click.Choice(["ddp", "fsdp"]), default="ddp", show_default=True,
               help="Under torchrun: DistributedDataParallel or FSDP2 (fully_shard).")
-@click.option("--accumulation-steps", type=int, default=1, show_default=True,
-              help="Under torchrun: micro-batches per optimizer step (only the last one synchronises).")
+@click.option("--accumulation-steps", type=int, default=None, hidden=True,
+              help="Replaced by --micro-batch-size (refused with a message saying so).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, seq_len, lr, seed, eval_every,
              corpus_dir, documents, use_compile, micro_batch_size, pack_documents, attention_backend, strategy,
@@ -92,6 +94,10 @@ def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, se
     from .pretrain import pretrain as run_pretraining
     from .zoo import TINY_RECIPE
 
+    if accumulation_steps is not None:
+        raise click.UsageError("--accumulation-steps was replaced by --micro-batch-size M, the rows of one "
+                               "forward/backward, on one device and under torchrun alike (under torchrun, per rank: "
+                               "M = batch size / ranks / accumulation steps)")
     base = TINY_RECIPE
     if init_dir is None:
         preset(config_name)  # refuse an unknown preset before any work
@@ -109,23 +115,36 @@ def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, se
     if recipe.warmup_steps > recipe.steps:
         recipe = dataclasses.replace(recipe, warmup_steps=recipe.steps // 10)
     if distributed.torchrun_env():
-        if init_dir is not None or use_compile or micro_batch_size or pack_documents or attention_backend:
-            raise ArgumentError("--init, --compile, --micro-batch-size, --pack-documents and --attention-backend "
-                                "are not supported under torchrun yet (use --accumulation-steps there)")
+        if init_dir is not None or use_compile or pack_documents or attention_backend:
+            raise ArgumentError("--init, --compile, --pack-documents and --attention-backend "
+                                "are not supported under torchrun yet")
+        steps_per_batch = _micro_batches_per_rank(recipe.batch_size, int(os.environ["WORLD_SIZE"]),
+                                                  recipe.micro_batch_size)
         try:
             results = distributed.pretrain(recipe, out_dir, device=device, path=path, strategy=strategy,
-                                           accumulation_steps=accumulation_steps, progress=not quiet)
+                                           accumulation_steps=steps_per_batch, progress=not quiet)
         finally:
             distributed.shutdown()
         if int(os.environ["RANK"]) != 0:
             return
     else:
-        if accumulation_steps != 1:
-            raise ArgumentError("--accumulation-steps is for torchrun; on one device use --micro-batch-size")
         results = run_pretraining(recipe, out_dir, device=device, path=path, init=init_dir, progress=not quiet,
                                   compile=use_compile, attention_backend=attention_backend)
     click.echo(f"wrote {out_dir}: train_loss {results['train_loss']:.4f} val_loss {results['val_loss']:.4f} "
                f"(ln V = {results['ln_vocab']:.4f}) in {results['seconds']:.1f}s")
+
+
+def _micro_batches_per_rank(batch_size: int, world_size: int, micro_batch_size: int | None) -> int:
+    """Under torchrun, how many micro-batches of `micro_batch_size` rows each rank accumulates per
+    optimizer step (its share of the global batch divided into them; 1 without a micro-batch size)."""
+    if micro_batch_size is None:
+        return 1
+    share, rest = divmod(batch_size, world_size)
+    if micro_batch_size <= 0 or rest or share % micro_batch_size:
+        raise ArgumentError(f"--micro-batch-size {micro_batch_size}: under torchrun each rank's share of --batch-size "
+                            f"{batch_size} over {world_size} ranks must be a whole number of micro-batches of that "
+                            "many rows")
+    return share // micro_batch_size
 
 
 @main.command(name="eval")

@@ -271,20 +271,15 @@ class DistributedTrainer:
             raise ArgumentError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if accumulation_steps < 1:
             raise ArgumentError(f"accumulation_steps must be at least 1, got {accumulation_steps}")
-        if lr <= 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
-            raise ArgumentError(f"invalid optimizer settings: lr={lr}, weight_decay={weight_decay}, betas={betas}")
+        self.hyperparameters = trainers.hyperparameters(
+            lr=lr, weight_decay=weight_decay, betas=betas, grad_clip=grad_clip, seed=seed,
+            warmup_steps=warmup_steps, total_steps=total_steps, min_lr=min_lr)
         model.to(ctx.device)
         if path is not None:
             model.set_path(path)
         self.model, self.ctx, self.strategy = model, ctx, strategy
         self.accumulation_steps = accumulation_steps
         self.path = model.path
-        self.hyperparameters = {
-            "lr": float(lr), "weight_decay": float(weight_decay), "betas": [float(b) for b in betas],
-            "grad_clip": float(grad_clip), "seed": int(seed), "warmup_steps": int(warmup_steps),
-            "total_steps": None if total_steps is None else int(total_steps),
-            "min_lr": float(lr if min_lr is None else min_lr),
-        }
         torch.manual_seed(seed)
         self.wrapped = (wrap_ddp if strategy == "ddp" else wrap_fsdp)(LossModule(model), ctx)
         self.named_parameters = list(model.named_parameters())   # DTensors after fully_shard
@@ -532,15 +527,7 @@ def pretrain(recipe, out: Path | str, *, device: str | torch.device = "cpu", pat
         bar.message(f"step {step:>5}/{recipe.steps}  train_loss {record['train_loss']:.4f}  "
                     f"val_loss {record['val_loss']:.4f}  ({record['seconds']:.0f}s, {ctx.world_size} ranks)")
 
-    evaluate(0)
-    train_seconds = 0.0
-    for step in range(1, recipe.steps + 1):
-        tick = time.monotonic()
-        loss = trainer.train_batch(next(batches))
-        train_seconds += time.monotonic() - tick
-        bar.update(step, loss)
-        if step % recipe.eval_every == 0 or step == recipe.steps:
-            evaluate(step)
+    train_seconds = pretraining.train_steps(trainer, batches, recipe, bar, evaluate)
     results = {
         "train_loss": history[-1]["train_loss"], "val_loss": history[-1]["val_loss"],
         "ln_vocab": math.log(config.vocab_size), "parameters": config.num_parameters(), "steps": recipe.steps,

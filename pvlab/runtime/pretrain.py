@@ -191,6 +191,22 @@ class Progress:
         self.stream.flush()
 
 
+def train_steps(trainer: Trainer, batches, recipe: Recipe, bar: Progress, evaluate: Callable[[int], Any]) -> float:
+    """The recipe's optimizer steps, one batch each, with `evaluate(step)` before the first,
+    every `eval_every` steps and after the last; returns the seconds spent in the steps alone
+    (what tokens per second divide by). The single-process and the torchrun path share it."""
+    evaluate(0)
+    train_seconds = 0.0
+    for step in range(1, recipe.steps + 1):
+        tick = time.monotonic()
+        loss = trainer.train_batch(next(batches))
+        train_seconds += time.monotonic() - tick
+        bar.update(step, loss)
+        if step % recipe.eval_every == 0 or step == recipe.steps:
+            evaluate(step)
+    return train_seconds
+
+
 def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | None = "cpu", path: str | None = None,
              init: Path | str | None = None, progress: bool = True, compile: bool = False,
              attention_backend: str | None = None,
@@ -259,15 +275,7 @@ def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | No
             on_eval(record)
         return record
 
-    evaluate(0)
-    train_seconds = 0.0
-    for step in range(1, recipe.steps + 1):
-        tick = time.monotonic()
-        loss = trainer.train_batch(next(batches))
-        train_seconds += time.monotonic() - tick
-        bar.update(step, loss)
-        if step % recipe.eval_every == 0 or step == recipe.steps:
-            evaluate(step)
+    train_seconds = train_steps(trainer, batches, recipe, bar, evaluate)
 
     final = history[-1]
     phases.update(training=round(train_seconds, 2), eval=round(eval_seconds, 2))

@@ -121,6 +121,20 @@ def learning_rate(step: int, *, peak: float, warmup_steps: int, total_steps: int
 
 # ---- the trainer -------------------------------------------------------------------------------
 
+def hyperparameters(*, lr: float, weight_decay: float, betas: Sequence[float], grad_clip: float, seed: int,
+                    warmup_steps: int, total_steps: int | None, min_lr: float | None) -> dict[str, Any]:
+    """The optimizer settings a trainer saves with its state (ArgumentError for invalid ones);
+    the single-process and the distributed trainer share them."""
+    if lr <= 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
+        raise ArgumentError(f"invalid optimizer settings: lr={lr}, weight_decay={weight_decay}, betas={betas}")
+    return {
+        "lr": float(lr), "weight_decay": float(weight_decay), "betas": [float(b) for b in betas],
+        "grad_clip": float(grad_clip), "seed": int(seed), "warmup_steps": int(warmup_steps),
+        "total_steps": None if total_steps is None else int(total_steps),
+        "min_lr": float(lr if min_lr is None else min_lr),
+    }
+
+
 class Trainer:
     """Trains `model` in place.
 
@@ -140,8 +154,9 @@ class Trainer:
                  compile: bool = False, micro_batch_size: int | None = None, attention_backend: str | None = None):
         if micro_batch_size is not None and micro_batch_size <= 0:
             raise ArgumentError(f"micro_batch_size must be positive, got {micro_batch_size}")
-        if lr <= 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
-            raise ArgumentError(f"invalid optimizer settings: lr={lr}, weight_decay={weight_decay}, betas={betas}")
+        self.hyperparameters = hyperparameters(lr=lr, weight_decay=weight_decay, betas=betas, grad_clip=grad_clip,
+                                               seed=seed, warmup_steps=warmup_steps, total_steps=total_steps,
+                                               min_lr=min_lr)
         self.model = model
         if device is not None:
             model.to(devices.resolve_device(device))
@@ -152,12 +167,6 @@ class Trainer:
         self.micro_batch_size = micro_batch_size
         self.device = model.device
         self.path = model.path
-        self.hyperparameters = {
-            "lr": float(lr), "weight_decay": float(weight_decay), "betas": [float(b) for b in betas],
-            "grad_clip": float(grad_clip), "seed": int(seed), "warmup_steps": int(warmup_steps),
-            "total_steps": None if total_steps is None else int(total_steps),
-            "min_lr": float(lr if min_lr is None else min_lr),
-        }
         # Nothing in the model draws random numbers today (no dropout); seeding keeps it so if
         # something ever does, and the seed is saved with the trainer state.
         torch.manual_seed(seed)

@@ -16,8 +16,10 @@ from pvlab.runtime.data import LMBatch
 from pvlab.runtime.model import CausalLM, KVCache, init_weights
 
 
-def _tiny(seed: int = 0) -> CausalLM:
-    """The tiny preset with non-zero biases and non-unit norms (so a bug around them shows)."""
+def tiny_model(seed: int = 0, path: str = "reference") -> CausalLM:
+    """The tiny preset, randomly initialised, with non-zero biases and norm weights (so that a
+    mutant dropping or ignoring them shows), built directly (no fixtures cache, no parity.place)."""
+    torch.manual_seed(seed)
     model = CausalLM(preset("tiny"))
     init_weights(model, seed)
     generator = torch.Generator().manual_seed(seed + 1)
@@ -25,7 +27,7 @@ def _tiny(seed: int = 0) -> CausalLM:
         for name, parameter in model.named_parameters():
             if name.endswith(".bias") or name.endswith("norm.weight"):
                 parameter.add_(0.5 * torch.randn(parameter.shape, generator=generator))
-    return model.eval()
+    return model.set_path(path).eval()
 
 
 def _ids(length: int = 12) -> torch.Tensor:
@@ -34,7 +36,7 @@ def _ids(length: int = 12) -> torch.Tensor:
 
 def _logits() -> torch.Tensor:
     with torch.no_grad():
-        return _tiny()(_ids())
+        return tiny_model()(_ids())
 
 
 def _decoded() -> tuple:
@@ -50,31 +52,24 @@ def _decoded() -> tuple:
 
 
 def _trained_one_step(**settings) -> trainer.Trainer:
-    run = trainer.Trainer(_tiny(), lr=1e-2, **settings)
+    run = trainer.Trainer(tiny_model(), lr=1e-2, **settings)
     run.train_batch(LMBatch.from_sequences(_ids(13)))
     return run
 
 
 # ---- mutants/independent.py ------------------------------------------------------------------------
 
-def probe_mlp_gate_and_up_swapped():
-    return _logits()
-
-
-def probe_post_attention_norm_reuses_input_norm():
-    return _logits()
-
-
-def probe_embeddings_scaled_by_sqrt_hidden():
-    return _logits()
+probe_mlp_gate_and_up_swapped = _logits
+probe_post_attention_norm_reuses_input_norm = _logits
+probe_embeddings_scaled_by_sqrt_hidden = _logits
 
 
 def probe_saved_weights_rounded_to_bfloat16():
-    return str(checkpoint.model_tensors(_tiny())["model.layers.0.self_attn.q_proj.weight"].dtype)
+    return str(checkpoint.model_tensors(tiny_model())["model.layers.0.self_attn.q_proj.weight"].dtype)
 
 
 def probe_loader_transposes_square_matrices():
-    state = {name: t.clone() for name, t in checkpoint.model_tensors(_tiny()).items()}
+    state = {name: t.clone() for name, t in checkpoint.model_tensors(tiny_model()).items()}
     loaded = checkpoint.init_model(config=preset("tiny"), weights=state, parity_gate=False)
     return loaded.model.layers[0].self_attn.q_proj.weight.detach().clone()
 
@@ -112,36 +107,31 @@ def probe_heldout_windows_overlap():
     return data.sequential_batches(torch.arange(20), batch_size=2, seq_len=4)[0].inputs
 
 
-def probe_decode_feeds_full_sequence_with_cache():
-    return _decoded()
-
-
-def probe_decode_reads_first_position_logits():
-    return _decoded()
+probe_decode_feeds_full_sequence_with_cache = _decoded
+probe_decode_reads_first_position_logits = _decoded
 
 
 # ---- mutants/oracles.py ------------------------------------------------------------------------------
 
-def probe_qkv_bias_added_after_rope():
-    return _logits()
+probe_qkv_bias_added_after_rope = _logits
 
 
 def probe_tied_head_gradient_detached():
-    model = _tiny().train()
+    model = tiny_model().train()
     batch = LMBatch.from_sequences(_ids(13))
     model.loss(batch.inputs, batch.targets).backward()
     return model.model.embed_tokens.weight.grad.clone()
 
 
 def probe_kv_cache_keeps_only_newest():
-    model, ids = _tiny(), _ids()
+    model, ids = tiny_model(), _ids()
     cache = KVCache(model.config.num_hidden_layers)
     with torch.no_grad():
         return torch.cat([model(ids[:, :5], cache), model(ids[:, 5:6], cache), model(ids[:, 6:7], cache)], dim=1)
 
 
 def probe_lr_schedule_one_step_late():
-    run = trainer.Trainer(_tiny(), lr=1.0, warmup_steps=4)
+    run = trainer.Trainer(tiny_model(), lr=1.0, warmup_steps=4)
     run.step = 2
     return run.current_lr()
 
@@ -151,7 +141,7 @@ def probe_embeddings_not_decayed():
 
 
 def probe_saved_biases_rounded_to_float16():
-    return str(checkpoint.model_tensors(_tiny())["model.norm.weight"].dtype)
+    return str(checkpoint.model_tensors(tiny_model())["model.norm.weight"].dtype)
 
 
 def probe_config_written_with_fixed_norm_eps():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import distributed_probes  # probes of mutants/distributed.py
 import oracle_mutant_probes  # probes of mutants/independent.py and mutants/oracles.py
+from oracle_mutant_probes import tiny_model
 import equivalence_probes  # probes of mutants/equivalence.py (kept apart: this file's size)
 import pytest
 import torch
@@ -27,7 +28,7 @@ from pvlab.falsifiers.mutants.child import python_args, python_command
 from pvlab.runtime import checkpoint, config as runtime_config, data, devices, kernels, parity, trainer, zoo
 from pvlab.runtime.config import preset
 from pvlab.runtime.data import LMBatch
-from pvlab.runtime.model import CausalLM, KVCache, init_weights
+from pvlab.runtime.model import KVCache
 
 pytestmark = pytest.mark.slow  # builds and runs a tiny model once per mutant (about a minute in all)
 
@@ -37,20 +38,6 @@ NAMES = sorted(REGISTRY)
 
 
 # ---- a tiny model and the runtime's observable behaviour ------------------------------------------
-
-
-def tiny_model(seed: int = 0, path: str = "reference") -> CausalLM:
-    """The tiny preset, randomly initialised, with non-zero biases and norm weights (so that a
-    mutant dropping or ignoring them shows), built directly (no fixtures cache, no parity.place)."""
-    torch.manual_seed(seed)
-    model = CausalLM(preset("tiny"))
-    init_weights(model, seed)
-    generator = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if name.endswith(".bias") or name.endswith("norm.weight"):
-                parameter.add_(0.5 * torch.randn(parameter.shape, generator=generator))
-    return model.set_path(path).eval()
 
 
 def tokens(batch: int = 2, length: int = 12, seed: int = 3) -> torch.Tensor:

@@ -105,9 +105,34 @@ def test_the_planted_bug_is_caught(mutant, falsifiers):
 
 # ---- planted bugs whose observations say how they were seen --------------------------------------
 
-def test_nan_logits_are_counted():
-    with PLANTED["rms_norm_returns_nan"]():
-        assert _fails("apr-cpu-forward-sanity", "FALSIFY-CPU-FORWARD-SANITY-001")["nonfinite_logits"] > 0
+# (planted bug, the falsifier it makes fail, the observation that says how it was seen, and what
+# that observation is under the bug)
+SEEN_AS = [
+    ("rms_norm_returns_nan", "apr-cpu-forward-sanity",
+     "FALSIFY-CPU-FORWARD-SANITY-001", "nonfinite_logits", lambda value: value > 0),
+    ("populate_drops_optional_tensors", "apr-pretrain-cuda-forward-parity",
+     "FALSIFY-CUDA-FORWARD-PARITY-002", "qkv_bias_on_device", lambda value: value == 0),
+    ("fast_path_drops_qkv_bias", "apr-pretrain-cuda-forward-parity",
+     "FALSIFY-CUDA-FORWARD-PARITY-003", "bias_effect_max_abs", lambda value: value == 0),
+    ("parity_gate_compares_device_with_itself", "apr-cpu-vs-gpu-output-parity",
+     "FALSIFY-CPU-GPU-003", "gate_refused_diverging", lambda value: value == 0),
+    ("eval_targets_equal_inputs", "apr-pretrain-eval-methodology",
+     "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003", "label_mismatches", lambda value: value > 0),
+    ("eval_reads_stale_train_buffer", "apr-pretrain-eval-methodology",
+     "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002", "after_vs_recomputed", lambda value: value > 0.5),
+    ("init_accepts_unpaired_arguments", "apr-pretrain-init",
+     "FALSIFY-APR-PRETRAIN-INIT-CUDA-002", "accepted_cases", lambda value: value >= 2),
+    ("finetune_starts_from_random_init", "apr-pretrain-init-finetune",
+     "FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001", "first_val_loss", lambda value: value > 0.9 * math.log(512)),
+]
+
+
+@pytest.mark.parametrize("mutant,contract_id,falsifier_id,observation,under_the_bug", SEEN_AS,
+                         ids=[row[3] for row in SEEN_AS])
+def test_the_observations_say_how_the_bug_was_seen(mutant, contract_id, falsifier_id, observation, under_the_bug):
+    with PLANTED[mutant]():
+        observations = _fails(contract_id, falsifier_id)
+    assert under_the_bug(observations[observation]), (observation, observations[observation])
 
 
 def test_a_random_head_is_invisible_to_peak_to_mean_on_the_tiny_model():
@@ -117,48 +142,6 @@ def test_a_random_head_is_invisible_to_peak_to_mean_on_the_tiny_model():
     with PLANTED["tied_head_replaced_by_random_rows"]():
         observations, _ = observe("apr-cpu-forward-sanity", "FALSIFY-CPU-FORWARD-SANITY-003")
     assert observations["peak_to_mean"] < 5
-
-
-def test_biases_missing_on_the_device_are_counted():
-    with PLANTED["populate_drops_optional_tensors"]():
-        observations = _fails("apr-pretrain-cuda-forward-parity", "FALSIFY-CUDA-FORWARD-PARITY-002")
-    assert observations["qkv_bias_on_device"] == 0
-
-
-def test_a_fast_path_without_biases_shows_no_bias_effect():
-    with PLANTED["fast_path_drops_qkv_bias"]():
-        observations = _fails("apr-pretrain-cuda-forward-parity", "FALSIFY-CUDA-FORWARD-PARITY-003")
-    assert observations["bias_effect_max_abs"] == 0
-
-
-def test_a_gate_comparing_the_device_with_itself_refuses_nothing():
-    with PLANTED["parity_gate_compares_device_with_itself"]():
-        observations = _fails("apr-cpu-vs-gpu-output-parity", "FALSIFY-CPU-GPU-003")
-    assert observations["gate_refused_diverging"] == 0
-
-
-def test_eval_scoring_the_inputs_shows_label_mismatches():
-    with PLANTED["eval_targets_equal_inputs"]():
-        observations = _fails("apr-pretrain-eval-methodology", "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-003")
-    assert observations["label_mismatches"] > 0
-
-
-def test_stale_eval_after_training_differs_from_a_recomputed_eval():
-    with PLANTED["eval_reads_stale_train_buffer"]():
-        observations = _fails("apr-pretrain-eval-methodology", "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002")
-    assert observations["after_vs_recomputed"] > 0.5
-
-
-def test_a_silent_random_fallback_accepts_the_unpaired_cases():
-    with PLANTED["init_accepts_unpaired_arguments"]():
-        observations = _fails("apr-pretrain-init", "FALSIFY-APR-PRETRAIN-INIT-CUDA-002")
-    assert observations["accepted_cases"] >= 2
-
-
-def test_a_finetune_from_random_init_starts_near_ln_v():
-    with PLANTED["finetune_starts_from_random_init"]():
-        observations = _fails("apr-pretrain-init-finetune", "FALSIFY-APR-PRETRAIN-INIT-FINETUNE-001")
-    assert observations["first_val_loss"] > 0.9 * math.log(512)
 
 
 # ---- resume (checked, not yet bound by a contract) ------------------------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from pvlab import runtime
+from pvlab.falsifiers.oracle_transformers import spread_parameters
 from pvlab.runtime.pretrain import Recipe
 
 # A recipe small enough to train in seconds; its losses mean nothing, its files are real.
@@ -19,16 +20,7 @@ SMALL_RECIPE = Recipe(config="tiny", steps=4, batch_size=4, seq_len=32, eval_eve
 def randomise(model: torch.nn.Module, seed: int = 0) -> None:
     """Weights large enough that logits are O(1-10): a 1e-4 agreement then means something
     (at the default 0.02 init, every logit is ~0 and any two implementations agree)."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            noise = torch.randn(parameter.shape, generator=generator)
-            if name.endswith("norm.weight"):
-                parameter.copy_(1.0 + 0.2 * noise)
-            elif name.endswith(".bias"):
-                parameter.copy_(0.5 * noise)
-            else:
-                parameter.copy_(noise / parameter.shape[-1] ** 0.5)
+    spread_parameters(model, seed, bias_std=0.5, matrix=lambda noise, parameter: noise / parameter.shape[-1] ** 0.5)
 
 
 def hf_qwen2_config(**overrides):

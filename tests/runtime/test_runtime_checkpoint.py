@@ -147,13 +147,6 @@ def test_missing_directory_and_missing_config_are_refused(tmp_path, hf_qwen2_dir
         runtime.load(directory)
 
 
-def test_corrupt_tokenizer_is_refused(small_checkpoint, copy_checkpoint):
-    directory = copy_checkpoint(small_checkpoint)
-    (directory / "tokenizer.json").write_text("{ nope")
-    with pytest.raises(errors.CheckpointError, match="tokenizer.json"):
-        runtime.load(directory)
-
-
 def test_sharded_checkpoints_load(hf_qwen2_dir, tmp_path):
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(hf_qwen2_dir)
@@ -193,17 +186,18 @@ def test_bad_configs_are_refused_naming_the_key(hf_qwen2_dir, copy_checkpoint, c
     assert "config.json" in str(caught.value)
 
 
-def test_config_that_is_not_json_is_refused(hf_qwen2_dir, copy_checkpoint):
-    directory = copy_checkpoint(hf_qwen2_dir)
-    (directory / "config.json").write_text("{'model_type': 'qwen2'")
-    with pytest.raises(errors.ConfigError, match="config.json: not valid JSON"):
-        runtime.load(directory)
-
-
-def test_config_whose_shapes_disagree_with_the_weights_is_refused(hf_qwen2_dir, copy_checkpoint):
-    directory = copy_checkpoint(hf_qwen2_dir)
-    rewrite_config(directory, lambda c: c.update(intermediate_size=128))
-    with pytest.raises(errors.CheckpointError, match=r"mlp.gate_proj.weight has shape \[96, 64\], expected \[128, 64\]"):
+@pytest.mark.parametrize("source,damage,error,message", [
+    ("small_checkpoint", lambda d: (d / "tokenizer.json").write_text("{ nope"), errors.CheckpointError,
+     "tokenizer.json"),
+    ("hf_qwen2_dir", lambda d: (d / "config.json").write_text("{'model_type': 'qwen2'"), errors.ConfigError,
+     "config.json: not valid JSON"),
+    ("hf_qwen2_dir", lambda d: rewrite_config(d, lambda c: c.update(intermediate_size=128)), errors.CheckpointError,
+     r"mlp.gate_proj.weight has shape \[96, 64\], expected \[128, 64\]"),
+], ids=["corrupt-tokenizer", "config-not-json", "config-shapes-disagree-with-the-weights"])
+def test_a_damaged_checkpoint_is_refused(request, copy_checkpoint, source, damage, error, message):
+    directory = copy_checkpoint(request.getfixturevalue(source))
+    damage(directory)
+    with pytest.raises(error, match=message):
         runtime.load(directory)
 
 

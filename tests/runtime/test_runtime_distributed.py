@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from pvlab.runtime import distributed
+from pvlab.runtime.errors import ArgumentError
 from pvlab.runtime.errors import ArgumentError, DataError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,15 +79,45 @@ def test_torchrun_pretrain_writes_a_directory_transformers_opens(tmp_path):
     run = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "-m", "pvlab.runtime", "pretrain",
                           "--config", "tiny", "--steps", "3", "--batch-size", "4", "--seq-len", "32",
                           "--documents", "300", "--eval-every", "3", "--strategy", "fsdp",
-                          "--accumulation-steps", "2", "--out", str(out), "--quiet"],
+                          "--micro-batch-size", "1", "--out", str(out), "--quiet"],
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.count("wrote ") == 1                                   # rank 0 reports, once
     results = json.loads((out / "runtime.json").read_text())["results"]
     assert results["world_size"] == 2 and results["backend"] == "gloo" and results["strategy"] == "fsdp"
+    assert results["accumulation_steps"] == 2                               # 4 rows / 2 ranks / 1 row
     assert (out / "sharded" / "trainer.json").is_file()
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(out)
     logits = model(input_ids=torch.tensor([[1, 2, 3, 4]])).logits
     assert logits.shape == (1, 4, 512) and bool(torch.isfinite(logits).all())
+
+
+@pytest.mark.parametrize("batch_size,world_size,micro_batch_size,per_rank", [
+    (4, 2, None, 1), (4, 2, 1, 2), (8, 2, 2, 2), (8, 4, 2, 1),
+    (4, 2, 3, None),   # a rank's 2 rows are not whole micro-batches of 3
+    (5, 2, 1, None),   # the global batch does not split over the ranks
+    (4, 2, 0, None),
+])
+def test_micro_batch_size_means_rows_per_forward_under_torchrun_too(batch_size, world_size, micro_batch_size,
+                                                                    per_rank):
+    from pvlab.runtime.cli import _micro_batches_per_rank
+
+    if per_rank is None:
+        with pytest.raises(ArgumentError, match="--micro-batch-size"):
+            _micro_batches_per_rank(batch_size, world_size, micro_batch_size)
+    else:
+        assert _micro_batches_per_rank(batch_size, world_size, micro_batch_size) == per_rank
+
+
+def test_the_old_accumulation_steps_option_is_refused_naming_its_replacement(tmp_path):
+    from click.testing import CliRunner
+
+    from pvlab.runtime.cli import main
+
+    result = CliRunner().invoke(main, ["pretrain", "--accumulation-steps", "2", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "--accumulation-steps was replaced by --micro-batch-size" in result.output
+    assert not (tmp_path / "x").exists()
+    assert "--accumulation-steps" not in CliRunner().invoke(main, ["pretrain", "--help"]).output  # hidden

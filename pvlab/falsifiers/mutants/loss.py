@@ -18,6 +18,28 @@ def _shift_one_more(hidden_or_logits, targets):
     return hidden_or_logits.narrow(-2, 0, length - 1), targets.narrow(-1, 1, length - 1)
 
 
+def _in_both_cross_entropies(name: str, *, before=None, after=None):
+    """Plant `name` in runtime.kernels' reference cross-entropy and its fused chunked one alike:
+    `before(scores, targets) -> (scores, targets)` changes what each receives (scores are the
+    logits of the one, the hidden states of the other; positions are dim -2 in both), and
+    `after(loss, targets)` changes the mean loss each returns (targets as received)."""
+    from pvlab.runtime import kernels
+
+    reference, chunked = kernels.cross_entropy_reference, kernels.chunked_linear_cross_entropy
+    before = before or (lambda scores, targets: (scores, targets))
+    after = after or (lambda loss, targets: loss)
+
+    def cross_entropy_reference(logits, targets):
+        return after(reference(*before(logits, targets)), targets)
+
+    def chunked_linear_cross_entropy(hidden, weight, targets, **kwargs):
+        changed_hidden, changed_targets = before(hidden, targets)
+        return after(chunked(changed_hidden, weight, changed_targets, **kwargs), targets)
+
+    return plant(name, swap(kernels, "cross_entropy_reference", cross_entropy_reference),
+                 swap(kernels, "chunked_linear_cross_entropy", chunked_linear_cross_entropy))
+
+
 @mutant("cross_entropy_off_by_one")
 def cross_entropy_off_by_one():
     """The loss shifts targets a second time: the logits at position t are scored against the
@@ -26,20 +48,7 @@ def cross_entropy_off_by_one():
     Imitates the seed defect "cross-entropy off by one position" (a double shift between batch
     construction and the loss). Seams: runtime.kernels.cross_entropy_reference and
     runtime.kernels.chunked_linear_cross_entropy."""
-    from pvlab.runtime import kernels
-
-    reference, chunked = kernels.cross_entropy_reference, kernels.chunked_linear_cross_entropy
-
-    def cross_entropy_reference(logits, targets):
-        return reference(*_shift_one_more(logits, targets))
-
-    def chunked_linear_cross_entropy(hidden, weight, targets, **kwargs):
-        shifted_hidden, shifted_targets = _shift_one_more(hidden, targets)
-        return chunked(shifted_hidden, weight, shifted_targets, **kwargs)
-
-    with plant("cross_entropy_off_by_one",
-               swap(kernels, "cross_entropy_reference", cross_entropy_reference),
-               swap(kernels, "chunked_linear_cross_entropy", chunked_linear_cross_entropy)):
+    with _in_both_cross_entropies("cross_entropy_off_by_one", before=_shift_one_more):
         yield
 
 
@@ -51,19 +60,8 @@ def cross_entropy_counts_padding():
     Imitates the padding-mask defect of losses that clamp ignored targets for the gather but
     forget to exclude them. Seams: runtime.kernels.cross_entropy_reference and
     runtime.kernels.chunked_linear_cross_entropy."""
-    from pvlab.runtime import kernels
-
-    reference, chunked = kernels.cross_entropy_reference, kernels.chunked_linear_cross_entropy
-
-    def cross_entropy_reference(logits, targets):
-        return reference(logits, targets.clamp(min=0))
-
-    def chunked_linear_cross_entropy(hidden, weight, targets, **kwargs):
-        return chunked(hidden, weight, targets.clamp(min=0), **kwargs)
-
-    with plant("cross_entropy_counts_padding",
-               swap(kernels, "cross_entropy_reference", cross_entropy_reference),
-               swap(kernels, "chunked_linear_cross_entropy", chunked_linear_cross_entropy)):
+    with _in_both_cross_entropies("cross_entropy_counts_padding",
+                                  before=lambda scores, targets: (scores, targets.clamp(min=0))):
         yield
 
 
@@ -77,22 +75,12 @@ def cross_entropy_mean_over_batch_not_tokens():
     runtime.kernels.chunked_linear_cross_entropy."""
     from pvlab.runtime import kernels
 
-    reference, chunked = kernels.cross_entropy_reference, kernels.chunked_linear_cross_entropy
-
     def per_batch(mean, targets):
         counted = (targets != kernels.IGNORE_INDEX).sum().clamp(min=1)
         batch = targets.shape[0] if targets.dim() > 1 else 1
         return mean * counted / batch
 
-    def cross_entropy_reference(logits, targets):
-        return per_batch(reference(logits, targets), targets)
-
-    def chunked_linear_cross_entropy(hidden, weight, targets, **kwargs):
-        return per_batch(chunked(hidden, weight, targets, **kwargs), targets)
-
-    with plant("cross_entropy_mean_over_batch_not_tokens",
-               swap(kernels, "cross_entropy_reference", cross_entropy_reference),
-               swap(kernels, "chunked_linear_cross_entropy", chunked_linear_cross_entropy)):
+    with _in_both_cross_entropies("cross_entropy_mean_over_batch_not_tokens", after=per_batch):
         yield
 
 
