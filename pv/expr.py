@@ -316,15 +316,24 @@ def _number(name: str, value: Any) -> Any:
     raise EvalError(f"observation {name!r} is {type(value).__name__}, not a number or boolean")
 
 
+def to_float(value: Any) -> float:
+    """A difference as a float; an integer past float's range (an observation of 10**400) is
+    that far past any bound, so ±inf, not an OverflowError that would turn a FAIL into an ERROR."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _link_margin(op: type, left: Any, right: Any) -> float | None:
     if isinstance(left, bool) or isinstance(right, bool):
         return None
     if op in (ast.Lt, ast.LtE):
-        return float(right - left)
+        return to_float(right - left)
     if op in (ast.Gt, ast.GtE):
-        return float(left - right)
+        return to_float(left - right)
     if op is ast.Eq:
-        return -abs(float(left - right))
+        return -abs(to_float(left - right))
     return None
 
 

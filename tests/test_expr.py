@@ -152,3 +152,9 @@ def test_huge_power_is_bounded_in_time():
 def test_parse_is_cached_but_results_are_equal():
     assert parse("a < 1") is parse("a < 1")
     assert parse("a < 1") == parse("a  <  1".replace("  ", " "))
+
+
+def test_margin_of_an_integer_past_float_range_is_infinite_not_an_error():
+    assert judge("x < 2", {"x": 10**400}).margin == -math.inf
+    assert judge("x > 2", {"x": 10**400}).margin == math.inf
+    assert judge("x == 2", {"x": -10**400}).margin == -math.inf
