@@ -248,11 +248,16 @@ class _Evaluator:
             return _number(node.id, self.env[node.id])
         if isinstance(node, ast.BinOp):
             left, right = self.value(node.left), self.value(node.right)
-            if isinstance(node.op, ast.Pow) and not (abs(right) <= 64 and abs(left) <= 2**64):
-                left, right = float(left), float(right)  # no unbounded integer powers: 9**9**9
             try:
+                if isinstance(node.op, ast.Pow) and not (abs(right) <= 64 and abs(left) <= 2**64):
+                    left, right = float(left), float(right)  # no unbounded integer powers: 9**9**9
                 result = _BINARY[type(node.op)](left, right)
-            except (ZeroDivisionError, OverflowError, ValueError, TypeError) as exc:
+            except OverflowError:  # the bare message is "(34, 'Numerical result out of range')"
+                raise EvalError(f"arithmetic error: `{ast.unparse(node)}` overflows (past a float's "
+                                "1.8e308)") from None
+            except ZeroDivisionError:
+                raise EvalError(f"arithmetic error: `{ast.unparse(node)}` divides by zero") from None
+            except (ValueError, TypeError) as exc:
                 raise EvalError(f"arithmetic error: {exc}") from None
             if isinstance(result, complex):
                 raise EvalError(f"arithmetic error: {left!r} ** {right!r} is not a real number")
