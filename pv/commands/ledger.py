@@ -115,7 +115,10 @@ def command() -> None:
 @command.command(name="check")
 @click.argument("ledger", required=False, type=click.Path(dir_okay=False))
 def check_cmd(ledger: str | None) -> None:
-    """Report torn, malformed and duplicate lines (exit 1 if any)."""
+    """Report bad lines (exit 1 if any).
+
+    Torn, malformed or too deeply nested lines, duplicate record ids, records dated in the
+    future, and orphans (records of a falsifier or contract that no contract has)."""
     from pv import ledger as ledger_mod
 
     workspace = _workspace()
