@@ -473,11 +473,8 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
     """Run falsifiers and record the evidence. Arguments after `--` go to pytest.
 
     \b
-    Examples:
-      pv run FALSIFY-DEMO-001 --device cpu     one falsifier
-      pv run --contract demo                   every falsifier of a contract
-      pv run --all --device cpu                everything that runs on cpu
-      pv run --stale --device cpu              exactly the rows whose evidence is stale
+    Examples: pv run FALSIFY-DEMO-001 --device cpu;  pv run --contract demo;
+              pv run --all --device cpu;  pv run --stale --device cpu
 
     Exit status: 0 nothing falsified or errored (SKIPs alone: 0, "not evidence"); 1 a FAIL or
     an ERROR, pytest broke, or a record could not be written; 2 usage error.
