@@ -227,3 +227,10 @@ def test_default_package_is_named_after_the_project(folder: str, pyproject: dict
     from pv.commands.init import default_package
 
     assert default_package(Path("/somewhere") / folder, pyproject) == expected
+
+
+def test_a_pyproject_that_is_a_directory_is_refused_before_anything_is_written(here: Path):
+    (here / "pyproject.toml").mkdir()
+    result = CliRunner().invoke(main, ["init"])
+    assert result.exit_code == 2 and "pyproject.toml is not a regular file" in result.output
+    assert files_under(here) == ["pyproject.toml"]

@@ -109,6 +109,19 @@ def test_a_named_ledger_that_does_not_exist_is_a_usage_error(ws):
     assert pv("check").exit_code == 0  # the project's own, not written yet: fine
 
 
+def test_merge_refuses_an_input_that_is_not_a_regular_file(ws):
+    import os
+
+    import threading
+
+    os.mkfifo("incoming.jsonl")  # reading it would wait for a writer forever
+    # a writer that only ever comes if pv opens the FIFO, so that a regression ends (merging
+    # nothing, exit 0) instead of hanging the suite
+    threading.Thread(target=lambda: open("incoming.jsonl", "wb").close(), daemon=True).start()
+    result = CliRunner().invoke(main, ["ledger", "merge", "incoming.jsonl"])
+    assert result.exit_code == 2 and "incoming.jsonl is not a regular file" in result.output
+
+
 def test_check_reports_torn_lines_with_line_numbers(ws):
     assert pv("check").exit_code == 0  # no ledger yet is fine
     ledger.append(ws.ledger, [record(1), record(2)])

@@ -54,6 +54,8 @@ def _render(template: str, **values: str) -> str:
 
 
 def _read_pyproject(path: Path) -> tuple[str | None, dict]:
+    if path.exists() and not path.is_file():  # found now, not after the other files were written
+        raise click.UsageError(f"{path.name} is not a regular file (a directory?); move it away, then run `pv init` again")
     if not path.is_file():
         return None, {}
     try:

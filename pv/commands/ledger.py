@@ -256,6 +256,8 @@ def merge_cmd(files: tuple[str, ...], into: str | None, allow_stale: bool) -> No
         source = Path(name).resolve()
         if source == target.resolve():
             raise click.UsageError(f"{name} is the ledger being merged into")
+        if not source.is_file():  # a FIFO would block the read forever
+            raise click.UsageError(f"{name} is not a regular file; name a JSON Lines ledger file")
         contents = ledger_mod.read(source)
         unreadable += [f"{name}:{p.line}: {p.message}" for p in contents.problems]
         unreadable += [f"{name}:{line}: record {r.record_id[:12]} is dated {r.time_utc}, in the future "
