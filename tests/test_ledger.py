@@ -117,7 +117,11 @@ def test_merge_refuses_an_input_that_is_not_a_regular_file(ws):
     os.mkfifo("incoming.jsonl")  # reading it would wait for a writer forever
     # a writer that only ever comes if pv opens the FIFO, so that a regression ends (merging
     # nothing, exit 0) instead of hanging the suite
-    threading.Thread(target=lambda: open("incoming.jsonl", "wb").close(), daemon=True).start()
+    def writer() -> None:
+        while True:  # each read pv makes gets an empty file
+            open("incoming.jsonl", "wb").close()
+
+    threading.Thread(target=writer, daemon=True).start()
     result = CliRunner().invoke(main, ["ledger", "merge", "incoming.jsonl"])
     assert result.exit_code == 2 and "incoming.jsonl is not a regular file" in result.output
 
