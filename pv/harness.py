@@ -320,6 +320,10 @@ def falsify(
             outcome.message = f"bad tolerance: {exc}"
             raise FalsifierError(f"{label}: {outcome.message}") from None
 
+    if not callable(check):  # `f = 5` bound by `check:` (pv validate: PV312)
+        outcome.message = f"the check is {type(check).__name__}, not a function; bind `check:` to a def"
+        raise FalsifierError(f"{label}: {outcome.message}")
+
     vacuous = vacuity.cannot_fail(prediction)
     if vacuous:
         outcome.message = f"prediction {prediction!r} cannot fail: {vacuous}"

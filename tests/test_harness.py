@@ -57,6 +57,7 @@ def test_false_prediction_fails_with_observed_bound_and_margin():
     (lambda *, device: {"x": "text"}, "x > 1", "is str, not a number"),
     (lambda *, device: {"x": 1}, "x + 1", "gives 2, not true/false"),
     (lambda *, device: {"x": 0}, "1 / x > 1", "arithmetic error"),
+    (5, "x > 1", "the check is int, not a function"),
 ])
 def test_anything_that_cannot_measure_or_judge_is_an_error(check, prediction, fragment):
     with pytest.raises(harness.FalsifierError, match="on cpu"):
