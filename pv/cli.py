@@ -4,6 +4,7 @@ so `pv validate` (a pre-commit hook) never pays for jinja2, pytest or torch."""
 from __future__ import annotations
 
 import difflib
+import errno
 import importlib
 
 import click
@@ -48,6 +49,19 @@ class LazyGroup(click.Group):
             near = difflib.get_close_matches(name, list(VERBS), n=1)
             ctx.fail(f"No such command {name!r}." + (f" Did you mean {near[0]!r}?" if near else ""))
         return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: click.Context):
+        # A file pv cannot read or write (a read-only directory, permissions, a full disk, a
+        # path through a file) is the machine's state, not a bug in pv: one line naming the
+        # file and why, exit 1, never a traceback. A closed pipe stays click's own business.
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                raise
+            where = f" {exc.filename}" if exc.filename else ""
+            raise click.ClickException(f"cannot access{where}: {exc.strerror or exc}; check that the path exists, "
+                                       "is of the right kind and is writable, then run the command again") from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Help text comes from the table so `pv --help` imports no verb module.

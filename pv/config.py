@@ -6,6 +6,7 @@ directory holding that pyproject.toml.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -49,7 +50,11 @@ class Workspace:
     def rel(self, path: Path) -> str:
         """A path as the user would type it from the workspace root."""
         try:
-            return str(Path(path).resolve().relative_to(self.root))
+            resolved = Path(path).resolve()
+        except (RuntimeError, OSError):  # a symlink loop: name the link itself
+            resolved = Path(os.path.abspath(path))
+        try:
+            return str(resolved.relative_to(self.root))
         except ValueError:
             return str(path)
 
@@ -83,7 +88,10 @@ def find_pyproject(start: Path) -> Path | None:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
-            if "pv" in data.get("tool", {}):
+            tool = data.get("tool", {})
+            if not isinstance(tool, dict):  # `tool = 5`: no [tool.pv] table can be in there
+                raise ConfigError(f"{candidate}: `tool` must be a table (e.g. [tool.pv]), got {type(tool).__name__}")
+            if "pv" in tool:
                 return candidate
     return None
 
@@ -129,6 +137,8 @@ def load_workspace(start: Path | None = None) -> Workspace:
     for key in ("contracts_dir", "generated_dir", "ledger", "status_file"):
         if not isinstance(settings[key], str) or not settings[key]:
             raise ConfigError(f"{pyproject}: [tool.pv] {key} must be a non-empty path string")
+    if pyproject is not None:
+        _check_kinds(pyproject, root, settings)
     return Workspace(
         root=root,
         contracts_dir=root / settings["contracts_dir"],
@@ -142,3 +152,22 @@ def load_workspace(start: Path | None = None) -> Workspace:
         code_packages=tuple(code_packages),
         subject_param=subject_param,
     )
+
+
+# (setting, what it must be where it exists). pv reads and writes these paths; one of the wrong
+# kind (a ledger that is a directory, a generated_dir that is a file) would otherwise surface
+# as an OSError in the middle of a verb, after part of its work was done.
+_PATH_KINDS = (("contracts_dir", "directory"), ("generated_dir", "directory"), ("ledger", "file"),
+               ("status_file", "file"))
+
+
+def _check_kinds(pyproject: Path, root: Path, settings: dict) -> None:
+    for key, kind in _PATH_KINDS:
+        path = root / settings[key]
+        if not path.exists():
+            continue
+        is_dir = path.is_dir()
+        if (kind == "directory") != is_dir or (kind == "file" and not path.is_file()):
+            found = "a directory" if is_dir else "not a directory" if kind == "directory" else "not a regular file"
+            raise ConfigError(f"{pyproject}: [tool.pv] {key} = {settings[key]!r}: {path} is {found}, but pv needs a {kind} "
+                              f"there; move it away or set {key} in [tool.pv] to another path")

@@ -248,11 +248,16 @@ class _Evaluator:
             return _number(node.id, self.env[node.id])
         if isinstance(node, ast.BinOp):
             left, right = self.value(node.left), self.value(node.right)
-            if isinstance(node.op, ast.Pow) and not (abs(right) <= 64 and abs(left) <= 2**64):
-                left, right = float(left), float(right)  # no unbounded integer powers: 9**9**9
             try:
+                if isinstance(node.op, ast.Pow) and not (abs(right) <= 64 and abs(left) <= 2**64):
+                    left, right = float(left), float(right)  # no unbounded integer powers: 9**9**9
                 result = _BINARY[type(node.op)](left, right)
-            except (ZeroDivisionError, OverflowError, ValueError, TypeError) as exc:
+            except OverflowError:  # the bare message is "(34, 'Numerical result out of range')"
+                raise EvalError(f"arithmetic error: `{ast.unparse(node)}` overflows (past a float's "
+                                "1.8e308)") from None
+            except ZeroDivisionError:
+                raise EvalError(f"arithmetic error: `{ast.unparse(node)}` divides by zero") from None
+            except (ValueError, TypeError) as exc:
                 raise EvalError(f"arithmetic error: {exc}") from None
             if isinstance(result, complex):
                 raise EvalError(f"arithmetic error: {left!r} ** {right!r} is not a real number")
@@ -316,15 +321,24 @@ def _number(name: str, value: Any) -> Any:
     raise EvalError(f"observation {name!r} is {type(value).__name__}, not a number or boolean")
 
 
+def to_float(value: Any) -> float:
+    """A difference as a float; an integer past float's range (an observation of 10**400) is
+    that far past any bound, so ±inf, not an OverflowError that would turn a FAIL into an ERROR."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _link_margin(op: type, left: Any, right: Any) -> float | None:
     if isinstance(left, bool) or isinstance(right, bool):
         return None
     if op in (ast.Lt, ast.LtE):
-        return float(right - left)
+        return to_float(right - left)
     if op in (ast.Gt, ast.GtE):
-        return float(left - right)
+        return to_float(left - right)
     if op is ast.Eq:
-        return -abs(float(left - right))
+        return -abs(to_float(left - right))
     return None
 
 

@@ -213,9 +213,26 @@ def seed_of(params: Mapping[str, Any]) -> int | None:
     return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
+# What a record keeps of one observation. The ledger is committed and read whole by every
+# `pv status`: a check that returns a 50 MB string or a 5,000-digit integer (which json cannot
+# even write: Python caps int-to-text at 4,300 digits) must not make a record of that size.
+MAX_TEXT = 1_000
+MAX_INT_DIGITS = 300
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]}… ({len(text):,} characters)"
+
+
 def plain(value: Any) -> Any:
-    """An observation as JSON-friendly data (tensors/numpy scalars via .item())."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    """An observation as JSON-friendly data (tensors/numpy scalars via .item()), bounded in size:
+    long text is cut, an integer of more than MAX_INT_DIGITS digits becomes a float (±inf past
+    float's range). Judging uses the check's own values; this is only what the record keeps."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_DIGITS * 3.33:
+        return expr.to_float(value)
+    if isinstance(value, str):
+        return _short(value)
+    if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
@@ -227,10 +244,11 @@ def plain(value: Any) -> Any:
             return plain(item())
         except Exception:  # noqa: BLE001 - a multi-element tensor: keep its text
             pass
-    return repr(value)
+    return _short(repr(value))
 
 
 def _fmt(value: Any) -> str:
+    value = plain(value) if isinstance(value, int) and not isinstance(value, bool) else value
     if isinstance(value, float):
         return f"{value:.6g}"
     return repr(value) if isinstance(value, str) else str(value)
@@ -335,6 +353,10 @@ def falsify(
         except tolerances.ToleranceError as exc:
             outcome.message = f"bad tolerance: {exc}"
             raise FalsifierError(f"{label}: {outcome.message}") from None
+
+    if not callable(check):  # `f = 5` bound by `check:` (pv validate: PV312)
+        outcome.message = f"the check is {type(check).__name__}, not a function; bind `check:` to a def"
+        raise FalsifierError(f"{label}: {outcome.message}")
 
     vacuous = vacuity.cannot_fail(prediction)
     if vacuous:

@@ -90,6 +90,16 @@ class LedgerRecord(BaseModel):
     # Set by `pv ledger merge`: which file the record came from and when it was merged.
     merged_from: dict[str, str] | None = None
 
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        # A record of a version this pv does not know (a newer pv wrote it, or a hand edit) has
+        # fields this pv cannot read the meaning of: it is a bad line, never silent evidence.
+        if not 1 <= value <= LEDGER_SCHEMA_VERSION:
+            raise ValueError(f"ledger schema version {value} is not one this pv reads (1 to {LEDGER_SCHEMA_VERSION}); "
+                             "a newer pv wrote it? upgrade pv")
+        return value
+
     @field_validator("time_utc")
     @classmethod
     def _strict_time(cls, value: str) -> str:
@@ -223,5 +233,5 @@ def read(path: Path | str) -> LedgerContents:
         except ValueError as exc:  # pydantic.ValidationError
             first = exc.errors()[0] if hasattr(exc, "errors") else {"loc": (), "msg": str(exc)}
             where = ".".join(str(p) for p in first["loc"])
-            contents.problems.append(LedgerProblem(number, f"malformed record: {where}: {first['msg']}"))
+            contents.problems.append(LedgerProblem(number, f"malformed record: {where + ': ' if where else ''}{first['msg']}"))
     return contents

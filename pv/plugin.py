@@ -459,5 +459,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     ledgers = sorted({info["ledger"] for info in state.outcomes if info.get("ledger")})
     if ledgers:
         tr.write_line(f"{recorded} record(s) appended to {', '.join(ledgers)} (run {state.run_id})")
+    elif state.ledger_path() is not None:  # every write failed: each test says why
+        tr.write_line(f"no record could be written to {state.ledger_path()}", red=True, bold=True)
     else:
         tr.write_line("no ledger records written (--pv-no-ledger)")

@@ -38,6 +38,11 @@ from pv.lifecycle import HAND_SET, ContractStatus, overclaim
 from pv.loader import LoadedContract
 from pv.schema import SEMVER_PATTERN, STATUS_RANK, Contract, LifecycleStatus
 
+# The parser pv validate reads contracts with (libyaml when PyYAML has it): the pure-Python one
+# rejects what libyaml accepts (a tab before a comment), so a contract that validates would be
+# "not valid YAML" here. Its marks index characters, as the edits below need.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 class PromotionError(Exception):
     """The file cannot be edited safely (unusual YAML layout, concurrent change...)."""
@@ -114,7 +119,7 @@ def rewrite(text: str, *, status: str, version: str, date: datetime.date, change
     """The contract text with a new status and version and one more changelog entry."""
     newline = "\r\n" if "\r\n" in text else "\n"
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         raise PromotionError(f"not valid YAML: {exc}") from None
     if not isinstance(root, yaml.MappingNode):
@@ -188,9 +193,9 @@ def rewrite(text: str, *, status: str, version: str, date: datetime.date, change
 
 def _verify(old_text: str, new_text: str, *, status: str, version: str, date: datetime.date, change: str) -> None:
     """Exactly status, version and one changelog entry changed; the contract still validates."""
-    old = yaml.safe_load(old_text)
+    old = yaml.load(old_text, Loader=_LOADER)
     try:
-        new = yaml.safe_load(new_text)
+        new = yaml.load(new_text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         raise PromotionError(f"the edited text is not valid YAML ({exc}); file left unchanged") from None
     expected = copy.deepcopy(old)

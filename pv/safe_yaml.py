@@ -15,7 +15,9 @@ Files are also capped in size, and binary, non-UTF-8 or empty files are rejected
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -394,15 +396,37 @@ def diag(path: str, line: int, col: int, code: str, message: str, hint: str = ""
     return Diagnostic(path=path, line=line, col=col, code=code, message=message, hint=hint)
 
 
+def _read_regular(path: Path) -> bytes | None:
+    """The file's bytes, at most MAX_BYTES + 1 of them (enough to tell it is over the cap), or
+    None when it is not a regular file. A FIFO would block the read forever and /dev/zero never
+    end, so the kind is checked on the opened descriptor (no race with a rename) before reading;
+    O_NONBLOCK keeps the open itself from waiting for a FIFO's writer."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return handle.read(MAX_BYTES + 1)
+
+
+def _size(path: Path, read: int) -> int:
+    try:
+        return max(path.stat().st_size, read)
+    except OSError:
+        return read
+
+
 def read_yaml(path: Path, display: str) -> tuple[LoadedContract | None, list[Diagnostic]]:
     """Read and parse one file into plain data with positions (no schema yet)."""
     try:
-        raw = path.read_bytes()
+        raw = _read_regular(path)
     except OSError as exc:
         return None, [diag(display, 0, 0, "PV100", f"cannot read file: {exc.strerror or exc}")]
+    if raw is None:
+        return None, [diag(display, 0, 0, "PV100", "not a regular file (a FIFO, socket or device): reading it "
+                           "could block forever or never end", "name the contract file itself")]
     if len(raw) > MAX_BYTES:
         return None, [
-            diag(display, 0, 0, "PV104", f"file is {len(raw):,} bytes, over the {MAX_BYTES:,}-byte cap",
+            diag(display, 0, 0, "PV104", f"file is {_size(path, len(raw)):,} bytes, over the {MAX_BYTES:,}-byte cap",
                   "a contract is a few kilobytes; split it or check you named the right file")
         ]
     nul = raw.find(b"\x00", 0, 8192)

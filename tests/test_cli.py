@@ -83,3 +83,23 @@ def test_help_lists_every_verb_without_importing_them():
     assert result.exit_code == 0
     for verb in VERBS:
         assert f"  {verb} " in result.output
+
+
+def test_a_file_pv_cannot_write_is_one_line_and_exit_1_not_a_traceback(tmp_path, monkeypatch):
+    """An OSError from the machine (here generated_dir runs through a file; a read-only
+    directory or a full disk is the same) names the path, exits 1, prints no traceback."""
+    from click.testing import CliRunner
+
+    from pv.cli import main
+    from pv_workspace import falsifier, make_workspace
+
+    ws = make_workspace(tmp_path)
+    pyproject = ws.root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('generated_dir = "generated_tests"',
+                                                       'generated_dir = "pyproject.toml/generated"'))
+    ws.add_contract("demo", [falsifier("FALSIFY-DEMO-001")])
+    monkeypatch.chdir(ws.root)
+    result = CliRunner().invoke(main, ["generate"])
+    assert result.exit_code == 1, result.output
+    assert "cannot access" in result.output and "pyproject.toml" in result.output and "Not a directory" in result.output
+    assert isinstance(result.exception, SystemExit)

@@ -152,3 +152,20 @@ def test_huge_power_is_bounded_in_time():
 def test_parse_is_cached_but_results_are_equal():
     assert parse("a < 1") is parse("a < 1")
     assert parse("a < 1") == parse("a  <  1".replace("  ", " "))
+
+
+def test_margin_of_an_integer_past_float_range_is_infinite_not_an_error():
+    assert judge("x < 2", {"x": 10**400}).margin == -math.inf
+    assert judge("x > 2", {"x": 10**400}).margin == math.inf
+    assert judge("x == 2", {"x": -10**400}).margin == -math.inf
+
+
+@pytest.mark.parametrize("prediction, observations, message", [
+    ("10 ** 10 ** 10 < x", {"x": 1}, "`10 ** 10 ** 10` overflows"),
+    ("x ** 2 < 1", {"x": 10**400}, "`x ** 2` overflows"),
+    ("1 / x > 1", {"x": 0}, "`1 / x` divides by zero"),
+    ("1 % x > 1", {"x": 0}, "`1 % x` divides by zero"),
+])
+def test_arithmetic_errors_name_the_part_that_failed(prediction, observations, message):
+    with pytest.raises(EvalError, match=message.replace("*", r"\*")):
+        judge(prediction, observations)

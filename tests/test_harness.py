@@ -57,6 +57,7 @@ def test_false_prediction_fails_with_observed_bound_and_margin():
     (lambda *, device: {"x": "text"}, "x > 1", "is str, not a number"),
     (lambda *, device: {"x": 1}, "x + 1", "gives 2, not true/false"),
     (lambda *, device: {"x": 0}, "1 / x > 1", "arithmetic error"),
+    (5, "x > 1", "the check is int, not a function"),
 ])
 def test_anything_that_cannot_measure_or_judge_is_an_error(check, prediction, fragment):
     with pytest.raises(harness.FalsifierError, match="on cpu"):
@@ -297,3 +298,27 @@ def test_an_adhoc_subject_replaces_the_declared_ones_until_cleared():
     finally:
         harness.set_adhoc_subject(None)
     assert harness.subjects(["a"]) == ["a"]
+
+
+def test_a_huge_integer_observation_is_falsified_and_its_record_can_be_written():
+    """10**5000 is far past `x < 2`: a FAIL with margin -inf (not an OverflowError ERROR), and
+    the outcome must serialise (json refuses ints over 4,300 digits; the plugin's report died)."""
+    import json
+
+    with pytest.raises(harness.Falsified, match="x < 2  ->  inf < 2"):
+        harness.falsify(lambda *, device: {"x": 10**5000}, {}, "x < 2", "cpu")
+    outcome = harness.take_outcome()
+    assert outcome.verdict == "FAIL" and outcome.observations == {"x": math.inf}
+    json.dumps(outcome.to_json())
+
+
+def test_long_text_observations_are_cut_in_the_record():
+    outcome = harness.falsify(lambda *, device: {"x": 1, "log": "a" * 10_000_000, "o": Huge()}, {}, "x < 2", "cpu")
+    assert outcome.verdict == "PASS"
+    assert len(outcome.observations["log"]) < 2 * harness.MAX_TEXT and "10,000,000 characters" in outcome.observations["log"]
+    assert len(outcome.observations["o"]) < 2 * harness.MAX_TEXT
+
+
+class Huge:
+    def __repr__(self) -> str:
+        return "z" * 1_000_000

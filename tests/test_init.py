@@ -62,6 +62,25 @@ def test_scaffold_in_an_empty_directory(here: Path):
             assert "$package" not in path.read_text() and "$schema=$" not in path.read_text(), path
 
 
+def test_the_projects_own_packages_bind_the_evidence(here: Path):
+    """Without code_packages an edit to the code under test would leave its evidence fresh (only
+    the check package binds): init names the project's packages, at the root or under src/."""
+    for pkg in ("my_lib", "src/other_lib", "tests", "docs"):
+        (here / pkg).mkdir(parents=True)
+        (here / pkg / "__init__.py").write_text("")
+    assert invoke("init").exit_code == 0
+    settings = tomllib.loads((here / "pyproject.toml").read_text())["tool"]["pv"]
+    assert settings["code_packages"] == ["my_lib", "other_lib"]
+    assert invoke("validate").exit_code == 0
+
+
+def test_without_a_package_of_its_own_code_packages_is_a_comment_to_fill_in(here: Path):
+    assert invoke("init").exit_code == 0
+    text = (here / "pyproject.toml").read_text()
+    assert "code_packages" not in tomllib.loads(text)["tool"]["pv"]
+    assert '# code_packages = ["your_package"]' in text
+
+
 def test_first_contract_validates_without_warnings_and_matches_the_json_schema(here: Path):
     assert invoke("init").exit_code == 0
     result = invoke("validate")
@@ -208,3 +227,10 @@ def test_default_package_is_named_after_the_project(folder: str, pyproject: dict
     from pv.commands.init import default_package
 
     assert default_package(Path("/somewhere") / folder, pyproject) == expected
+
+
+def test_a_pyproject_that_is_a_directory_is_refused_before_anything_is_written(here: Path):
+    (here / "pyproject.toml").mkdir()
+    result = CliRunner().invoke(main, ["init"])
+    assert result.exit_code == 2 and "pyproject.toml is not a regular file" in result.output
+    assert files_under(here) == ["pyproject.toml"]

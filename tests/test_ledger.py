@@ -100,6 +100,32 @@ def pv(*args):
     return CliRunner().invoke(main, ["ledger", *args], catch_exceptions=False)
 
 
+def test_a_named_ledger_that_does_not_exist_is_a_usage_error(ws):
+    """`pv ledger check typo.jsonl` must not say "no ledger yet" and exit 0 (the default ledger
+    of a new project may be missing; a file the user names may not)."""
+    for verb in ("check", "show"):
+        result = CliRunner().invoke(main, ["ledger", verb, "typo.jsonl"])
+        assert result.exit_code == 2 and "typo.jsonl: no such ledger file" in result.output
+    assert pv("check").exit_code == 0  # the project's own, not written yet: fine
+
+
+def test_merge_refuses_an_input_that_is_not_a_regular_file(ws):
+    import os
+
+    import threading
+
+    os.mkfifo("incoming.jsonl")  # reading it would wait for a writer forever
+    # a writer that only ever comes if pv opens the FIFO, so that a regression ends (merging
+    # nothing, exit 0) instead of hanging the suite
+    def writer() -> None:
+        while True:  # each read pv makes gets an empty file
+            open("incoming.jsonl", "wb").close()
+
+    threading.Thread(target=writer, daemon=True).start()
+    result = CliRunner().invoke(main, ["ledger", "merge", "incoming.jsonl"])
+    assert result.exit_code == 2 and "incoming.jsonl is not a regular file" in result.output
+
+
 def test_check_reports_torn_lines_with_line_numbers(ws):
     assert pv("check").exit_code == 0  # no ledger yet is fine
     ledger.append(ws.ledger, [record(1), record(2)])
@@ -315,3 +341,25 @@ def test_a_version_2_record_without_a_subject_still_reads(tmp_path):
     path.write_text(json.dumps(old) + "\n" + json.dumps({**data, "subject": "path:/c", "subject_digest": "ab"}) + "\n")
     contents = ledger.read(path)
     assert not contents.problems and [r.subject for r in contents.records] == [None, "path:/c"]
+
+
+@pytest.mark.parametrize("version", [99, 0, -5])
+def test_a_record_of_an_unknown_schema_version_is_a_bad_line_not_evidence(tmp_path, version):
+    """A PASS a newer pv (or a hand edit) wrote in a format this pv does not know must not
+    count: it is reported, with the version, and left out of the records."""
+    record = ledger.make_record(contract="c", contract_version="1.0.0", falsifier="FALSIFY-X-001",
+                                falsifier_sha256="0" * 64, device="cpu", verdict="PASS", prediction="x < 1",
+                                duration_s=0.1, time_utc="2026-11-22T03:01:02Z")
+    path = tmp_path / "l.jsonl"
+    path.write_text(json.dumps({**json.loads(record.to_line()), "schema_version": version}) + "\n")
+    contents = ledger.read(path)
+    assert contents.records == []
+    assert [p.line for p in contents.problems] == [1]
+    assert f"ledger schema version {version} is not one this pv reads" in contents.problems[0].message
+
+
+def test_a_line_json_cannot_read_is_reported_without_an_empty_location(tmp_path):
+    path = tmp_path / "l.jsonl"
+    path.write_text('{"margin": 1' + "0" * 5000 + "}\n")  # over Python's 4,300-digit limit
+    (problem,) = ledger.read(path).problems
+    assert problem.message.startswith("malformed record: Exceeds the limit")

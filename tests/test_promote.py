@@ -214,6 +214,14 @@ LAYOUTS = {
         "equations:\n  e:\n    formula: x < 1\nfalsification_tests:\n  - {id: FALSIFY-DEMO-001, rule: r, "
         "prediction: x < 1, devices: [cpu], if_fails: f}\n"
     ),
+    # a tab before a comment: libyaml (what pv validate reads with) accepts it, PyYAML's
+    # pure-Python scanner does not; and non-ASCII text before the edits (marks index characters)
+    "tab before a comment, non-ASCII": (
+        "metadata:\n  id: demo\n  version: 1.0.0\n  kind: pattern\n  status: DRAFT\t# declared\n"
+        "  description: \"é€ — 😀\"\n  changelog:\n    - version: 1.0.0\n      date: '2026-01-01'\n"
+        "      change: première\nfalsification_tests:\n  - {id: FALSIFY-DEMO-001, rule: r, prediction: x < 1, "
+        "devices: [cpu], if_fails: f}\n"
+    ),
     "flow list with entries": (
         "metadata:\n  id: demo\n  version: 1.0.0\n  kind: pattern\n  status: DRAFT\n  description: d\n"
         "  changelog: [{version: 1.0.0, date: 2026-01-01, change: first}]  # inline\n"

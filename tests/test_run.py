@@ -54,6 +54,15 @@ def test_a_passing_run_records_and_exits_zero(ws):
     assert len(ws.records()) == 1
 
 
+def test_a_pass_that_cannot_be_recorded_is_not_ok(ws):
+    """A ledger pv cannot write (here a path through a file; a read-only directory is the same)
+    turns a PASS into no evidence: exit 1 and say why, never "0 record(s) appended" and exit 0."""
+    result = pv("FALSIFY-DEMO-001", "--device", "cpu", "--ledger", "pyproject.toml/ledger.jsonl")
+    assert result.exit_code == 1, result.output
+    assert "1 outcome(s) could not be recorded in" in result.output
+    assert "could not write the ledger record" in result.output
+
+
 def test_falsified_or_errored_exits_one_with_a_table(ws):
     result = pv("--all")
     assert result.exit_code == 1

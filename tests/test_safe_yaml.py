@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -180,3 +181,27 @@ def test_libyaml_composer_is_used_when_available():
     if not yaml.__with_libyaml__:
         pytest.skip("PyYAML without libyaml")
     assert issubclass(safe_yaml._FastSafeLoader, yaml.CSafeLoader)
+
+
+def test_a_fifo_or_a_device_is_refused_without_reading_it(tmp_path):
+    """A FIFO blocks a read until some process writes (forever); /dev/zero never ends. The read
+    runs in a daemon thread so that a regression fails here instead of hanging the suite."""
+    import threading
+
+    fifo = tmp_path / "fifo-v1.yaml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/null")):
+        results = []
+        reader = threading.Thread(target=lambda: results.append(read_yaml(path, path.name)), daemon=True)
+        reader.start()
+        reader.join(timeout=10)
+        assert results, f"reading {path} did not return"
+        loaded, problems = results[0]
+        assert loaded is None and only_code(problems) == "PV100" and "not a regular file" in problems[0].message
+
+
+def test_an_oversized_file_is_read_only_up_to_the_cap_and_names_its_real_size(tmp_path):
+    path = write(tmp_path, b"#" * (3 * safe_yaml.MAX_BYTES))
+    loaded, problems = read_yaml(path, "c.yaml")
+    assert loaded is None and only_code(problems) == "PV104"
+    assert f"{3 * safe_yaml.MAX_BYTES:,} bytes" in problems[0].message

@@ -181,7 +181,10 @@ def test_check_detects_drift(ws: Path):
     # editing a falsifier makes its evidence stale: also drift
     path = ws / "contracts" / "beta-v2.yaml"
     path.write_text(path.read_text().replace("err <= 0.001", "err <= 0.0001"))
-    assert pv("--check").exit_code == 1
+    stale = pv("--check")
+    assert stale.exit_code == 1
+    # a new dashboard would only display the stale row: the re-run is what is owed
+    assert "1 falsifier x device row(s) are STALE: re-run them first (`pv run --stale`" in stale.output
     assert "STALE" in pv("--stdout").output
 
 

@@ -116,6 +116,12 @@ def test_oversized_file(vworkspace):
     assert result.exit_code == 1 and only(result, "PV104")
 
 
+def test_an_empty_path_argument_is_a_usage_error(vworkspace):
+    vworkspace.contract()
+    result = vworkspace.run("")
+    assert result.exit_code == 2 and "an empty PATH was given" in result.output
+
+
 def test_top_level_not_a_mapping(vworkspace):
     vworkspace.write("contracts/list-v1.yaml", "- metadata\n- falsification_tests\n")
     result = vworkspace.run()

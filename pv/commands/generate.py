@@ -19,7 +19,12 @@ from pv.config import Workspace
               help="Write nothing; exit 1 naming every stale, missing or orphaned generated file.")
 @pass_workspace
 def command(check_only: bool, *, workspace: Workspace) -> None:
-    """Compile contracts into pytest modules under the generated directory."""
+    """Compile contracts into pytest modules under [tool.pv] generated_dir.
+
+    Exit status: 0 written (or, with --check, up to date); 1 a contract cannot be compiled
+    (diagnostics as in `pv validate`), or with --check something is stale, missing or
+    orphaned; 2 usage error.
+    """
     plan = build_plan(workspace)
     if plan.invalid:
         print_diagnostics(plan)

@@ -6,7 +6,9 @@ Writes, from pv/templates/init/:
 - contracts/demo-softmax-v1.yaml, a first contract that validates, naming the schema below;
 - a check package: a plain-Python measurement (softmax against 50-digit decimal arithmetic),
   the code it measures, and one planted bug that the check kills;
-- .pre-commit-config.yaml with pv's three hooks (local, offline);
+- .pre-commit-config.yaml with pv's four hooks (local, offline);
+- `code_packages`: the project's own packages (root or src/), so an edit to the code under test
+  stales the evidence that used it (a commented line when none is found);
 - .pv/contract.schema.json, the schema editors read (what `pv schema --write` writes).
 
 Nothing that exists is overwritten: if any target exists (or the files pv will write later,
@@ -52,6 +54,8 @@ def _render(template: str, **values: str) -> str:
 
 
 def _read_pyproject(path: Path) -> tuple[str | None, dict]:
+    if path.exists() and not path.is_file():  # found now, not after the other files were written
+        raise click.UsageError(f"{path.name} is not a regular file (a directory?); move it away, then run `pv init` again")
     if not path.is_file():
         return None, {}
     try:
@@ -90,9 +94,33 @@ def package_problem(name: str, root: Path) -> str | None:
     return None
 
 
-def pyproject_text(existing: str | None, package: str) -> str:
+# Folders that hold a package but not the code under test.
+NOT_CODE = {"tests", "test", "generated_tests", "docs", "examples", "scripts", "build", "dist"}
+
+
+def code_packages(root: Path, check_package: str) -> list[str]:
+    """The project's own top-level packages (a folder with __init__.py, at the root or under
+    src/): the code the checks measure, whose edits must stale the evidence."""
+    found = []
+    for base in (root, root / "src"):
+        try:
+            entries = sorted(base.iterdir())
+        except OSError:
+            continue
+        found += [d.name for d in entries if d.name not in NOT_CODE and d.name != check_package
+                  and IDENTIFIER.match(d.name) and (d / "__init__.py").is_file()]
+    return found
+
+
+def code_packages_line(packages: list[str]) -> str:
+    if packages:
+        return "code_packages = [" + ", ".join(f'"{p}"' for p in packages) + "]"
+    return '# code_packages = ["your_package"]   (none found: name the package your checks measure)'
+
+
+def pyproject_text(existing: str | None, package: str, code: list[str] | None = None) -> str:
     """The pyproject.toml with the [tool.pv] table appended (or a new file holding only it)."""
-    table = _render("tool-pv.toml.tmpl", package=package)
+    table = _render("tool-pv.toml.tmpl", package=package, code_packages=code_packages_line(code or []))
     if existing is None:
         return table
     separator = "" if not existing else ("\n" if existing.endswith("\n") else "\n\n")
@@ -157,7 +185,7 @@ def command(package: str | None) -> None:
         raise click.UsageError(
             "refusing to overwrite: " + ", ".join(str(p) + ("/" if (root / p).is_dir() else "") for p in taken)
             + " already exist(s); nothing was written (move them away, or use --package for another package name)")
-    new_pyproject = pyproject_text(existing, package)
+    new_pyproject = pyproject_text(existing, package, code_packages(root, package))
 
     written: list[str] = []
     try:

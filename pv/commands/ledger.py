@@ -36,8 +36,18 @@ def _workspace() -> Workspace:
     return open_workspace()
 
 
-def _ledger_path(workspace: Workspace, given: str | None) -> Path:
-    return Path(given).resolve() if given else workspace.ledger
+def _ledger_path(workspace: Workspace, given: str | None, *, must_exist: bool = False) -> Path:
+    """The ledger named on the command line (else the project's). A named file that is missing
+    (to read: a typo, not "no evidence yet") or is not a regular file (a FIFO would block the
+    read forever) is a usage error."""
+    if not given:
+        return workspace.ledger
+    path = Path(given).resolve()
+    if must_exist and not path.exists():
+        raise click.UsageError(f"{given}: no such ledger file")
+    if path.exists() and not path.is_file():
+        raise click.UsageError(f"{given} is not a regular file; name a JSON Lines ledger file")
+    return path
 
 
 def duplicate_ids(path: Path) -> list[tuple[int, str, int]]:
@@ -105,11 +115,14 @@ def command() -> None:
 @command.command(name="check")
 @click.argument("ledger", required=False, type=click.Path(dir_okay=False))
 def check_cmd(ledger: str | None) -> None:
-    """Report torn, malformed and duplicate lines (exit 1 if any)."""
+    """Report bad lines (exit 1 if any).
+
+    Torn, malformed or too deeply nested lines, duplicate record ids, records dated in the
+    future, and orphans (records of a falsifier or contract that no contract has)."""
     from pv import ledger as ledger_mod
 
     workspace = _workspace()
-    path = _ledger_path(workspace, ledger)
+    path = _ledger_path(workspace, ledger, must_exist=True)
     label = workspace.rel(path)
     if not path.exists():
         click.echo(f"{label}: no ledger yet (no evidence recorded)")
@@ -156,7 +169,7 @@ def show_cmd(ledger: str | None, falsifiers: tuple[str, ...], contracts: tuple[s
     from pv import ledger as ledger_mod
 
     workspace = _workspace()
-    path = _ledger_path(workspace, ledger)
+    path = _ledger_path(workspace, ledger, must_exist=True)
     contents = ledger_mod.read(path)
     records = contents.records
     for fid in falsifiers:
@@ -243,6 +256,8 @@ def merge_cmd(files: tuple[str, ...], into: str | None, allow_stale: bool) -> No
         source = Path(name).resolve()
         if source == target.resolve():
             raise click.UsageError(f"{name} is the ledger being merged into")
+        if not source.is_file():  # a FIFO would block the read forever
+            raise click.UsageError(f"{name} is not a regular file; name a JSON Lines ledger file")
         contents = ledger_mod.read(source)
         unreadable += [f"{name}:{p.line}: {p.message}" for p in contents.problems]
         unreadable += [f"{name}:{line}: record {r.record_id[:12]} is dated {r.time_utc}, in the future "

@@ -61,6 +61,9 @@ class RunResult:
     outcomes: list[Outcome] = field(default_factory=list)
     returncodes: list[int] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # node ids that reported no outcome
+    # outcomes whose ledger record could not be written (a read-only or unreachable ledger):
+    # a verdict nobody can see later is no evidence, so the run is not ok
+    unrecorded: list[Outcome] = field(default_factory=list)
     output: str = ""  # pytest's combined output (all repetitions)
 
     def count(self, verdict: str) -> int:
@@ -69,7 +72,7 @@ class RunResult:
     @property
     def broken(self) -> bool:
         """pytest failed in a way that is not a verdict (usage, collection, internal error)."""
-        return any(rc not in (0, 1) for rc in self.returncodes) or bool(self.missing)
+        return any(rc not in (0, 1) for rc in self.returncodes) or bool(self.missing) or bool(self.unrecorded)
 
     @property
     def ok(self) -> bool:
@@ -311,6 +314,8 @@ def execute(workspace: Workspace, selected: list[Selected], *, device: str = "au
             result.missing += [s.nodeid if s.nodeid.endswith("]") else f"{s.nodeid}[{s.device}-{s.subject}]"
                                for s in selected if s.cell not in seen]
     result.output = "\n".join(outputs)
+    if ledger is not None:
+        result.unrecorded = [o for o in result.outcomes if not o.record_id]
     return result
 
 
@@ -477,7 +482,15 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
             git_commit: str | None,
             mutant: str | None, verbose: bool, *,
             workspace: Workspace) -> None:
-    """Run falsifiers and record the evidence. Arguments after `--` go to pytest."""
+    """Run falsifiers and record the evidence. Arguments after `--` go to pytest.
+
+    \b
+    Examples: pv run FALSIFY-DEMO-001 --device cpu;  pv run --contract demo;
+              pv run --all --device cpu;  pv run --stale --device cpu
+
+    Exit status: 0 nothing falsified or errored (SKIPs alone: 0, "not evidence"); 1 a FAIL or
+    an ERROR, pytest broke, or a record could not be written; 2 usage error.
+    """
     from pv import codegen
 
     pytest_args = list(ctx.meta.get("pv_pytest_args", []))
@@ -534,6 +547,12 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
                                "above):", fg="red", bold=True), err=True)
         for nodeid in result.missing[:20]:
             click.echo(f"  {nodeid}", err=True)
+    if result.unrecorded:
+        why = next((line.strip() for o in result.unrecorded for line in str(o.message).splitlines()
+                    if "could not write the ledger record" in line), "")
+        click.echo(click.style(f"{len(result.unrecorded)} outcome(s) could not be recorded in {ledger_label}"
+                               + (f": {why}" if why else "") + "; make the ledger writable (or use --no-ledger "
+                               "for a dry run) and run again", fg="red", bold=True), err=True)
     if any(rc not in (0, 1) for rc in result.returncodes):
         click.echo(click.style(f"pytest exited with status {result.returncodes}", fg="red"), err=True)
     if not result.ok:

@@ -528,6 +528,9 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
             return
         why = "does not exist" if current is None else "is out of date with the contracts and the ledger"
         click.echo(f"{status_display} {why}; run `pv status` and commit {status_display}", err=True)
+        if stale_rows(report):  # code changed under the evidence: a new dashboard alone only shows it
+            click.echo(f"{len(stale_rows(report))} falsifier x device row(s) are STALE: re-run them first "
+                       "(`pv run --stale`; `pv strength` for planted bugs)", err=True)
         if current is not None:
             diff = list(difflib.unified_diff(current.splitlines(), markdown.splitlines(),
                                              f"{status_display} (committed)", f"{status_display} (from evidence)",

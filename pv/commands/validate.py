@@ -43,6 +43,8 @@ def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, dialect: str, 
     or glob patterns. Exit status: 0 valid, 1 problems found, 2 usage error.
     """
     missing: list[Diagnostic] = []
+    if any(not p.strip() for p in paths):  # `pv validate "$UNSET"` would otherwise check all of `.`
+        raise click.UsageError("an empty PATH was given; name contract files, directories or globs")
     if paths:
         files, missing = expand_paths(paths)
         if not files:

@@ -1,0 +1,66 @@
+"""pv.config: the [tool.pv] settings. A pyproject.toml or a project tree that cannot work is a
+usage error that names the file and the setting (exit 2), never a traceback mid-verb."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from pv.cli import main
+from pv.config import ConfigError, find_pyproject, load_workspace
+
+
+def project(tmp_path, pyproject: str):
+    (tmp_path / "pyproject.toml").write_text(pyproject, encoding="utf-8")
+    (tmp_path / "contracts").mkdir()
+    return tmp_path
+
+
+@pytest.mark.parametrize("pyproject", ["tool = 5\n", "tool = [1, 2]\n", 'tool = "pv"\n'])
+def test_a_tool_key_that_is_not_a_table_is_a_config_error(tmp_path, pyproject):
+    project(tmp_path, pyproject)
+    with pytest.raises(ConfigError, match="`tool` must be a table"):
+        find_pyproject(tmp_path)
+
+
+@pytest.mark.parametrize("key, make, found", [
+    ("ledger", lambda root: (root / "evidence" / "ledger.jsonl").mkdir(parents=True), "is a directory"),
+    ("status_file", lambda root: (root / "docs" / "STATUS.md").mkdir(parents=True), "is a directory"),
+    ("generated_dir", lambda root: (root / "generated_tests").write_text("x"), "is not a directory"),
+    ("ledger", lambda root: (root / "evidence").mkdir() or os.mkfifo(root / "evidence" / "ledger.jsonl"),
+     "is not a regular file"),
+])
+def test_a_path_setting_of_the_wrong_kind_is_a_config_error(tmp_path, key, make, found):
+    project(tmp_path, "[tool.pv]\n")
+    make(tmp_path)
+    with pytest.raises(ConfigError, match=f"\\[tool.pv\\] {key} = .*{found}, but pv needs a"):
+        load_workspace(tmp_path)
+
+
+@pytest.mark.parametrize("argv", [["status"], ["status", "--check"], ["ledger", "check"], ["ledger", "show"],
+                                  ["generate"], ["validate"]])
+def test_verbs_refuse_a_ledger_that_is_a_directory_with_exit_2(tmp_path, monkeypatch, argv):
+    project(tmp_path, "[tool.pv]\n")
+    (tmp_path / "evidence" / "ledger.jsonl").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 2, result.output
+    assert "ledger = 'evidence/ledger.jsonl'" in result.output and "is a directory" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_verbs_refuse_a_tool_scalar_with_exit_2(tmp_path, monkeypatch):
+    project(tmp_path, "tool = 5\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["validate"])
+    assert result.exit_code == 2 and "`tool` must be a table" in result.output
+    assert isinstance(result.exception, SystemExit)
+
+
+def test_rel_names_a_symlink_loop_instead_of_raising(tmp_path):
+    project(tmp_path, "[tool.pv]\n")
+    loop = tmp_path / "contracts" / "self-v1.yaml"
+    os.symlink(loop.name, loop)
+    assert load_workspace(tmp_path).rel(loop) == os.path.join("contracts", "self-v1.yaml")
