@@ -23,6 +23,7 @@ from safetensors.torch import load_file, save as save_tensors_to_bytes
 # Sibling modules, not their functions: calls look them up at call time (docs/runtime.md, "Seams").
 from . import checkpoint, devices
 from .data import LMBatch
+from .kernels import IGNORE_INDEX
 from .errors import ArgumentError, CheckpointError
 from .model import CausalLM
 
@@ -66,20 +67,30 @@ def _fused_adamw_available(device: torch.device) -> bool:
 
 
 def global_grad_norm(gradients: Sequence[torch.Tensor]) -> torch.Tensor:
-    """L2 norm of all gradients taken together: sqrt(sum over every element of g^2)."""
+    """L2 norm of all gradients taken together: sqrt(sum over every element of g^2), as a
+    0-dim tensor on the gradients' device (reading it is the caller's choice: a host sync)."""
     if not gradients:
         return torch.zeros(())
-    per_tensor = torch.stack([torch.linalg.vector_norm(g.float()) for g in gradients])
-    return torch.linalg.vector_norm(per_tensor)
+    dtype = torch.float64 if any(g.dtype == torch.float64 for g in gradients) else torch.float32
+    per_tensor = torch._foreach_norm([g.to(dtype) for g in gradients])   # one multi-tensor kernel, not one per tensor
+    return torch.linalg.vector_norm(torch.stack(per_tensor))
 
 
 def clip_gradients(gradients: Sequence[torch.Tensor], max_norm: float, total_norm: torch.Tensor) -> None:
-    """Scale all gradients by one factor so their global norm is at most max_norm (0: no clipping)."""
+    """Scale all gradients by one factor so their global norm is at most max_norm (0: no clipping).
+    The factor stays a tensor on the device: clipping never waits for the host."""
     if max_norm <= 0:
         return
     scale = torch.clamp(max_norm / (total_norm + 1e-6), max=1.0)
     for gradient in gradients:
         gradient.mul_(scale.to(gradient.device, gradient.dtype))
+
+
+def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether this optimizer can skip a step on the device (torch's fused AdamW reads a
+    `found_inf` tensor, as GradScaler uses it: parameters, moments and step counts untouched
+    when it is 1), so the trainer need not read the loss before queueing the update."""
+    return bool(optimizer.defaults.get("fused"))
 
 
 def micro_batch_weight(micro_batch_tokens: int, step_tokens: int, num_micro_batches: int) -> float:
@@ -200,33 +211,57 @@ class Trainer:
             raise ArgumentError("train_step needs at least one micro-batch")
         self.model.train()
         micro_batches = [b.to(self.device) for b in micro_batches]
-        step_tokens = sum(b.num_target_tokens for b in micro_batches)
-        if step_tokens == 0:
-            raise ArgumentError("train_step was given no target tokens")
         lr = self.current_lr()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
-        loss_value = 0.0
-        for micro in micro_batches:
-            weight = micro_batch_weight(micro.num_target_tokens, step_tokens, len(micro_batches))
+        # Token counts, loss, grad norm and clip factor stay tensors on the device for the whole
+        # step; the step reads them back once (the one host synchronisation of a step), after
+        # the optimizer update is queued where the optimizer can skip it on the device.
+        counts = [(b.targets != IGNORE_INDEX).sum() for b in micro_batches]
+        step_tokens = torch.stack(counts).sum()
+        loss_total = None
+        for micro, count in zip(micro_batches, counts):
+            weight = micro_batch_weight(count, step_tokens, len(micro_batches))
             loss = _batch_loss(self.model, micro, micro.targets) * weight
-            loss_value += float(loss.detach())
-            if not math.isfinite(loss_value):
-                break
-            loss.backward()
+            loss_total = loss.detach() if loss_total is None else loss_total + loss.detach()
+            if loss.requires_grad:  # a non-finite loss is differentiated too: its update is skipped below
+                loss.backward()
+        gradients = [p.grad for _, p in self.named_parameters if p.grad is not None]
+        total_norm = global_grad_norm(gradients)
+        finite = torch.isfinite(loss_total) & (step_tokens > 0)
+        if skips_on_device(self.optimizer):
+            clip_gradients(gradients, self.hyperparameters["grad_clip"], total_norm)
+            self.optimizer.found_inf = (~finite).float()
+            try:
+                self.optimizer.step()
+            finally:
+                del self.optimizer.found_inf
+            applied = self._read_step(loss_total, total_norm, step_tokens)
+        else:
+            applied = self._read_step(loss_total, total_norm, step_tokens)
+            if applied:
+                clip_gradients(gradients, self.hyperparameters["grad_clip"], total_norm)
+                self.optimizer.step()
+        if applied:
+            self.step += 1
+        return self.last_loss
+
+    def _read_step(self, loss_total: torch.Tensor, total_norm: torch.Tensor, step_tokens: torch.Tensor) -> bool:
+        """The step's one host read: loss, pre-clip grad norm and token count. Sets last_loss,
+        last_grad_norm and the non-finite count; says whether the update applies."""
+        device = loss_total.device
+        loss_value, norm_value, tokens = torch.stack([loss_total.double(), total_norm.to(device).double(),
+                                                      step_tokens.to(device).double()]).tolist()
+        if tokens == 0:
+            raise ArgumentError("train_step was given no target tokens")
         self.last_loss = loss_value
         if not math.isfinite(loss_value):
             self.nonfinite_losses += 1
             self.last_grad_norm = float("nan")
-            return loss_value
-        gradients = [p.grad for _, p in self.named_parameters if p.grad is not None]
-        total_norm = global_grad_norm(gradients)
-        self.last_grad_norm = float(total_norm)
-        clip_gradients(gradients, self.hyperparameters["grad_clip"], total_norm)
-        self.optimizer.step()
-        self.step += 1
-        return loss_value
+            return False
+        self.last_grad_norm = norm_value
+        return True
 
     def eval_batch(self, batch: LMBatch) -> float:
         """Mean next-token loss on `batch`: eval mode, no gradients, nothing written to training state."""
