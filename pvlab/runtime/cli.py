@@ -67,6 +67,8 @@ def main() -> None:
               help="Train on the *.py files under this directory instead of the synthetic corpus.")
 @click.option("--documents", type=int, default=None, help="Synthetic corpus size in documents.")
 @click.option("--compile", "use_compile", is_flag=True, help="torch.compile the decoder layers.")
+@click.option("--compile-model", is_flag=True,
+              help="torch.compile the whole decoder body as one graph instead of layer by layer.")
 @click.option("--micro-batch-size", type=int, default=None,
               help="Rows per forward/backward; gradients accumulate over the batch (the last micro-batch may be short).")
 @click.option("--pack-documents", is_flag=True,
@@ -79,7 +81,7 @@ def main() -> None:
               help="Under torchrun: micro-batches per optimizer step (only the last one synchronises).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, seq_len, lr, seed, eval_every,
-             corpus_dir, documents, use_compile, micro_batch_size, pack_documents, attention_backend, strategy,
+             corpus_dir, documents, use_compile, compile_model, micro_batch_size, pack_documents, attention_backend, strategy,
              accumulation_steps, quiet) -> None:
     """Train a model and write a Hugging Face checkpoint directory to --out.
 
@@ -108,9 +110,12 @@ def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, se
         recipe = dataclasses.replace(recipe, min_lr=recipe.lr / 10)
     if recipe.warmup_steps > recipe.steps:
         recipe = dataclasses.replace(recipe, warmup_steps=recipe.steps // 10)
+    if use_compile and compile_model:
+        raise ArgumentError("give --compile (layer by layer) or --compile-model (the whole decoder), not both")
+    compile_choice = "model" if compile_model else use_compile
     if distributed.torchrun_env():
-        if init_dir is not None or use_compile or micro_batch_size or pack_documents or attention_backend:
-            raise ArgumentError("--init, --compile, --micro-batch-size, --pack-documents and --attention-backend "
+        if init_dir is not None or compile_choice or micro_batch_size or pack_documents or attention_backend:
+            raise ArgumentError("--init, --compile(-model), --micro-batch-size, --pack-documents and --attention-backend "
                                 "are not supported under torchrun yet (use --accumulation-steps there)")
         try:
             results = distributed.pretrain(recipe, out_dir, device=device, path=path, strategy=strategy,
@@ -123,7 +128,7 @@ def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, se
         if accumulation_steps != 1:
             raise ArgumentError("--accumulation-steps is for torchrun; on one device use --micro-batch-size")
         results = run_pretraining(recipe, out_dir, device=device, path=path, init=init_dir, progress=not quiet,
-                                  compile=use_compile, attention_backend=attention_backend)
+                                  compile=compile_choice, attention_backend=attention_backend)
     click.echo(f"wrote {out_dir}: train_loss {results['train_loss']:.4f} val_loss {results['val_loss']:.4f} "
                f"(ln V = {results['ln_vocab']:.4f}) in {results['seconds']:.1f}s")
 

@@ -104,8 +104,25 @@ def micro_batch_weight(micro_batch_tokens: int, step_tokens: int, num_micro_batc
 
 def compile_module(module: torch.nn.Module) -> None:
     """torch.compile a module in place (the compiled training path compiles each decoder layer,
-    forward and backward; inductor by default)."""
+    or the whole decoder body, forward and backward; inductor by default)."""
     module.compile()
+
+
+COMPILE_SCOPES = ("layers", "model")
+
+
+def compile_scope(compile: bool | str | None) -> str | None:
+    """What Trainer(compile=...) compiles: None (eager), "layers" (each decoder layer on its own:
+    compile=True) or "model" (the decoder body - embedding, every layer, final norm - as one
+    graph, so inductor can fuse across layer boundaries and launch fewer kernels; the fused
+    loss after it stays eager, being a loop of large matrix products)."""
+    if compile is None or compile is False:
+        return None
+    if compile is True:
+        return "layers"
+    if compile not in COMPILE_SCOPES:
+        raise ArgumentError(f"compile must be True, False or one of {COMPILE_SCOPES}, got {compile!r}")
+    return compile
 
 
 def eval_targets(batch: LMBatch) -> torch.Tensor:
@@ -137,8 +154,10 @@ class Trainer:
 
     lr is the peak learning rate (warmup_steps/total_steps/min_lr shape the schedule; by default
     it is constant). grad_clip <= 0 disables clipping. path and device default to the model's
-    own; giving them moves / switches the model. compile=True wraps each decoder layer in
-    torch.compile (off by default: compilation costs more than it saves on short CPU runs).
+    own; giving them moves / switches the model. compile=True (or "layers") wraps each decoder
+    layer in torch.compile, compile="model" the whole decoder body as one graph (compile_scope;
+    off by default: compilation costs more than it saves on short CPU runs, and no GPU
+    measurement yet says which scope to make the CUDA default).
     micro_batch_size=m runs each train_batch as forward/backward passes of at most m rows whose
     gradients accumulate into one optimizer step (see train_step). attention_backend pins the
     fast path's SDPA kernel (CausalLM.set_attention_backend).
@@ -148,7 +167,7 @@ class Trainer:
                  betas: tuple[float, float] = (0.9, 0.95), grad_clip: float = 1.0, seed: int = 0,
                  path: str | None = None, device: str | torch.device | None = None,
                  warmup_steps: int = 0, total_steps: int | None = None, min_lr: float | None = None,
-                 compile: bool = False, micro_batch_size: int | None = None, attention_backend: str | None = None):
+                 compile: bool | str = False, micro_batch_size: int | None = None, attention_backend: str | None = None):
         if micro_batch_size is not None and micro_batch_size <= 0:
             raise ArgumentError(f"micro_batch_size must be positive, got {micro_batch_size}")
         if lr <= 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
@@ -179,9 +198,12 @@ class Trainer:
         self.last_loss: float | None = None
         self.last_grad_norm: float | None = None
         self.nonfinite_losses = 0
-        if compile:
+        self.compile_scope = compile_scope(compile)
+        if self.compile_scope == "layers":
             for layer in model.model.layers:
                 compile_module(layer)
+        elif self.compile_scope == "model":
+            compile_module(model.model)
 
     # ---- steps ------------------------------------------------------------------------------
     def current_lr(self) -> float:
