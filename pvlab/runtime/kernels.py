@@ -305,15 +305,17 @@ def _mixed_precision_matmul_available(device_type: str) -> bool:
     is refused too, so the fused loss falls back to a low-precision product plus an add."""
     try:
         generator = torch.Generator().manual_seed(0)
-        a = torch.randn(8, 16, generator=generator).to(device_type)
-        b = torch.randn(16, 4, generator=generator).to(device_type)
+        # Transposed operands, as the loss passes them (W^T, g^T).
+        a = torch.randn(16, 8, generator=generator).to(device_type).bfloat16().t()      # (8, 16) view
+        b = torch.randn(4, 16, generator=generator).to(device_type).bfloat16().t()      # (16, 4) view
         accumulator = torch.randn(8, 4, generator=generator).to(device_type)
-        expected = accumulator + a.bfloat16().float() @ b.bfloat16().float()
-        product = torch.mm(a.bfloat16(), b.bfloat16(), out_dtype=torch.float32)
-        torch.addmm(accumulator, a.bfloat16(), b.bfloat16(), out_dtype=torch.float32, out=accumulator)
+        expected = accumulator + a.float() @ b.float()
+        product = torch.mm(a, b, out_dtype=torch.float32)
+        torch.addmm(accumulator, a, b, out_dtype=torch.float32, out=accumulator)
     except (RuntimeError, TypeError, NotImplementedError):
         return False
     return (product.dtype == torch.float32 and accumulator.dtype == torch.float32
+            and bool(torch.allclose(product, a.float() @ b.float(), atol=1e-4))
             and bool(torch.allclose(accumulator, expected, atol=1e-4)))
 
 

@@ -172,6 +172,7 @@ class Trainer:
             raise ArgumentError(f"micro_batch_size must be positive, got {micro_batch_size}")
         if lr <= 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
             raise ArgumentError(f"invalid optimizer settings: lr={lr}, weight_decay={weight_decay}, betas={betas}")
+        self.compile_scope = compile_scope(compile)   # refused before any work
         self.model = model
         if device is not None:
             model.to(devices.resolve_device(device))
@@ -198,7 +199,6 @@ class Trainer:
         self.last_loss: float | None = None
         self.last_grad_norm: float | None = None
         self.nonfinite_losses = 0
-        self.compile_scope = compile_scope(compile)
         if self.compile_scope == "layers":
             for layer in model.model.layers:
                 compile_module(layer)

@@ -205,3 +205,18 @@ def test_no_full_logits_and_one_weight_sized_buffer_for_every_chunk():
     assert seen.largest <= max(chunk * vocab, vocab * width)     # never (N, V) logits
     new_storages = seen.watched_storages - {w.untyped_storage().data_ptr()}   # views of W (W^T) are not new
     assert len(new_storages) == 1, new_storages                   # the one gradient accumulator
+
+
+def test_the_mixed_precision_products_equal_the_plain_ones_whichever_route_the_device_takes():
+    # kernels._matmul_into / _accumulate_product take torch's out_dtype GEMM where the probe
+    # found one, else a low-precision product: either way the same product of the same operands.
+    generator = torch.Generator().manual_seed(11)
+    a = torch.randn(5, 7, generator=generator).bfloat16()
+    b = torch.randn(3, 7, generator=generator).bfloat16().t()
+    expected = a.double() @ b.double()
+    product = kernels._matmul_into(torch.float32, a, b)
+    assert product.dtype == torch.float32
+    torch.testing.assert_close(product.double(), expected, rtol=2 ** -7, atol=1e-6)
+    accumulator = torch.ones(5, 3)
+    kernels._accumulate_product(accumulator, a, b)
+    torch.testing.assert_close(accumulator.double(), expected + 1, rtol=2 ** -7, atol=1e-6)
