@@ -23,8 +23,8 @@ from safetensors.torch import load_file, save as save_tensors_to_bytes
 # Sibling modules, not their functions: calls look them up at call time (docs/runtime.md, "Seams").
 from . import checkpoint, devices
 from .data import LMBatch
-from .kernels import IGNORE_INDEX
 from .errors import ArgumentError, CheckpointError
+from .kernels import IGNORE_INDEX
 from .model import CausalLM
 
 OPTIMIZER_STATE_NAME = "optimizer.safetensors"
@@ -93,7 +93,8 @@ def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:
     return bool(optimizer.defaults.get("fused"))
 
 
-def micro_batch_weight(micro_batch_tokens: int, step_tokens: int, num_micro_batches: int) -> float:
+def micro_batch_weight(micro_batch_tokens: int | torch.Tensor, step_tokens: int | torch.Tensor,
+                       num_micro_batches: int) -> float | torch.Tensor:
     """Weight of one micro-batch's mean loss in an accumulated step: its share of the step's
     target tokens. Summed over the micro-batches this is the mean over *every* token of the
     step, i.e. the loss of one batch holding them all. (Dividing each micro-batch's mean by the
