@@ -67,7 +67,9 @@ def rope_cos_sin(theta: float, head_dim: int, positions: torch.Tensor) -> tuple[
     Frequencies theta^(-2i/D) for i < D/2, duplicated across the two halves of the head
     dimension (the "rotate_half" layout that Qwen2 and Llama checkpoints are trained with).
     """
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).to(device=positions.device, dtype=torch.float32)
+    # Built on the positions' device: an arange on the host copied over would be a blocking copy
+    # (a wait for the whole GPU queue) in every forward. int64 then fp32, as transformers does.
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).to(torch.float32)
     inverse_frequency = 1.0 / (theta ** (exponents / head_dim))              # (D/2,)
     angles = positions.to(torch.float32)[..., None] * inverse_frequency     # (T, D/2) or (B, T, D/2)
     angles = torch.cat((angles, angles), dim=-1)                             # (T, D) or (B, T, D)
