@@ -90,7 +90,7 @@ def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:
     """Whether this optimizer can skip a step on the device (torch's fused AdamW reads a
     `found_inf` tensor, as GradScaler uses it: parameters, moments and step counts untouched
     when it is 1), so the trainer need not read the loss before queueing the update."""
-    return bool(optimizer.defaults.get("fused"))
+    return bool(getattr(optimizer, "defaults", {}).get("fused"))   # an optimizer of any other kind reads first
 
 
 def micro_batch_weight(micro_batch_tokens: int | torch.Tensor, step_tokens: int | torch.Tensor,
