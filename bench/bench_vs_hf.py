@@ -1,6 +1,7 @@
 """The runtime against transformers, in one process, on the same batches and the same recipe.
 
     python bench/bench_vs_hf.py                                  # qwen2-0.5b shape, 8 x 1024, cuda
+    python bench/bench_vs_hf.py --compile none,layers,model      # the runtime eager and compiled two ways
     python bench/bench_vs_hf.py --config tiny --batch 4 --seq 128 --device cpu    # a smoke run
 
 Recipe for both sides: random weights from one seed (the runtime writes the HF directory that
@@ -75,10 +76,10 @@ def hf_side(directory: Path, device: torch.device, batches: list[LMBatch], args)
     return result
 
 
-def runtime_side(directory: Path, device: torch.device, batches: list[LMBatch], args) -> dict:
+def runtime_side(directory: Path, device: torch.device, batches: list[LMBatch], args, compile_scope: str) -> dict:
     model = runtime.load(directory, device=device, path="fast")
     trainer = runtime.Trainer(model, lr=3e-4, weight_decay=0.1, betas=(0.9, 0.95), grad_clip=1.0,
-                              compile=args.compile_layers)
+                              compile=False if compile_scope == "none" else compile_scope)
     gpu = [b.to(device) for b in batches]
     state = {"i": 0}
 
@@ -90,7 +91,7 @@ def runtime_side(directory: Path, device: torch.device, batches: list[LMBatch], 
         trainer.eval_batch(gpu[state["i"] % len(gpu)])
         state["i"] += 1
 
-    result = run_side(train_step, eval_step, device, batches, args, "runtime")
+    result = run_side(train_step, eval_step, device, batches, args, f"runtime (compile {compile_scope})")
     del model, trainer, gpu
     return result
 
@@ -110,6 +111,10 @@ def run_side(train_step, eval_step, device: torch.device, batches: list[LMBatch]
             "eval_spread": evaluation.spread, "peak_gib": peak}
 
 
+RUNTIME_LABELS = {"none": "runtime fast path", "layers": "runtime fast path + per-layer compile",
+                  "model": "runtime fast path + whole-model compile"}
+
+
 def release(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
@@ -126,9 +131,14 @@ def main() -> int:
     parser.add_argument("--min-window-s", type=float, default=2.0, help="each timed window lasts at least this long")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-spread", type=float, default=0.25)
-    parser.add_argument("--compile-layers", action="store_true", help="Trainer(compile=True) on the runtime side")
+    parser.add_argument("--compile", default="none",
+                        help="comma-separated runtime variants: none (eager), layers (Trainer(compile=True)), "
+                             "model (Trainer(compile='model'): the whole decoder as one graph); one row each")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
+    scopes = [scope.strip() for scope in args.compile.split(",") if scope.strip()]
+    if not scopes or any(scope not in ("none", "layers", "model") for scope in scopes):
+        parser.error(f"--compile takes none, layers and/or model, comma-separated; got {args.compile!r}")
 
     device = runtime.resolve_device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
@@ -141,8 +151,10 @@ def main() -> int:
         del model
         hf = hf_side(Path(tmp), device, batches, args)
         release(device)
-        rt = runtime_side(Path(tmp), device, batches, args)
-        release(device)
+        runtimes = {}
+        for scope in scopes:
+            runtimes[scope] = runtime_side(Path(tmp), device, batches, args, scope)
+            release(device)
 
     peak = throughput.dense_bf16_peak(name) if device.type == "cuda" else None
     flops = throughput.training_flops_per_token(parameters=params, layers=config.num_hidden_layers,
@@ -150,18 +162,21 @@ def main() -> int:
     print(f"# {args.config} ({params:,} parameters), batch {args.batch} x {args.seq}, {name}, torch {torch.__version__}")
     print("| | train tok/s | MFU | peak GiB | eval tok/s |")
     print("|---|---|---|---|---|")
-    for label, side in (("transformers (SDPA)", hf), ("runtime fast path" + (" + layer compile" if args.compile_layers else ""), rt)):
+    rows = [("transformers (SDPA)", hf)] + [(RUNTIME_LABELS[scope], rt) for scope, rt in runtimes.items()]
+    for label, side in rows:
         mfu = f"{side['train_tok_s'] * flops / peak:.1%}" if peak else "n/a"
         print(f"| {label} | {side['train_tok_s']:,.0f} (±{side['train_spread']:.0%}) | {mfu} | "
               f"{side['peak_gib']:.1f} | {side['eval_tok_s']:,.0f} (±{side['eval_spread']:.0%}) |")
-    ratios = {"train": rt["train_tok_s"] / hf["train_tok_s"], "eval": rt["eval_tok_s"] / hf["eval_tok_s"],
-              "memory": rt["peak_gib"] / hf["peak_gib"] if device.type == "cuda" else float("nan")}
-    print(f"runtime / transformers: train {ratios['train']:.2f}x, eval {ratios['eval']:.2f}x, "
-          f"peak memory {ratios['memory']:.2f}x")
+    ratios = {}
+    for scope, rt in runtimes.items():
+        ratios[scope] = {"train": rt["train_tok_s"] / hf["train_tok_s"], "eval": rt["eval_tok_s"] / hf["eval_tok_s"],
+                         "memory": rt["peak_gib"] / hf["peak_gib"] if device.type == "cuda" else float("nan")}
+        print(f"{RUNTIME_LABELS[scope]} / transformers: train {ratios[scope]['train']:.2f}x, "
+              f"eval {ratios[scope]['eval']:.2f}x, peak memory {ratios[scope]['memory']:.2f}x")
     if args.json:
         args.json.write_text(json.dumps({"config": args.config, "device": name, "params": params,
                                          "batch": args.batch, "seq": args.seq, "transformers": hf,
-                                         "runtime": rt, "ratios": ratios, "dense_bf16_peak": peak}, indent=1))
+                                         "runtime": runtimes, "ratios": ratios, "dense_bf16_peak": peak}, indent=1))
     return 0
 
 

@@ -22,7 +22,7 @@ def _flat(model) -> torch.Tensor:
     return torch.cat([p.detach().to("cpu", torch.float64).flatten() for p in model.parameters()])
 
 
-def _run(config, *, device, path, compiled: bool, batches, seed: int):
+def _run(config, *, device, path, compiled: bool | str, batches, seed: int):
     from pvlab.runtime import checkpoint, trainer
 
     model = checkpoint.init_model(config=config, weights="random", seed=seed, device=device, path=path,
@@ -37,9 +37,10 @@ def _run(config, *, device, path, compiled: bool, batches, seed: int):
 
 
 def compiled_matches_eager(*, device: str, path: str | None = None, steps: int = 4, layers: int = 1,
-                           seed: int = 0, tolerance: dict | None = None) -> dict:
+                           seed: int = 0, scope: str = "layers", tolerance: dict | None = None) -> dict:
     """`steps` Trainer.train_batch steps of the tiny preset cut to `layers` decoder layers, once
-    eager and once with compile=True, from the same seeded init on the same random batches.
+    eager and once compiled (Trainer(compile=scope): "layers" each decoder layer, "model" the
+    whole decoder body as one graph), from the same seeded init on the same random batches.
 
     Observations: trajectory_rel_diff (max over steps of |p_compiled - p_eager| / |p_eager - p_0|,
     L2 over every parameter), param_max_abs_diff (after the last step), loss_max_abs_diff (over
@@ -55,7 +56,7 @@ def compiled_matches_eager(*, device: str, path: str | None = None, steps: int =
     tokens = torch.randint(0, config.vocab_size, (steps, 4, 33), generator=generator(seed))
     batches = [data.LMBatch.from_sequences(tokens[i]) for i in range(steps)]
     start, eager_losses, eager = _run(config, device=str(dev), path=path, compiled=False, batches=batches, seed=seed)
-    _, compiled_losses, compiled = _run(config, device=str(dev), path=path, compiled=True, batches=batches, seed=seed)
+    _, compiled_losses, compiled = _run(config, device=str(dev), path=path, compiled=scope, batches=batches, seed=seed)
     relative = [float((c - e).norm() / (e - start).norm()) for c, e in zip(compiled, eager)]
     return {"trajectory_rel_diff": max(relative), "param_max_abs_diff": float((compiled[-1] - eager[-1]).abs().max()),
             "loss_max_abs_diff": max(abs(a - b) for a, b in zip(compiled_losses, eager_losses)),

@@ -70,6 +70,35 @@ def decode_speed_vs_cpu(*, device: str, config: str = "qwen2-0.5b", prompt_token
             "cuda_spread": cuda.spread, "cpu_spread": cpu.spread, "new_tokens": new_tokens}
 
 
+def decode_feeds_one_token_per_step(*, device: str, config: str = "tiny", prompt_tokens: int = 16,
+                                    new_tokens: int = 8) -> dict:
+    """What greedy decoding with the KV cache asks of the decoder, counted (not timed): a forward
+    pre-hook on the decoder body records how many positions each call feeds. With the cache,
+    the first call feeds the prompt and every later call one new token; without it, every call
+    recomputes the whole prefix and the cost of a token grows with the text. (A speed ratio
+    against the CPU would not show this: recomputing a short prefix costs a launch-bound GPU
+    almost nothing and the CPU a lot.)
+
+    Observations: decoder_calls, prompt_positions (the first call), positions_per_new_token_max
+    (the most any later call fed), positions_total, new_tokens."""
+    from pvlab import runtime
+    from pvlab.runtime import devices
+
+    model = _model(config, device, devices.default_path(torch_device(device)))
+    fed: list[int] = []
+    hook = model.model.register_forward_pre_hook(lambda module, args: fed.append(int(args[0].shape[-1])))
+    try:
+        prompt = torch.randint(0, model.config.vocab_size, (prompt_tokens,), generator=torch.Generator().manual_seed(0))
+        produced = runtime.generate(model, prompt.tolist(), max_new_tokens=new_tokens).new_ids
+    finally:
+        hook.remove()
+    if len(produced) != new_tokens or not fed:
+        raise RuntimeError(f"generate() gave {len(produced)} tokens in {len(fed)} decoder calls, asked for {new_tokens}")
+    return {"decoder_calls": len(fed), "prompt_positions": fed[0],
+            "positions_per_new_token_max": max(fed[1:], default=0), "positions_total": sum(fed),
+            "new_tokens": new_tokens}
+
+
 def _training_rate(device: str, config: str, path: str, *, batch: int, seq: int, repeats: int,
                    max_spread: float, what: str) -> tuple[throughput.Throughput, object]:
     from pvlab import runtime

@@ -67,6 +67,8 @@ def main() -> None:
               help="Train on the *.py files under this directory instead of the synthetic corpus.")
 @click.option("--documents", type=int, default=None, help="Synthetic corpus size in documents.")
 @click.option("--compile", "use_compile", is_flag=True, help="torch.compile the decoder layers.")
+@click.option("--compile-model", is_flag=True,
+              help="torch.compile the whole decoder body as one graph instead of layer by layer.")
 @click.option("--micro-batch-size", type=int, default=None,
               help="Rows per forward/backward; gradients accumulate over the batch into one optimizer step (the "
                    "last micro-batch may be short). Under torchrun: rows per rank's forward/backward; each rank's "
@@ -81,7 +83,7 @@ def main() -> None:
               help="Replaced by --micro-batch-size (refused with a message saying so).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, seq_len, lr, seed, eval_every,
-             corpus_dir, documents, use_compile, micro_batch_size, pack_documents, attention_backend, strategy,
+             corpus_dir, documents, use_compile, compile_model, micro_batch_size, pack_documents, attention_backend, strategy,
              accumulation_steps, quiet) -> None:
     """Train a model and write a Hugging Face checkpoint directory to --out.
 
@@ -114,9 +116,12 @@ def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, se
         recipe = dataclasses.replace(recipe, min_lr=recipe.lr / 10)
     if recipe.warmup_steps > recipe.steps:
         recipe = dataclasses.replace(recipe, warmup_steps=recipe.steps // 10)
+    if use_compile and compile_model:
+        raise ArgumentError("give --compile (layer by layer) or --compile-model (the whole decoder), not both")
+    compile_choice = "model" if compile_model else use_compile
     if distributed.torchrun_env():
-        if init_dir is not None or use_compile or pack_documents or attention_backend:
-            raise ArgumentError("--init, --compile, --pack-documents and --attention-backend "
+        if init_dir is not None or compile_choice or pack_documents or attention_backend:
+            raise ArgumentError("--init, --compile(-model), --pack-documents and --attention-backend "
                                 "are not supported under torchrun yet")
         steps_per_batch = _micro_batches_per_rank(recipe.batch_size, int(os.environ["WORLD_SIZE"]),
                                                   recipe.micro_batch_size)
@@ -129,7 +134,7 @@ def pretrain(config_name, steps, device, path, init_dir, out_dir, batch_size, se
             return
     else:
         results = run_pretraining(recipe, out_dir, device=device, path=path, init=init_dir, progress=not quiet,
-                                  compile=use_compile, attention_backend=attention_backend)
+                                  compile=compile_choice, attention_backend=attention_backend)
     click.echo(f"wrote {out_dir}: train_loss {results['train_loss']:.4f} val_loss {results['val_loss']:.4f} "
                f"(ln V = {results['ln_vocab']:.4f}) in {results['seconds']:.1f}s")
 

@@ -19,6 +19,7 @@ KV = key/value heads, D = head dim, C = hidden size, V = vocabulary, N = B*T tok
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 import torch
@@ -66,7 +67,9 @@ def rope_cos_sin(theta: float, head_dim: int, positions: torch.Tensor) -> tuple[
     Frequencies theta^(-2i/D) for i < D/2, duplicated across the two halves of the head
     dimension (the "rotate_half" layout that Qwen2 and Llama checkpoints are trained with).
     """
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).to(device=positions.device, dtype=torch.float32)
+    # Built on the positions' device: an arange on the host copied over would be a blocking copy
+    # (a wait for the whole GPU queue) in every forward. int64 then fp32, as transformers does.
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).to(torch.float32)
     inverse_frequency = 1.0 / (theta ** (exponents / head_dim))              # (D/2,)
     angles = positions.to(torch.float32)[..., None] * inverse_frequency     # (T, D/2) or (B, T, D/2)
     angles = torch.cat((angles, angles), dim=-1)                             # (T, D) or (B, T, D)
@@ -284,63 +287,138 @@ def cross_entropy_reference(logits: torch.Tensor, targets: torch.Tensor) -> torc
 
 
 def default_loss_chunk_tokens(vocab_size: int) -> int:
-    """Tokens per chunk so that one chunk's fp32 logits stay near 128 MiB."""
-    return max(16, (32 * 1024 * 1024) // vocab_size)
+    """Tokens per chunk of the fused loss so that one chunk's fp32 logits stay near 256 MiB.
+
+    Why not smaller: every chunk adds its share of d loss / d weight into the one (V, C) fp32
+    gradient buffer, and each such in-place product reads and writes that whole buffer (545 MB
+    for Qwen2's 151,936 x 896 head), so the buffer traffic scales with the number of chunks.
+    Why not larger: the chunk's logits, their softmax and its bf16 copy are the loss's only
+    transient memory (~2.5 x this figure); for Qwen2 this gives 441 tokens, 19 chunks of a
+    batch of 8 x 1024."""
+    return max(16, (64 * 1024 * 1024) // vocab_size)
 
 
-class _ChunkedLinearCrossEntropy(torch.autograd.Function):
-    """mean CE(hidden @ weight^T, targets), holding at most `chunk` tokens' logits at a time.
+@functools.lru_cache(maxsize=None)
+def _mixed_precision_matmul_available(device_type: str) -> bool:
+    """Whether torch multiplies low-precision operands into an fp32 result in one GEMM
+    (`torch.mm(..., out_dtype=)`, `torch.addmm(..., out_dtype=, out=acc)`: cuBLAS accumulates
+    in fp32 anyway) on this device, correctly, including the in-place accumulation form.
+    Probed once per device type: torch builds without the kernel raise, and a wrong answer
+    is refused too, so the fused loss falls back to a low-precision product plus an add."""
+    try:
+        generator = torch.Generator().manual_seed(0)
+        # Transposed operands, as the loss passes them (W^T, g^T).
+        a = torch.randn(16, 8, generator=generator).to(device_type).bfloat16().t()      # (8, 16) view
+        b = torch.randn(4, 16, generator=generator).to(device_type).bfloat16().t()      # (16, 4) view
+        accumulator = torch.randn(8, 4, generator=generator).to(device_type)
+        expected = accumulator + a.float() @ b.float()
+        product = torch.mm(a, b, out_dtype=torch.float32)
+        torch.addmm(accumulator, a, b, out_dtype=torch.float32, out=accumulator)
+    except (RuntimeError, TypeError, NotImplementedError):
+        return False
+    return (product.dtype == torch.float32 and accumulator.dtype == torch.float32
+            and bool(torch.allclose(product, a.float() @ b.float(), atol=1e-4))
+            and bool(torch.allclose(accumulator, expected, atol=1e-4)))
 
-    Forward keeps only each token's log-sum-exp (N floats); backward recomputes each chunk's
-    logits and turns them into d loss / d logits = softmax - onehot on the fly.
-    """
+
+def _matmul_into(result_dtype: torch.dtype, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b (both in the compute dtype) as a `result_dtype` tensor, in one GEMM where the
+    device has a mixed-precision one (no low-precision intermediate, no cast kernel)."""
+    if a.dtype == result_dtype:
+        return a @ b
+    if _mixed_precision_matmul_available(a.device.type):
+        return torch.mm(a, b, out_dtype=result_dtype)
+    return (a @ b).to(result_dtype)
+
+
+def _accumulate_product(accumulator: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """accumulator += a @ b in place. With a mixed-precision GEMM the product is added inside
+    the GEMM (beta=1): no (V, C) temporary at all; otherwise one low-precision temporary."""
+    if a.dtype == accumulator.dtype:
+        accumulator.addmm_(a, b)
+    elif _mixed_precision_matmul_available(a.device.type):
+        torch.addmm(accumulator, a, b, out_dtype=accumulator.dtype, out=accumulator)
+    else:
+        accumulator.add_(a @ b)
+
+
+def _fused_loss_and_gradients(flat_hidden: torch.Tensor, weight: torch.Tensor, flat_targets: torch.Tensor,
+                              chunk_tokens: int, compute_dtype: torch.dtype, *, grad_hidden: bool,
+                              grad_weight: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """mean CE of (N, C) hidden states under the (V, C) head, and, when asked, its gradients
+    with respect to both, one chunk of rows at a time (Liger-style: gradients in the forward).
+
+    Per chunk: logits = h_c W^T (compute-dtype operands, fp32 result), log-sum-exp and target
+    logit in fp32, then d loss / d logits = (softmax - onehot) * counted / num_counted in fp32,
+    cast to the compute dtype for the two gradient products: d hidden rows = g W, and
+    d weight += g^T h_c into ONE preallocated buffer. The weight gradient sums over every token,
+    so that buffer is fp32 (fp64 for an fp64 weight) whatever the compute dtype: adding 20-odd
+    chunk products in bf16 would round the running sum to 8 bits at every chunk.
+    No host synchronisation: the token count stays a tensor."""
+    tokens = flat_hidden.shape[0]
+    statistics_dtype = torch.promote_types(compute_dtype, torch.float32)
+    counted = flat_targets != IGNORE_INDEX
+    num_counted = counted.sum().clamp(min=1)
+    row_scale = counted.to(statistics_dtype) / num_counted                    # (N,): 1/n, 0 for padding
+    safe_targets = flat_targets.clamp(min=0)[:, None]                         # (N, 1): gather needs ids
+    head = weight.to(compute_dtype)                                           # (V, C)
+    total = torch.zeros((), dtype=statistics_dtype, device=flat_hidden.device)
+    hidden_gradient = weight_gradient = None
+    if grad_hidden:
+        hidden_gradient = torch.empty(flat_hidden.shape, device=flat_hidden.device,
+                                      dtype=torch.promote_types(flat_hidden.dtype, torch.float32))
+    if grad_weight:
+        weight_gradient = torch.zeros(weight.shape, device=weight.device,
+                                      dtype=torch.promote_types(weight.dtype, torch.float32))
+    with torch.autocast(device_type=flat_hidden.device.type, enabled=False):
+        for start in range(0, tokens, chunk_tokens):
+            stop = min(start + chunk_tokens, tokens)
+            chunk_hidden = flat_hidden[start:stop].to(compute_dtype)                      # (c, C)
+            logits = _matmul_into(statistics_dtype, chunk_hidden, head.t())              # (c, V)
+            log_sum_exp = torch.logsumexp(logits, dim=-1, keepdim=True)                   # (c, 1)
+            target_logits = logits.gather(1, safe_targets[start:stop])                    # (c, 1)
+            total += ((log_sum_exp - target_logits).squeeze(1) * counted[start:stop]).sum()
+            if not (grad_hidden or grad_weight):
+                continue
+            scale = row_scale[start:stop, None]                                           # (c, 1)
+            grad_logits = logits.sub_(log_sum_exp).exp_().mul_(scale)                     # softmax / n
+            grad_logits.scatter_add_(1, safe_targets[start:stop], -scale)                 # - onehot / n
+            grad_logits = grad_logits.to(compute_dtype)
+            if grad_hidden:
+                hidden_gradient[start:stop] = _matmul_into(hidden_gradient.dtype, grad_logits, head)
+            if grad_weight:
+                _accumulate_product(weight_gradient, grad_logits.t(), chunk_hidden)
+    return total / num_counted, hidden_gradient, weight_gradient
+
+
+class _FusedLinearCrossEntropy(torch.autograd.Function):
+    """mean CE(hidden @ weight^T, targets) whose forward already computed the gradients
+    (_fused_loss_and_gradients); backward only scales them by the incoming gradient. Nothing
+    of size N x V is ever held: at most one chunk of logits, and the two gradient buffers."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets, chunk_tokens, compute_dtype):
-        flat_hidden = hidden.reshape(-1, hidden.shape[-1])                    # (N, C)
-        flat_targets = targets.reshape(-1)                                    # (N,)
-        counted = flat_targets != IGNORE_INDEX
-        num_counted = counted.sum().clamp(min=1)
-        log_sum_exp = torch.empty(flat_hidden.shape[0], dtype=torch.float32, device=hidden.device)
-        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
-        head = weight.to(compute_dtype)
-        with torch.autocast(device_type=hidden.device.type, enabled=False):
-            for start in range(0, flat_hidden.shape[0], chunk_tokens):
-                stop = start + chunk_tokens
-                logits = (flat_hidden[start:stop].to(compute_dtype) @ head.t()).float()  # (chunk, V)
-                chunk_lse = torch.logsumexp(logits, dim=-1)                              # (chunk,)
-                chunk_targets = flat_targets[start:stop].clamp(min=0)
-                target_logits = logits.gather(1, chunk_targets[:, None]).squeeze(1)
-                total += ((chunk_lse - target_logits) * counted[start:stop]).sum()
-                log_sum_exp[start:stop] = chunk_lse
-        ctx.save_for_backward(hidden, weight, targets, log_sum_exp, num_counted)
-        ctx.chunk_tokens, ctx.compute_dtype = chunk_tokens, compute_dtype
-        return total / num_counted
+    def forward(ctx, hidden, weight, targets, chunk_tokens, compute_dtype, grad_hidden, grad_weight):
+        loss, hidden_gradient, weight_gradient = _fused_loss_and_gradients(
+            hidden.reshape(-1, hidden.shape[-1]), weight, targets.reshape(-1), chunk_tokens, compute_dtype,
+            grad_hidden=grad_hidden, grad_weight=grad_weight)
+        ctx.hidden_shape, ctx.hidden_dtype, ctx.weight_dtype = hidden.shape, hidden.dtype, weight.dtype
+        ctx.gradients = (hidden_gradient, weight_gradient)
+        return loss
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_loss):
-        hidden, weight, targets, log_sum_exp, num_counted = ctx.saved_tensors
-        flat_hidden = hidden.reshape(-1, hidden.shape[-1])                    # (N, C)
-        flat_targets = targets.reshape(-1)
-        counted = (flat_targets != IGNORE_INDEX).float()
-        scale = grad_loss.float() / num_counted
-        head = weight.to(ctx.compute_dtype)
-        grad_hidden = torch.zeros(flat_hidden.shape, dtype=torch.float32, device=hidden.device)
-        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
-        with torch.autocast(device_type=hidden.device.type, enabled=False):
-            for start in range(0, flat_hidden.shape[0], ctx.chunk_tokens):
-                stop = start + ctx.chunk_tokens
-                chunk_hidden = flat_hidden[start:stop].to(ctx.compute_dtype)             # (chunk, C)
-                logits = (chunk_hidden @ head.t()).float()                                # (chunk, V)
-                grad_logits = torch.exp(logits - log_sum_exp[start:stop, None])           # softmax
-                rows = torch.arange(grad_logits.shape[0], device=grad_logits.device)
-                grad_logits[rows, flat_targets[start:stop].clamp(min=0)] -= 1.0           # - onehot
-                grad_logits *= (counted[start:stop] * scale)[:, None]
-                grad_logits = grad_logits.to(ctx.compute_dtype)
-                grad_hidden[start:stop] = (grad_logits @ head).float()                    # (chunk, C)
-                grad_weight += (grad_logits.t() @ chunk_hidden).float()                   # (V, C)
-        return (grad_hidden.to(hidden.dtype).reshape(hidden.shape), grad_weight.to(weight.dtype),
-                None, None, None)
+        if ctx.gradients is None:
+            raise RuntimeError("the fused linear cross-entropy was differentiated twice; its gradients are "
+                               "computed once, in the forward (do not backward through it with retain_graph)")
+        hidden_gradient, weight_gradient = ctx.gradients
+        ctx.gradients = None   # the buffers are scaled in place below: a second backward would be wrong
+        scale = grad_loss.to(torch.float32 if hidden_gradient is None else hidden_gradient.dtype)
+        if hidden_gradient is not None:
+            hidden_gradient = hidden_gradient.mul_(scale).to(ctx.hidden_dtype).reshape(ctx.hidden_shape)
+        if weight_gradient is not None:
+            weight_gradient = weight_gradient.mul_(scale.to(weight_gradient.dtype)).to(ctx.weight_dtype)
+        return hidden_gradient, weight_gradient, None, None, None, None, None
 
 
 def chunked_linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *,
@@ -348,12 +426,26 @@ def chunked_linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, tar
                                  compute_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
     """Fused output head + cross-entropy for the fast path.
 
-    hidden: (..., C) final-norm output; weight: (V, C) output head; targets: (...) with
-    IGNORE_INDEX for padding. Matmuls run in `compute_dtype`, softmax statistics in fp32.
+    hidden: (..., C) final-norm output; weight: (V, C) output head (the embedding itself when
+    tied: autograd adds this gradient to the embedding's); targets: (...) with IGNORE_INDEX for
+    padding; the mean is over non-ignored targets (0, with zero gradients, when there are none).
+    Matmuls run in `compute_dtype`, softmax statistics and gradient accumulation in fp32. When
+    autograd will want gradients, they are computed in the same pass over the chunks (no
+    second pass recomputing the logits); under no_grad only the loss is.
     """
     if chunk_tokens is None:
         chunk_tokens = default_loss_chunk_tokens(weight.shape[0])
-    return _ChunkedLinearCrossEntropy.apply(hidden, weight, targets, int(chunk_tokens), compute_dtype)
+    chunk_tokens = int(chunk_tokens)
+    if chunk_tokens <= 0:
+        raise ValueError(f"chunk_tokens must be positive, got {chunk_tokens}")
+    recording = torch.is_grad_enabled()
+    grad_hidden, grad_weight = recording and hidden.requires_grad, recording and weight.requires_grad
+    if not (grad_hidden or grad_weight):
+        loss, _, _ = _fused_loss_and_gradients(hidden.reshape(-1, hidden.shape[-1]), weight, targets.reshape(-1),
+                                               chunk_tokens, compute_dtype, grad_hidden=False, grad_weight=False)
+        return loss
+    return _FusedLinearCrossEntropy.apply(hidden, weight, targets, chunk_tokens, compute_dtype,
+                                          grad_hidden, grad_weight)
 
 
 # ---- next-token choice -------------------------------------------------------------------------

@@ -208,7 +208,7 @@ def train_steps(trainer: Trainer, batches, recipe: Recipe, bar: Progress, evalua
 
 
 def pretrain(recipe: Recipe, out: Path | str, *, device: str | torch.device | None = "cpu", path: str | None = None,
-             init: Path | str | None = None, progress: bool = True, compile: bool = False,
+             init: Path | str | None = None, progress: bool = True, compile: bool | str = False,
              attention_backend: str | None = None,
              on_eval: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Train per `recipe` and write a checkpoint directory to `out` (atomically). Returns the

@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save as save_tensors_to_bytes
 from . import checkpoint, devices
 from .data import LMBatch
 from .errors import ArgumentError, CheckpointError
+from .kernels import IGNORE_INDEX
 from .model import CausalLM
 
 OPTIMIZER_STATE_NAME = "optimizer.safetensors"
@@ -66,15 +67,18 @@ def _fused_adamw_available(device: torch.device) -> bool:
 
 
 def global_grad_norm(gradients: Sequence[torch.Tensor]) -> torch.Tensor:
-    """L2 norm of all gradients taken together: sqrt(sum over every element of g^2)."""
+    """L2 norm of all gradients taken together: sqrt(sum over every element of g^2), as a
+    0-dim tensor on the gradients' device (reading it is the caller's choice: a host sync)."""
     if not gradients:
         return torch.zeros(())
-    per_tensor = torch.stack([torch.linalg.vector_norm(g.float()) for g in gradients])
-    return torch.linalg.vector_norm(per_tensor)
+    dtype = torch.float64 if any(g.dtype == torch.float64 for g in gradients) else torch.float32
+    per_tensor = torch._foreach_norm([g.to(dtype) for g in gradients])   # one multi-tensor kernel, not one per tensor
+    return torch.linalg.vector_norm(torch.stack(per_tensor))
 
 
 def clip_gradients(gradients: Sequence[torch.Tensor], max_norm: float, total_norm: torch.Tensor) -> None:
-    """Scale all gradients by one factor so their global norm is at most max_norm (0: no clipping)."""
+    """Scale all gradients by one factor so their global norm is at most max_norm (0: no clipping).
+    The factor stays a tensor on the device: clipping never waits for the host."""
     if max_norm <= 0:
         return
     scale = torch.clamp(max_norm / (total_norm + 1e-6), max=1.0)
@@ -82,7 +86,15 @@ def clip_gradients(gradients: Sequence[torch.Tensor], max_norm: float, total_nor
         gradient.mul_(scale.to(gradient.device, gradient.dtype))
 
 
-def micro_batch_weight(micro_batch_tokens: int, step_tokens: int, num_micro_batches: int) -> float:
+def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether this optimizer can skip a step on the device (torch's fused AdamW reads a
+    `found_inf` tensor, as GradScaler uses it: parameters, moments and step counts untouched
+    when it is 1), so the trainer need not read the loss before queueing the update."""
+    return bool(getattr(optimizer, "defaults", {}).get("fused"))   # an optimizer of any other kind reads first
+
+
+def micro_batch_weight(micro_batch_tokens: int | torch.Tensor, step_tokens: int | torch.Tensor,
+                       num_micro_batches: int) -> float | torch.Tensor:
     """Weight of one micro-batch's mean loss in an accumulated step: its share of the step's
     target tokens. Summed over the micro-batches this is the mean over *every* token of the
     step, i.e. the loss of one batch holding them all. (Dividing each micro-batch's mean by the
@@ -93,8 +105,25 @@ def micro_batch_weight(micro_batch_tokens: int, step_tokens: int, num_micro_batc
 
 def compile_module(module: torch.nn.Module) -> None:
     """torch.compile a module in place (the compiled training path compiles each decoder layer,
-    forward and backward; inductor by default)."""
+    or the whole decoder body, forward and backward; inductor by default)."""
     module.compile()
+
+
+COMPILE_SCOPES = ("layers", "model")
+
+
+def compile_scope(compile: bool | str | None) -> str | None:
+    """What Trainer(compile=...) compiles: None (eager), "layers" (each decoder layer on its own:
+    compile=True) or "model" (the decoder body - embedding, every layer, final norm - as one
+    graph, so inductor can fuse across layer boundaries and launch fewer kernels; the fused
+    loss after it stays eager, being a loop of large matrix products)."""
+    if compile is None or compile is False:
+        return None
+    if compile is True:
+        return "layers"
+    if compile not in COMPILE_SCOPES:
+        raise ArgumentError(f"compile must be True, False or one of {COMPILE_SCOPES}, got {compile!r}")
+    return compile
 
 
 def eval_targets(batch: LMBatch) -> torch.Tensor:
@@ -140,8 +169,10 @@ class Trainer:
 
     lr is the peak learning rate (warmup_steps/total_steps/min_lr shape the schedule; by default
     it is constant). grad_clip <= 0 disables clipping. path and device default to the model's
-    own; giving them moves / switches the model. compile=True wraps each decoder layer in
-    torch.compile (off by default: compilation costs more than it saves on short CPU runs).
+    own; giving them moves / switches the model. compile=True (or "layers") wraps each decoder
+    layer in torch.compile, compile="model" the whole decoder body as one graph (compile_scope;
+    off by default: compilation costs more than it saves on short CPU runs, and no GPU
+    measurement yet says which scope to make the CUDA default).
     micro_batch_size=m runs each train_batch as forward/backward passes of at most m rows whose
     gradients accumulate into one optimizer step (see train_step). attention_backend pins the
     fast path's SDPA kernel (CausalLM.set_attention_backend).
@@ -151,12 +182,13 @@ class Trainer:
                  betas: tuple[float, float] = (0.9, 0.95), grad_clip: float = 1.0, seed: int = 0,
                  path: str | None = None, device: str | torch.device | None = None,
                  warmup_steps: int = 0, total_steps: int | None = None, min_lr: float | None = None,
-                 compile: bool = False, micro_batch_size: int | None = None, attention_backend: str | None = None):
+                 compile: bool | str = False, micro_batch_size: int | None = None, attention_backend: str | None = None):
         if micro_batch_size is not None and micro_batch_size <= 0:
             raise ArgumentError(f"micro_batch_size must be positive, got {micro_batch_size}")
         self.hyperparameters = hyperparameters(lr=lr, weight_decay=weight_decay, betas=betas, grad_clip=grad_clip,
                                                seed=seed, warmup_steps=warmup_steps, total_steps=total_steps,
                                                min_lr=min_lr)
+        self.compile_scope = compile_scope(compile)   # refused before any work
         self.model = model
         if device is not None:
             model.to(devices.resolve_device(device))
@@ -177,9 +209,11 @@ class Trainer:
         self.last_loss: float | None = None
         self.last_grad_norm: float | None = None
         self.nonfinite_losses = 0
-        if compile:
+        if self.compile_scope == "layers":
             for layer in model.model.layers:
                 compile_module(layer)
+        elif self.compile_scope == "model":
+            compile_module(model.model)
 
     # ---- steps ------------------------------------------------------------------------------
     def current_lr(self) -> float:
@@ -209,33 +243,57 @@ class Trainer:
             raise ArgumentError("train_step needs at least one micro-batch")
         self.model.train()
         micro_batches = [b.to(self.device) for b in micro_batches]
-        step_tokens = sum(b.num_target_tokens for b in micro_batches)
-        if step_tokens == 0:
-            raise ArgumentError("train_step was given no target tokens")
         lr = self.current_lr()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
-        loss_value = 0.0
-        for micro in micro_batches:
-            weight = micro_batch_weight(micro.num_target_tokens, step_tokens, len(micro_batches))
+        # Token counts, loss, grad norm and clip factor stay tensors on the device for the whole
+        # step; the step reads them back once (the one host synchronisation of a step), after
+        # the optimizer update is queued where the optimizer can skip it on the device.
+        counts = [(b.targets != IGNORE_INDEX).sum() for b in micro_batches]
+        step_tokens = torch.stack(counts).sum()
+        loss_total = None
+        for micro, count in zip(micro_batches, counts):
+            weight = micro_batch_weight(count, step_tokens, len(micro_batches))
             loss = _batch_loss(self.model, micro, micro.targets) * weight
-            loss_value += float(loss.detach())
-            if not math.isfinite(loss_value):
-                break
-            loss.backward()
+            loss_total = loss.detach() if loss_total is None else loss_total + loss.detach()
+            if loss.requires_grad:  # a non-finite loss is differentiated too: its update is skipped below
+                loss.backward()
+        gradients = [p.grad for _, p in self.named_parameters if p.grad is not None]
+        total_norm = global_grad_norm(gradients)
+        finite = torch.isfinite(loss_total) & (step_tokens > 0)
+        if skips_on_device(self.optimizer):
+            clip_gradients(gradients, self.hyperparameters["grad_clip"], total_norm)
+            self.optimizer.found_inf = (~finite).float()
+            try:
+                self.optimizer.step()
+            finally:
+                del self.optimizer.found_inf
+            applied = self._read_step(loss_total, total_norm, step_tokens)
+        else:
+            applied = self._read_step(loss_total, total_norm, step_tokens)
+            if applied:
+                clip_gradients(gradients, self.hyperparameters["grad_clip"], total_norm)
+                self.optimizer.step()
+        if applied:
+            self.step += 1
+        return self.last_loss
+
+    def _read_step(self, loss_total: torch.Tensor, total_norm: torch.Tensor, step_tokens: torch.Tensor) -> bool:
+        """The step's one host read: loss, pre-clip grad norm and token count. Sets last_loss,
+        last_grad_norm and the non-finite count; says whether the update applies."""
+        device = loss_total.device
+        loss_value, norm_value, tokens = torch.stack([loss_total.double(), total_norm.to(device).double(),
+                                                      step_tokens.to(device).double()]).tolist()
+        if tokens == 0:
+            raise ArgumentError("train_step was given no target tokens")
         self.last_loss = loss_value
         if not math.isfinite(loss_value):
             self.nonfinite_losses += 1
             self.last_grad_norm = float("nan")
-            return loss_value
-        gradients = [p.grad for _, p in self.named_parameters if p.grad is not None]
-        total_norm = global_grad_norm(gradients)
-        self.last_grad_norm = float(total_norm)
-        clip_gradients(gradients, self.hyperparameters["grad_clip"], total_norm)
-        self.optimizer.step()
-        self.step += 1
-        return loss_value
+            return False
+        self.last_grad_norm = norm_value
+        return True
 
     def eval_batch(self, batch: LMBatch) -> float:
         """Mean next-token loss on `batch`: eval mode, no gradients, nothing written to training state."""

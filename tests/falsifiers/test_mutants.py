@@ -16,6 +16,7 @@ import distributed_probes  # probes of mutants/distributed.py
 import oracle_mutant_probes  # probes of mutants/independent.py and mutants/oracles.py
 from oracle_mutant_probes import tiny_model
 import equivalence_probes  # probes of mutants/equivalence.py (kept apart: this file's size)
+import performance_probes  # probes of mutants/performance.py
 import pytest
 import torch
 
@@ -504,7 +505,7 @@ def probe_resume_drops_optimizer_state():
 
 PROBES = {name[len("probe_"):]: fn
           for name, fn in {**dict(globals()), **vars(equivalence_probes), **vars(distributed_probes),
-                           **vars(oracle_mutant_probes)}.items()
+                           **vars(oracle_mutant_probes), **vars(performance_probes)}.items()
           if name.startswith("probe_")}
 
 

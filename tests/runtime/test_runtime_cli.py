@@ -189,3 +189,9 @@ def test_inspect_of_an_incomplete_checkpoint_lists_the_problem_and_fails(small_c
     save_file(tensors, str(directory / "model.safetensors"))
     result = cli("inspect", directory)
     assert_clean_failure(result, "25/26 tensors (1 missing)", "missing  model.layers.0.self_attn.q_proj.bias")
+
+
+def test_pretrain_refuses_both_compile_scopes(tmp_path):
+    result = cli("pretrain", "--compile", "--compile-model", "--steps", "1", "--out", tmp_path / "out", "--quiet")
+    assert_clean_failure(result, "--compile-model", "not both")
+    assert not (tmp_path / "out").exists()

@@ -153,3 +153,12 @@ def test_bad_optimizer_settings_are_refused():
     model = runtime.init_model(config=tiny_config(), weights="random", seed=0)
     with pytest.raises(errors.ArgumentError):
         runtime.Trainer(model, lr=-1.0)
+
+
+def test_compile_scope_names_what_is_compiled_and_refuses_anything_else():
+    from pvlab.runtime import trainer as trainer_module
+
+    assert [trainer_module.compile_scope(c) for c in (False, None, True, "layers", "model")] == \
+        [None, None, "layers", "layers", "model"]
+    with pytest.raises(errors.ArgumentError, match="compile must be"):
+        new_trainer(compile="everything")

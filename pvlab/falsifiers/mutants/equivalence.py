@@ -145,7 +145,7 @@ def positions_ignore_attention_mask():
 @mutant("compiled_layer_branch_scaled")
 def compiled_layer_branch_scaled():
     """The compiled decoder layers add their attention + MLP branch to the residual stream
-    scaled by 1 + 2^-5: a constant folded wrong inside compiled code, an arithmetic change that
+    scaled by 1 + 2^-5 (a compiled whole decoder body returns its hidden states so scaled): a constant folded wrong inside compiled code, an arithmetic change that
     exists only on the compiled path (eager is untouched) and moves forward and backward alike.
 
     Imitates a compiler that silently changes the arithmetic of a training step (pytorch issue
@@ -160,7 +160,10 @@ def compiled_layer_branch_scaled():
         call = module._call_impl
 
         def scaled(x, *args, **kwargs):
-            return x + (call(x, *args, **kwargs) - x) * (1 + 2 ** -5)
+            out = call(x, *args, **kwargs)
+            if out.shape != x.shape:  # the whole decoder body (ids in, hidden states out): scale what it returns
+                return out * (1 + 2 ** -5)
+            return x + (out - x) * (1 + 2 ** -5)
 
         module._compiled_call_impl = torch.compile(scaled)
 
