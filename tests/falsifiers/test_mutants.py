@@ -14,6 +14,7 @@ from pathlib import Path
 
 import distributed_probes  # probes of mutants/distributed.py
 import oracle_mutant_probes  # probes of mutants/independent.py and mutants/oracles.py
+import review_mutant_probes  # probes of mutants/independent_review.py
 import equivalence_probes  # probes of mutants/equivalence.py (kept apart: this file's size)
 import pytest
 import torch
@@ -517,7 +518,7 @@ def probe_resume_drops_optimizer_state():
 
 PROBES = {name[len("probe_"):]: fn
           for name, fn in {**dict(globals()), **vars(equivalence_probes), **vars(distributed_probes),
-                           **vars(oracle_mutant_probes)}.items()
+                           **vars(oracle_mutant_probes), **vars(review_mutant_probes)}.items()
           if name.startswith("probe_")}
 
 
