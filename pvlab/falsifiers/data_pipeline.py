@@ -31,13 +31,15 @@ def _nll64(model, sequence: list[int], device) -> tuple[float, int]:
 
 
 def eval_scores_every_real_token(*, device: str, path: str | None = None, lengths: list | None = None,
-                                 seed: int = 0, tolerance: dict | None = None) -> dict:
+                                 seed: int = 0, short_text: str = "def fib(n):\n    if n < 2:\n        return n\n",
+                                 tolerance: dict | None = None) -> dict:
     """Trainer.eval_batch and Trainer.evaluate on batches of sequences of unequal lengths (built
     by LMBatch.from_sequences, right-padded), against a float64 oracle: each sequence scored
     alone, the NLL summed over every real target and divided by their count.
 
-    Batches: the sequences of `lengths` split as [all but the last] and [the last] (a short last
-    batch, as a held-out set's tail is). Observations: batch_rel_diff (first batch's eval_batch
+    Batches: random token sequences of `lengths` split as [all but the last] and [the last] (a
+    short last batch, as a held-out set's tail is), the last one replaced by the first tokens of
+    `short_text` (code in the training distribution). Observations: batch_rel_diff (first batch's eval_batch
     vs its oracle), evaluate_rel_diff (evaluate over both batches vs the oracle over all their
     tokens), target_tokens (num_target_tokens of the batches), expected_tokens (sum of len - 1),
     padded_rows, rtol (the contract's tolerance for the path's dtype)."""
@@ -52,6 +54,9 @@ def eval_scores_every_real_token(*, device: str, path: str | None = None, length
     lengths = [int(n) for n in (lengths or [17, 9, 4, 6])]
     vocab = model.config.vocab_size
     sequences = [torch.randint(1, vocab, (n,), generator=generator(seed + i)).tolist() for i, n in enumerate(lengths)]
+    # The short last batch is code the model has learnt (low loss) after random tokens (high
+    # loss): weighting batches instead of tokens then moves the mean by far more than rounding.
+    sequences[-1] = model.tokenizer.encode(short_text).ids[:lengths[-1]]
     groups = [sequences[:-1], sequences[-1:]]
     batches = [LMBatch.from_sequences(group) for group in groups]
     trainer = Trainer(model)
