@@ -15,6 +15,7 @@ from pathlib import Path
 import distributed_probes  # probes of mutants/distributed.py
 import oracle_mutant_probes  # probes of mutants/independent.py and mutants/oracles.py
 from oracle_mutant_probes import tiny_model
+import review_mutant_probes  # probes of mutants/independent_review.py
 import equivalence_probes  # probes of mutants/equivalence.py (kept apart: this file's size)
 import performance_probes  # probes of mutants/performance.py
 import pytest
@@ -505,7 +506,8 @@ def probe_resume_drops_optimizer_state():
 
 PROBES = {name[len("probe_"):]: fn
           for name, fn in {**dict(globals()), **vars(equivalence_probes), **vars(distributed_probes),
-                           **vars(oracle_mutant_probes), **vars(performance_probes)}.items()
+                           **vars(oracle_mutant_probes), **vars(performance_probes),
+                           **vars(review_mutant_probes)}.items()
           if name.startswith("probe_")}
 
 

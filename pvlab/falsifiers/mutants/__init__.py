@@ -14,7 +14,7 @@ is imported here: torch and the runtime are imported when a mutant is entered.
 from __future__ import annotations
 
 from . import attention, checkpoint, config, data, devices, distributed, equivalence, kernels, loss, model, trainer  # noqa: F401 - registers
-from . import independent, oracles  # noqa: F401 - registers (issue #12: independent oracles, seam-by-seam bugs)
+from . import independent, independent_review, oracles  # noqa: F401 - registers (issue #12: independent oracles, seam-by-seam bugs)
 from . import performance  # noqa: F401 - registers (issue #14: slow but right)
 from .planting import acts_on, active, plant, registry, swap, swap_item
 
