@@ -123,10 +123,8 @@ def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: 
     if subject is not None:
         _check_subject(index, wanted, ids, subject, adhoc)
     declared = sorted({s for _, f in index.values() for s in (f.subjects or [])})
-    for name in skip_subjects:
-        if name not in declared:
-            raise click.UsageError(f"--skip-subject {name!r}: no falsifier declares it; declared: "
-                                   f"{', '.join(declared) or 'none'}{_suggest(name, declared)}")
+    for name in (n for n in skip_subjects if n not in declared):
+        raise click.UsageError(f"--skip-subject {name!r}: no falsifier declares it{_suggest(name, declared)}")
     selected: list[Selected] = []
     unavailable: list[str] = []
     for fid, (target, f) in index.items():  # plan order: deterministic
@@ -427,10 +425,8 @@ def summary_lines(result: RunResult, mutant: str | None, ledger_label: str | Non
     if skipped:
         lines.append(f"{skipped} skipped — not evidence (a SKIP never discharges a falsifier)")
     recorded = sum(1 for e in result.outcomes if e.record_id)
-    if ledger_label is None:
-        lines.append("dry run: no ledger records written")
-    else:
-        lines.append(f"{recorded} record(s) appended to {ledger_label} (run {result.run_id})")
+    lines.append("dry run: no ledger records written" if ledger_label is None
+                 else f"{recorded} record(s) appended to {ledger_label} (run {result.run_id})")
     return lines
 
 
@@ -463,15 +459,12 @@ class _RunCommand(click.Command):
 @click.option("--subject", default=None, metavar="NAME",
               help="Run only this subject's cells (a name from the falsifiers' `subjects:`).")
 @click.option("--skip-subject", "skip_subjects", multiple=True, metavar="NAME",
-              help="Leave this subject's cells out (repeatable), e.g. a production-scale subject this machine "
-                   "cannot build; they stay owed on the dashboard.")
+              help="Leave this subject's cells out (repeatable); they stay owed on the dashboard.")
 @click.option("--subject-path", default=None, metavar="DIR",
-              help="Run the selected falsifiers that take subjects on your HF checkpoint directory DIR "
-                   "(recorded as subject path:DIR with a digest; shown under 'Your checkpoints' by pv status, "
-                   "never counted toward a contract).")
+              help="Run the selected subject-taking falsifiers on your HF checkpoint DIR (recorded as subject "
+                   "path:DIR with a digest; shown under 'Your checkpoints', never counted toward a contract).")
 @click.option("--git-commit", default=None, metavar="SHA",
-              help="The commit this tree is (wins over asking git; e.g. on a copy without .git). Same as "
-                   "PV_GIT_COMMIT.")
+              help="The commit this tree is (wins over git; e.g. on a copy without .git). Or PV_GIT_COMMIT.")
 @click.option("--mutant", default=None, hidden=True, help="Run under a planted bug (used by pv strength).")
 @click.option("-v", "--verbose", is_flag=True, help="Show pytest's own output as it runs.")
 @click.pass_context
@@ -479,9 +472,7 @@ class _RunCommand(click.Command):
 def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything: bool,
             device: str, repeat: int, keyword: str | None, no_ledger: bool, ledger_path: str | None,
             stale: bool, subject: str | None, skip_subjects: tuple[str, ...], subject_path: str | None,
-            git_commit: str | None,
-            mutant: str | None, verbose: bool, *,
-            workspace: Workspace) -> None:
+            git_commit: str | None, mutant: str | None, verbose: bool, *, workspace: Workspace) -> None:
     """Run falsifiers and record the evidence. Arguments after `--` go to pytest.
 
     \b

@@ -142,41 +142,31 @@ def padded_mask_lets_queries_see_padding():
 
 @mutant("chunked_cross_entropy_backward_scores_padding")
 def chunked_cross_entropy_backward_scores_padding():
-    """The fused loss's forward ignores IGNORE_INDEX targets, but its backward does not mask
+    """The fused loss's value ignores IGNORE_INDEX targets, but its gradients do not mask
     them: every padded position pushes the model towards token 0 (the loss value is right).
 
-    Imitates a hand-written backward that forgot the mask the forward applies. Seam:
-    runtime.kernels._ChunkedLinearCrossEntropy (the fast path's loss)."""
-    import torch
-
+    Imitates a hand-written gradient that forgot the mask the loss applies. Seam:
+    runtime.kernels._fused_loss_and_gradients (the fast path's loss; its gradients are computed
+    in the forward)."""
     from pvlab.runtime import kernels
 
-    original = kernels._ChunkedLinearCrossEntropy
+    original = kernels._fused_loss_and_gradients
 
-    class Unmasked(original):
-        @staticmethod
-        def backward(ctx, grad_loss):
-            hidden, weight, targets, log_sum_exp, num_counted = ctx.saved_tensors
-            flat_hidden = hidden.reshape(-1, hidden.shape[-1])
-            flat_targets = targets.reshape(-1)
-            scale = grad_loss.float() / num_counted
-            head = weight.to(ctx.compute_dtype)
-            grad_hidden = torch.zeros(flat_hidden.shape, dtype=torch.float32, device=hidden.device)
-            grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
-            with torch.autocast(device_type=hidden.device.type, enabled=False):
-                for start in range(0, flat_hidden.shape[0], ctx.chunk_tokens):
-                    stop = start + ctx.chunk_tokens
-                    chunk_hidden = flat_hidden[start:stop].to(ctx.compute_dtype)
-                    grad_logits = torch.exp((chunk_hidden @ head.t()).float() - log_sum_exp[start:stop, None])
-                    rows = torch.arange(grad_logits.shape[0], device=grad_logits.device)
-                    grad_logits[rows, flat_targets[start:stop].clamp(min=0)] -= 1.0
-                    grad_logits = (grad_logits * scale).to(ctx.compute_dtype)      # the defect: no mask
-                    grad_hidden[start:stop] = (grad_logits @ head).float()
-                    grad_weight += (grad_logits.t() @ chunk_hidden).float()
-            return (grad_hidden.to(hidden.dtype).reshape(hidden.shape), grad_weight.to(weight.dtype),
-                    None, None, None)
+    def unmasked(flat_hidden, weight, flat_targets, chunk_tokens, compute_dtype, *, grad_hidden, grad_weight):
+        loss, _, _ = original(flat_hidden, weight, flat_targets, chunk_tokens, compute_dtype,
+                              grad_hidden=False, grad_weight=False)
+        if not (grad_hidden or grad_weight):
+            return loss, None, None
+        counted = (flat_targets != kernels.IGNORE_INDEX).sum().clamp(min=1)
+        _, hidden_gradient, weight_gradient = original(       # the defect: padding scored as token 0
+            flat_hidden, weight, flat_targets.clamp(min=0), chunk_tokens, compute_dtype,
+            grad_hidden=grad_hidden, grad_weight=grad_weight)
+        rescale = flat_targets.shape[0] / counted              # normalised by the real count, as the loss is
+        hidden_gradient = None if hidden_gradient is None else hidden_gradient * rescale
+        weight_gradient = None if weight_gradient is None else weight_gradient * rescale
+        return loss, hidden_gradient, weight_gradient
 
-    with plant("chunked_cross_entropy_backward_scores_padding", swap(kernels, "_ChunkedLinearCrossEntropy", Unmasked)):
+    with plant("chunked_cross_entropy_backward_scores_padding", swap(kernels, "_fused_loss_and_gradients", unmasked)):
         yield
 
 
