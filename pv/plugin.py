@@ -383,7 +383,9 @@ def _record(state: _State, outcome: Any) -> None:
     from pv import ledger, provenance
 
     root = state.workspace().root
-    git = provenance.git_state(Path(root), exclude=(str(path),))
+    # The ledgers are data, not code: appending evidence (or having merged some) never makes
+    # the tree the evidence ran on "dirty".
+    git = provenance.git_state(Path(root), exclude=tuple(dict.fromkeys((str(path), str(state.workspace().ledger)))))
     record = outcome.to_record(
         run_id=state.run_id, git_commit=git.commit, git_commit_source=git.source, git_dirty=git.dirty,
         versions=provenance.versions(), host=provenance.host(), time_utc=provenance.utc_now(),

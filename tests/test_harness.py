@@ -250,6 +250,14 @@ def test_git_state_ignores_the_ledger_but_not_other_changes(tmp_path):
     (repo / "new.py").unlink()
     (repo / "code.py").write_text("x = 2\n")
     assert state() == (commit, True, "git")
+    (repo / "code.py").write_text("x = 1\n")
+    # `pv run --ledger OUT/x.jsonl` after merging evidence into the committed ledger (a GPU
+    # run): both ledgers are data; the plugin excludes the configured one and the one it writes
+    (repo / "gpu.jsonl").write_text("")
+    ledger_path.write_text('{"a": 1}\n{"b": 2}\n')
+    provenance.git_state.cache_clear()
+    assert provenance.git_state(repo, exclude=(str(repo / "gpu.jsonl"), str(ledger_path))) == (commit, False, "git")
+    (repo / "gpu.jsonl").unlink()
     provenance.git_state.cache_clear()
     assert provenance.git_state(tmp_path / "nowhere") == (None, None, None)
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from . import launch
-from ._util import rtol_atol, torch_device
+from ._util import device_unavailable, rtol_atol, torch_device
 
 VOCAB = 512            # the tiny preset's vocabulary
 STREAM_TOKENS = 6000
@@ -63,6 +63,13 @@ def _rank_batches(ctx, *, seed: int, seq_len: int, batch_size: int, position: in
 
 
 def _launch(target, device: str, world_size: int, timeout_s: float, **kwargs) -> list[dict[str, Any]]:
+    if device != "cpu":
+        # One GPU per rank (NCCL): fewer GPUs than ranks is a machine that cannot run the claim
+        # (SKIP, not evidence), not a failing rank (ERROR).
+        torch_device(device)
+        if torch.cuda.device_count() < world_size:
+            raise device_unavailable(f"{world_size} ranks on {device} need {world_size} GPUs, one per rank; "
+                                     f"this machine has {torch.cuda.device_count()}")
     return launch.run_ranks(target, world_size=world_size, timeout_s=timeout_s, environment=RANK_ENVIRONMENT,
                             kwargs={"device": device, **kwargs})
 

@@ -18,6 +18,7 @@ together at the end of the step, after the update is queued.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -77,12 +78,14 @@ def training_step_device_syncs(*, device: str, config: str = "tiny", batch: int 
     """CUDA synchronisations reported by torch's sync debugger during each of `steps` fast-path
     Trainer.train_batch calls (after one warm-up step). CUDA only: DeviceUnavailable elsewhere.
 
-    Observations: device_syncs_per_step (the most in any step), device_syncs_total, steps."""
+    Observations: device_syncs_per_step (the most in any step), device_syncs_total, steps,
+    sync_sites (the Python lines that made each synchronising call, file:line, as text: where
+    to look when the count is over)."""
     if not device.startswith("cuda"):
         raise device_unavailable(f"torch's sync debugger watches CUDA streams; nothing to count on {device}")
     trainer, batches = _fast_trainer(torch_device(device), config, batch, seq)
     torch.cuda.synchronize()
-    counts = []
+    counts, sites = [], set()
     for step in range(steps):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -91,6 +94,9 @@ def training_step_device_syncs(*, device: str, config: str = "tiny", batch: int 
                 trainer.train_batch(batches[step % 2])
             finally:
                 torch.cuda.set_sync_debug_mode("default")
-        counts.append(sum("synchroniz" in str(w.message) for w in caught))
+        syncs = [w for w in caught if "synchroniz" in str(w.message)]
+        counts.append(len(syncs))
+        sites.update(f"{Path(w.filename).name}:{w.lineno}" for w in syncs)
         torch.cuda.synchronize()
-    return {"device_syncs_per_step": max(counts), "device_syncs_total": sum(counts), "steps": steps}
+    return {"device_syncs_per_step": max(counts), "device_syncs_total": sum(counts), "steps": steps,
+            "sync_sites": ",".join(sorted(sites))}

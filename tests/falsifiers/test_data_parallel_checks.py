@@ -30,3 +30,18 @@ def test_a_check_whose_ranks_cannot_start_raises():
     # world size 2 with a per-rank batch that cannot fill one global batch: the ranks raise
     with pytest.raises(launch.RankFailed, match="DataError"):
         observe(CONTRACT, "FALSIFY-DIST-SHARD-001", batch_size=10_000)
+
+
+def test_fewer_gpus_than_ranks_is_a_skip_not_a_failing_rank(monkeypatch):
+    # Seen on a one-GPU H100: rank 1 raised "LOCAL_RANK 1 but only 1 GPU(s)" and every check
+    # ERRORed. A machine that cannot hold the ranks cannot run the claim: DeviceUnavailable.
+    import torch
+
+    from pv.harness import DeviceUnavailable
+    from pvlab.falsifiers import data_parallel
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(launch, "run_ranks", lambda *a, **k: pytest.fail("ranks started on too few GPUs"))
+    with pytest.raises(DeviceUnavailable, match="2 ranks on cuda need 2 GPUs"):
+        data_parallel._launch(lambda: None, "cuda", 2, 10.0)
