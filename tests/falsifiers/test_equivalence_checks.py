@@ -66,3 +66,17 @@ def test_compiled_training_holds_and_kills_its_planted_bug():
     with registry()["compiled_layer_branch_scaled"]():
         observations, judgement = observe("compiled-training", "FALSIFY-COMPILED-TRAINING-001")
     assert not judgement.holds, observations
+
+
+def test_a_resume_the_parity_gate_refuses_is_an_observed_failure_not_an_error(monkeypatch):
+    # Seen on an H100 under tied_head_uninitialised: Trainer.resume on cuda runs the parity
+    # gate, which refused the broken model; the check ERRORed instead of reporting the refusal.
+    from pvlab.falsifiers import tied_embeddings
+    from pvlab.runtime import errors, trainer
+
+    def refuse(*args, **kwargs):
+        raise errors.ParityGateError("parity gate: refusing")
+
+    monkeypatch.setattr(trainer.Trainer, "resume", staticmethod(refuse))
+    seen = tied_embeddings.tied_embeddings_stay_tied(device="cpu", steps=1)
+    assert seen["resume_refused"] == 1 and seen["one_tensor_after_resume"] == 0
