@@ -260,8 +260,12 @@ def test_ledger_problems_warn_on_top_and_on_stderr(ws: Path):
 def test_unloadable_contract_is_reported(ws: Path):
     (ws / "contracts" / "broken-v1.yaml").write_text("metadata: [unclosed\n")
     result = pv("--stdout")
-    assert result.exit_code == 0
+    # the dashboard still shows what loaded, and says which file did not; the exit status says
+    # the dashboard is incomplete (a green CI step must not hide a contract that broke)
+    assert result.exit_code == 1
     assert "`contracts/broken-v1.yaml`" in result.output and "pv validate" in result.output
+    for mode in ([], ["--check"], ["--format", "json"], ["--require-fresh"]):
+        assert pv(*mode).exit_code == 1, mode
 
 
 def test_format_json(ws: Path):

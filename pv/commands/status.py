@@ -469,9 +469,6 @@ def _warn(report: Report) -> None:
                    f"{report.orphans[0][0]}: {report.orphans[0][2]}); run `pv ledger check`", err=True)
 
 
-# --- the command ---------------------------------------------------------------------------------
-
-
 @click.command(name="status")
 @click.argument("contract_ids", nargs=-1, metavar="[CONTRACT_ID]...")
 @click.option("--check", is_flag=True, help="Exit 1 if the status file is out of date; write nothing.")
@@ -509,55 +506,59 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
         raise click.UsageError(f"unknown contract id(s): {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}")
     ids = set(contract_ids) or None
     _warn(report)
-    status_display = ws.rel(ws.status_file)
+    try:  # a contract that did not load makes every mode exit 1 (the dashboard says which)
+        status_display = ws.rel(ws.status_file)
 
-    if fmt == "json":
-        click.echo(render_json(report, ids))
-        return
-    if require_fresh:
-        _require_fresh(report, ids)
-        return
-    markdown = render_markdown(report)
-    if to_stdout:
-        click.echo(markdown, nl=False)
-        return
-    if check:
+        if fmt == "json":
+            click.echo(render_json(report, ids))
+            return
+        if require_fresh:
+            _require_fresh(report, ids)
+            return
+        markdown = render_markdown(report)
+        if to_stdout:
+            click.echo(markdown, nl=False)
+            return
+        if check:
+            current = ws.status_file.read_text(encoding="utf-8") if ws.status_file.is_file() else None
+            if current == markdown:
+                click.echo(f"{status_display} is up to date")
+                return
+            why = "does not exist" if current is None else "is out of date with the contracts and the ledger"
+            click.echo(f"{status_display} {why}; run `pv status` and commit {status_display}", err=True)
+            if stale_rows(report):  # code changed under the evidence: a new dashboard alone only shows it
+                click.echo(f"{len(stale_rows(report))} falsifier x device row(s) are STALE: re-run them first "
+                           "(`pv run --stale`; `pv strength` for planted bugs)", err=True)
+            if current is not None:
+                diff = list(difflib.unified_diff(current.splitlines(), markdown.splitlines(),
+                                                 f"{status_display} (committed)", f"{status_display} (from evidence)",
+                                                 lineterm="", n=1))
+                for line in diff[:40]:
+                    click.echo(line, err=True)
+                if len(diff) > 40:
+                    click.echo(f"... ({len(diff) - 40} more diff lines)", err=True)
+            sys.exit(1)
+
+        refused = False
+        if promote:
+            refused = _promote(ws, report, loaded, ids, allow_demote, target)
+            report, loaded = gather(ws)  # declared statuses changed
+            markdown = render_markdown(report)
+
+        click.echo(terminal_summary(report, ids))
         current = ws.status_file.read_text(encoding="utf-8") if ws.status_file.is_file() else None
         if current == markdown:
             click.echo(f"{status_display} is up to date")
-            return
-        why = "does not exist" if current is None else "is out of date with the contracts and the ledger"
-        click.echo(f"{status_display} {why}; run `pv status` and commit {status_display}", err=True)
-        if stale_rows(report):  # code changed under the evidence: a new dashboard alone only shows it
-            click.echo(f"{len(stale_rows(report))} falsifier x device row(s) are STALE: re-run them first "
-                       "(`pv run --stale`; `pv strength` for planted bugs)", err=True)
-        if current is not None:
-            diff = list(difflib.unified_diff(current.splitlines(), markdown.splitlines(),
-                                             f"{status_display} (committed)", f"{status_display} (from evidence)",
-                                             lineterm="", n=1))
-            for line in diff[:40]:
-                click.echo(line, err=True)
-            if len(diff) > 40:
-                click.echo(f"... ({len(diff) - 40} more diff lines)", err=True)
-        sys.exit(1)
+        else:
+            from pv.atomic import write_text
 
-    refused = False
-    if promote:
-        refused = _promote(ws, report, loaded, ids, allow_demote, target)
-        report, loaded = gather(ws)  # declared statuses changed
-        markdown = render_markdown(report)
-
-    click.echo(terminal_summary(report, ids))
-    current = ws.status_file.read_text(encoding="utf-8") if ws.status_file.is_file() else None
-    if current == markdown:
-        click.echo(f"{status_display} is up to date")
-    else:
-        from pv.atomic import write_text
-
-        write_text(ws.status_file, markdown)
-        click.echo(f"wrote {status_display}")
-    if refused:
-        sys.exit(1)
+            write_text(ws.status_file, markdown)
+            click.echo(f"wrote {status_display}")
+        if refused:
+            sys.exit(1)
+    finally:
+        if report.load_failures:
+            sys.exit(1)
 
 
 def _require_fresh(report: Report, ids: set[str] | None) -> None:
