@@ -91,7 +91,7 @@ def find_pyproject(start: Path) -> Path | None:
         candidate = directory / "pyproject.toml"
         if candidate.is_file():
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+                data = tomllib.loads(candidate.read_text(encoding="utf-8-sig"))
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
             tool = data.get("tool", {})
@@ -113,7 +113,7 @@ def load_workspace(start: Path | None = None) -> Workspace:
     root = start.resolve()
     if pyproject is not None:
         root = pyproject.parent
-        table = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["pv"]
+        table = tomllib.loads(pyproject.read_text(encoding="utf-8-sig"))["tool"]["pv"]
         if not isinstance(table, dict):
             raise ConfigError(f"{pyproject}: [tool.pv] must be a table")
         unknown = sorted(set(table) - _KNOWN_KEYS)

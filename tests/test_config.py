@@ -94,3 +94,9 @@ def test_a_bad_check_timeout_is_a_config_error_naming_where(tmp_path, monkeypatc
         monkeypatch.setenv("PV_CHECK_TIMEOUT", env)
     with pytest.raises(ConfigError, match=f"{where} must be a number of seconds between 0"):
         load_workspace(tmp_path)
+
+
+def test_a_pyproject_saved_with_a_byte_order_mark_is_read(tmp_path):
+    # Windows editors save UTF-8 with a BOM; tomllib alone reports "Invalid statement" at 1:1
+    (tmp_path / "pyproject.toml").write_bytes(b"\xef\xbb\xbf[tool.pv]\nledger = \"ev/l.jsonl\"\n")
+    assert load_workspace(tmp_path).ledger == tmp_path / "ev" / "l.jsonl"
