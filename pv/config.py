@@ -33,6 +33,9 @@ class Workspace:
     # The check parameter a falsifier's subject fills (`subjects:` in a contract); pv itself
     # knows no runtime words, so the project names it (this repo: "checkpoint").
     subject_param: str = "subject"
+    # Seconds one falsifier's check may run before it is stopped and recorded as ERROR (0: no
+    # limit). A hung check must never hang `pv run`, and a stopped one is never a pass.
+    check_timeout_s: float = 1800.0
 
     @property
     def bound_packages(self) -> tuple[str, ...]:
@@ -74,6 +77,9 @@ _DEFAULTS = {
     "code_packages": [],
     # The check parameter that a falsifier's `subjects:` fill (docs/contract-format.md).
     "subject_param": "subject",
+    # Wall-clock limit of one falsifier's check, seconds; 0 turns it off. PV_CHECK_TIMEOUT
+    # overrides it for one command (e.g. a slow machine, or a quick look with a short limit).
+    "check_timeout_s": 1800,
 }
 _KNOWN_KEYS = set(_DEFAULTS)
 
@@ -85,7 +91,7 @@ def find_pyproject(start: Path) -> Path | None:
         candidate = directory / "pyproject.toml"
         if candidate.is_file():
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+                data = tomllib.loads(candidate.read_text(encoding="utf-8-sig"))
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
             tool = data.get("tool", {})
@@ -107,7 +113,7 @@ def load_workspace(start: Path | None = None) -> Workspace:
     root = start.resolve()
     if pyproject is not None:
         root = pyproject.parent
-        table = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["pv"]
+        table = tomllib.loads(pyproject.read_text(encoding="utf-8-sig"))["tool"]["pv"]
         if not isinstance(table, dict):
             raise ConfigError(f"{pyproject}: [tool.pv] must be a table")
         unknown = sorted(set(table) - _KNOWN_KEYS)
@@ -134,6 +140,7 @@ def load_workspace(start: Path | None = None) -> Workspace:
     if not (isinstance(subject_param, str) and subject_param.isidentifier()) or subject_param in ("device", "tolerance"):
         raise ConfigError(f"{pyproject}: [tool.pv] subject_param must be a Python parameter name other than "
                           f"device and tolerance, got {subject_param!r}")
+    check_timeout_s = _timeout(pyproject, settings["check_timeout_s"])
     for key in ("contracts_dir", "generated_dir", "ledger", "status_file"):
         if not isinstance(settings[key], str) or not settings[key]:
             raise ConfigError(f"{pyproject}: [tool.pv] {key} must be a non-empty path string")
@@ -151,7 +158,25 @@ def load_workspace(start: Path | None = None) -> Workspace:
         pyproject=pyproject,
         code_packages=tuple(code_packages),
         subject_param=subject_param,
+        check_timeout_s=check_timeout_s,
     )
+
+
+def _timeout(pyproject: Path | None, configured: object) -> float:
+    """[tool.pv] check_timeout_s, or PV_CHECK_TIMEOUT when set: a number of seconds >= 0."""
+    override = os.environ.get("PV_CHECK_TIMEOUT")
+    where = f"{pyproject}: [tool.pv] check_timeout_s" if pyproject is not None else "check_timeout_s"
+    value: object = configured
+    if override is not None:
+        where = "PV_CHECK_TIMEOUT"
+        try:
+            value = float(override)
+        except ValueError:
+            value = override
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 7 * 24 * 3600:
+        raise ConfigError(f"{where} must be a number of seconds between 0 (no limit) and 604800 (a week), "
+                          f"got {value!r}")
+    return float(value)
 
 
 # (setting, what it must be where it exists). pv reads and writes these paths; one of the wrong

@@ -44,6 +44,10 @@ class FalsifierError(Exception):
     """The falsifier could not execute: ERROR (counts as a failure, never a discharge)."""
 
 
+class CheckTimedOut(FalsifierError):
+    """The check ran past the workspace's time limit (`[tool.pv] check_timeout_s`): ERROR."""
+
+
 class Unbound(FalsifierError):
     """The falsifier has no `check:`; nothing can falsify it."""
 

@@ -23,11 +23,12 @@ imports nothing heavy at module level.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -306,8 +307,35 @@ def pytest_runtest_call(item: pytest.Item):
     def keep(outcome: Any) -> None:
         item.stash[OUTCOME] = outcome
 
-    with harness.outcomes_to(keep):
+    limit = _state(item.config).workspace().check_timeout_s
+    with harness.outcomes_to(keep), _time_limit(limit, item.nodeid):
         return (yield)
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float, label: str) -> Iterator[None]:
+    """Raise harness.CheckTimedOut in the test after `seconds` (SIGALRM; where there is none,
+    or off the main thread, no limit). Python code is interrupted at once; a call stuck inside
+    one C function is interrupted when it returns to Python."""
+    import signal
+    import threading
+
+    if seconds <= 0 or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from pv.harness import CheckTimedOut
+
+    def expire(signum: int, frame: Any) -> None:
+        raise CheckTimedOut(f"{label} ran past its {seconds:g} s limit ([tool.pv] check_timeout_s, or "
+                            "PV_CHECK_TIMEOUT) and was stopped: a stopped check is an ERROR, never a pass")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _verdict(call: pytest.CallInfo[Any], report: pytest.TestReport, outcome: Any) -> tuple[str, str]:

@@ -49,6 +49,13 @@ def tol(*, device, tolerance):
 
 def no_tol(*, device, **kwargs):
     return {"got_tolerance": "tolerance" in kwargs}
+
+
+def hang(*, device):
+    import time
+
+    time.sleep(120)  # a check that never returns in any reasonable time
+    return {"x": 2}
 '''
 
 MUTANTS = '''\

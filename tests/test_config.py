@@ -64,3 +64,39 @@ def test_rel_names_a_symlink_loop_instead_of_raising(tmp_path):
     loop = tmp_path / "contracts" / "self-v1.yaml"
     os.symlink(loop.name, loop)
     assert load_workspace(tmp_path).rel(loop) == os.path.join("contracts", "self-v1.yaml")
+
+
+@pytest.mark.parametrize("value, env, expected", [
+    (None, None, 1800.0),                 # the default: a hung check never hangs `pv run`
+    ("120", None, 120.0),
+    ("0", None, 0.0),                     # 0: no limit
+    ("120", "7.5", 7.5),                  # PV_CHECK_TIMEOUT wins for one command
+])
+def test_check_timeout_is_read_and_overridable(tmp_path, monkeypatch, value, env, expected):
+    project(tmp_path, "[tool.pv]\n" + ("" if value is None else f"check_timeout_s = {value}\n"))
+    if env is None:
+        monkeypatch.delenv("PV_CHECK_TIMEOUT", raising=False)
+    else:
+        monkeypatch.setenv("PV_CHECK_TIMEOUT", env)
+    assert load_workspace(tmp_path).check_timeout_s == expected
+
+
+@pytest.mark.parametrize("value, env, where", [
+    ("-1", None, "check_timeout_s"), ('"long"', None, "check_timeout_s"), ("true", None, "check_timeout_s"),
+    ("1e9", None, "check_timeout_s"), ("nan", None, "check_timeout_s"),
+    ("60", "soon", "PV_CHECK_TIMEOUT"), ("60", "inf", "PV_CHECK_TIMEOUT"),
+])
+def test_a_bad_check_timeout_is_a_config_error_naming_where(tmp_path, monkeypatch, value, env, where):
+    project(tmp_path, f"[tool.pv]\ncheck_timeout_s = {value}\n")
+    if env is None:
+        monkeypatch.delenv("PV_CHECK_TIMEOUT", raising=False)
+    else:
+        monkeypatch.setenv("PV_CHECK_TIMEOUT", env)
+    with pytest.raises(ConfigError, match=f"{where} must be a number of seconds between 0"):
+        load_workspace(tmp_path)
+
+
+def test_a_pyproject_saved_with_a_byte_order_mark_is_read(tmp_path):
+    # Windows editors save UTF-8 with a BOM; tomllib alone reports "Invalid statement" at 1:1
+    (tmp_path / "pyproject.toml").write_bytes(b"\xef\xbb\xbf[tool.pv]\nledger = \"ev/l.jsonl\"\n")
+    assert load_workspace(tmp_path).ledger == tmp_path / "ev" / "l.jsonl"

@@ -234,3 +234,12 @@ def test_a_pyproject_that_is_a_directory_is_refused_before_anything_is_written(h
     result = CliRunner().invoke(main, ["init"])
     assert result.exit_code == 2 and "pyproject.toml is not a regular file" in result.output
     assert files_under(here) == ["pyproject.toml"]
+
+
+def test_a_pyproject_with_a_byte_order_mark_keeps_it_and_works(here: Path):
+    (here / "pyproject.toml").write_bytes(b"\xef\xbb\xbf" + EXISTING.encode())
+    result = invoke("init")
+    assert result.exit_code == 0, result.output
+    raw = (here / "pyproject.toml").read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf" + EXISTING.encode() + b"\n")
+    assert invoke("validate").exit_code == 0  # and pv reads it back

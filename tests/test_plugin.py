@@ -228,3 +228,31 @@ def test_under_a_mutant_the_record_is_bound_to_the_mutant_code_too(ws):
     record = records[0]
     assert record.verdict.value == "FAIL" and record.mutant == "drops_bias"
     assert f"{ws.package}.mutants" in record.code_digests
+
+
+def test_a_check_past_its_time_limit_is_stopped_and_recorded_as_error(tmp_path):
+    hung = make_workspace(tmp_path)
+    hung.add_contract("slow", [falsifier("FALSIFY-SLOW-001", prediction="x > 1", check="basic:hang")])
+    hung.generate()
+    ledger = hung.root / "slow.jsonl"
+    proc = hung.pytest("generated_tests", "--pv-ledger", str(ledger),
+                       env=hung.env(PV_FORCE_NO_CUDA="1", PV_CHECK_TIMEOUT="1"))
+    from pv import ledger as ledger_mod
+
+    (record,) = ledger_mod.read(ledger).records
+    assert proc.returncode == 1
+    assert record.verdict == "ERROR" and "ran past its 1 s limit" in record.message
+    assert record.duration_s < 30  # stopped, not waited out
+
+
+def test_the_time_limit_is_restored_after_each_test():
+    import signal
+
+    from pv.plugin import _time_limit
+
+    before = signal.getsignal(signal.SIGALRM)
+    with _time_limit(5, "t"):
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0 and signal.getsignal(signal.SIGALRM) is before
+    with _time_limit(0, "t"):  # 0: no limit
+        assert signal.getitimer(signal.ITIMER_REAL)[0] == 0

@@ -60,7 +60,7 @@ def _read_pyproject(path: Path) -> tuple[str | None, dict]:
         return None, {}
     try:
         text = path.read_text(encoding="utf-8")
-        return text, tomllib.loads(text)
+        return text, tomllib.loads(text.removeprefix("\ufeff"))  # a BOM (Windows editors) is kept, not parsed
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise click.UsageError(f"{path.name} is not valid TOML ({exc}); fix it, then run `pv init` again") from None
 
@@ -126,7 +126,7 @@ def pyproject_text(existing: str | None, package: str, code: list[str] | None = 
     separator = "" if not existing else ("\n" if existing.endswith("\n") else "\n\n")
     text = existing + separator + table
     try:
-        tomllib.loads(text)
+        tomllib.loads(text.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:
         # e.g. `tool = {...}` as an inline table, or dotted `tool.pv.x` keys: a [tool.pv]
         # header cannot be added there without rewriting the file.
