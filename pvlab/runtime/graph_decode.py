@@ -22,14 +22,18 @@ top-k, batches, logits).
 
 from __future__ import annotations
 
+import importlib
 from typing import Sequence
 
 import torch
 
 from . import kernels
 from .errors import ArgumentError
-from .generate import _check_request
 from .model import CausalLM
+
+# The module, not its function (the package's own `generate` attribute is the function): the
+# request check is looked up at call time, so a planted bug that replaces it reaches here too.
+_generation = importlib.import_module(f"{__package__}.generate")
 
 
 class StaticKVCache:
@@ -99,7 +103,7 @@ def greedy_generate(model: CausalLM, prompt_ids: Sequence[int], *, max_new_token
     which is included), as `runtime.generate(...).new_ids` gives them. use_graph: replay the
     step as a CUDA graph (default: on CUDA devices)."""
     prompt = [int(t) for t in prompt_ids]
-    _check_request(model, prompt, max_new_tokens, 0.0)
+    _generation._check_request(model, prompt, max_new_tokens, 0.0)
     device = model.device
     use_graph = device.type == "cuda" if use_graph is None else use_graph
     if use_graph and device.type != "cuda":
