@@ -10,25 +10,11 @@ import math
 import pytest
 import torch
 from runtime_helpers import tiny_config
-from torch.overrides import TorchFunctionMode
 
 from pvlab import runtime
+from pvlab.falsifiers.host_sync import HostReads  # the one counter of host reads (FALSIFY-PERF-SYNC-001 uses it too)
 from pvlab.runtime import errors, kernels, trainer as trainer_module
 from pvlab.runtime.data import LMBatch
-
-HOST_READS = {"item", "tolist", "__float__", "__int__", "__bool__", "__index__"}
-
-
-class HostReads(TorchFunctionMode):
-    def __init__(self):
-        super().__init__()
-        self.reads: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        if name in HOST_READS:
-            self.reads.append(name)
-        return func(*args, **(kwargs or {}))
 
 
 def small_trainer(path: str, **overrides) -> runtime.Trainer:
