@@ -7,7 +7,9 @@
 Recipe for both sides: random weights from one seed (the runtime writes the HF directory that
 transformers opens, so both start from identical fp32 parameters), bf16 autocast over fp32
 master weights, AdamW (fused on CUDA) with decay on matrices only, clipping at global norm 1.0.
-transformers runs with SDPA attention. Each figure is the median of >= 5 timed windows after a
+transformers runs with SDPA attention. Both sides hand each step's loss to the host as a float
+(Trainer.train_batch / eval_batch return it; the transformers steps call .item()), so both pay
+one synchronisation per step and produce the same result. Each figure is the median of >= 5 timed windows after a
 warm-up (pvlab.falsifiers.throughput.measure); a spread over --max-spread aborts the run instead
 of printing a figure. Peak memory is torch.cuda.max_memory_allocated() for each side alone (the
 other side's model is freed first). MFU is against the GPU's dense bf16 peak, printed only for
@@ -38,7 +40,9 @@ def make_batches(vocab: int, batch: int, seq: int, count: int = 4) -> list[LMBat
             for _ in range(count)]
 
 
-def hf_side(directory: Path, device: torch.device, batches: list[LMBatch], args) -> dict:
+def transformers_steps(directory: Path, device: torch.device, batches: list[LMBatch]):
+    """(train_step, eval_step, owner) for transformers on `batches` with the recipe above; keep
+    `owner` alive while stepping and delete it to free the model."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32,
@@ -51,7 +55,7 @@ def hf_side(directory: Path, device: torch.device, batches: list[LMBatch], args)
     gpu = [b.to(device) for b in batches]
     state = {"i": 0}
 
-    def train_step() -> None:
+    def train_step() -> float:
         b = gpu[state["i"] % len(gpu)]
         state["i"] += 1
         with torch.autocast(device.type, dtype=torch.bfloat16):
@@ -62,21 +66,22 @@ def hf_side(directory: Path, device: torch.device, batches: list[LMBatch], args)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        return loss.item()   # the step's loss on the host, as Trainer.train_batch returns it
 
-    def eval_step() -> None:
+    def eval_step() -> float:
         b = gpu[state["i"] % len(gpu)]
         state["i"] += 1
         with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
             logits = model(input_ids=b.inputs).logits
-            torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), b.targets.flatten(),
-                                              ignore_index=runtime.kernels.IGNORE_INDEX)
+            loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), b.targets.flatten(),
+                                                     ignore_index=runtime.kernels.IGNORE_INDEX)
+        return loss.item()   # as Trainer.eval_batch returns it
 
-    result = run_side(train_step, eval_step, device, batches, args, "transformers")
-    del model, optimizer, gpu
-    return result
+    return train_step, eval_step, (model, optimizer, gpu)
 
 
-def runtime_side(directory: Path, device: torch.device, batches: list[LMBatch], args, compile_scope: str) -> dict:
+def runtime_steps(directory: Path, device: torch.device, batches: list[LMBatch], compile_scope: str):
+    """(train_step, eval_step, owner) for the runtime's fast path (Trainer), compiled per scope."""
     model = runtime.load(directory, device=device, path="fast")
     trainer = runtime.Trainer(model, lr=3e-4, weight_decay=0.1, betas=(0.9, 0.95), grad_clip=1.0,
                               compile=False if compile_scope == "none" else compile_scope)
@@ -91,8 +96,20 @@ def runtime_side(directory: Path, device: torch.device, batches: list[LMBatch], 
         trainer.eval_batch(gpu[state["i"] % len(gpu)])
         state["i"] += 1
 
+    return train_step, eval_step, (model, trainer, gpu)
+
+
+def hf_side(directory: Path, device: torch.device, batches: list[LMBatch], args) -> dict:
+    train_step, eval_step, owner = transformers_steps(directory, device, batches)
+    result = run_side(train_step, eval_step, device, batches, args, "transformers")
+    del owner, train_step, eval_step
+    return result
+
+
+def runtime_side(directory: Path, device: torch.device, batches: list[LMBatch], args, compile_scope: str) -> dict:
+    train_step, eval_step, owner = runtime_steps(directory, device, batches, compile_scope)
     result = run_side(train_step, eval_step, device, batches, args, f"runtime (compile {compile_scope})")
-    del model, trainer, gpu
+    del owner, train_step, eval_step
     return result
 
 

@@ -287,15 +287,18 @@ def cross_entropy_reference(logits: torch.Tensor, targets: torch.Tensor) -> torc
 
 
 def default_loss_chunk_tokens(vocab_size: int) -> int:
-    """Tokens per chunk of the fused loss so that one chunk's fp32 logits stay near 256 MiB.
+    """Tokens per chunk of the fused loss so that one chunk's fp32 logits stay near 512 MiB.
 
     Why not smaller: every chunk adds its share of d loss / d weight into the one (V, C) fp32
     gradient buffer, and each such in-place product reads and writes that whole buffer (545 MB
-    for Qwen2's 151,936 x 896 head), so the buffer traffic scales with the number of chunks.
-    Why not larger: the chunk's logits, their softmax and its bf16 copy are the loss's only
-    transient memory (~2.5 x this figure); for Qwen2 this gives 441 tokens, 19 chunks of a
-    batch of 8 x 1024."""
-    return max(16, (64 * 1024 * 1024) // vocab_size)
+    for Qwen2's 151,936 x 896 head), so the buffer traffic scales with the number of chunks;
+    longer chunks also give the (V, c) x (c, C) product a deeper reduction, which the GEMM runs
+    closer to peak. Why not larger: the chunk's fp32 logits and their bf16 gradient are the
+    loss's transient memory (~1.5 x this figure when the chunk steps are compiled); for Qwen2
+    this gives 883 tokens, 10 chunks of a batch of 8 x 1024. Measured on an H100
+    (bench/bench_loss.py, docs/performance.md): 441-token chunks ran the loss at 1.19x the
+    full-logits reference, 883 at 1.50x, 1,766 at 1.64x for 1 GiB more memory."""
+    return max(16, (128 * 1024 * 1024) // vocab_size)
 
 
 @functools.lru_cache(maxsize=None)
@@ -321,6 +324,21 @@ def _mixed_precision_matmul_available(device_type: str) -> bool:
             and bool(torch.allclose(accumulator, expected, atol=1e-4)))
 
 
+@functools.lru_cache(maxsize=None)
+def _mixed_precision_overwrite_available(device_type: str) -> bool:
+    """Whether the mixed-precision addmm honours beta=0 (writes the product without reading the
+    accumulator: NaN left in it must not come through), so the first chunk can skip zero-filling."""
+    try:
+        generator = torch.Generator().manual_seed(1)
+        a = torch.randn(8, 16, generator=generator).to(device_type).bfloat16()
+        b = torch.randn(16, 4, generator=generator).to(device_type).bfloat16()
+        accumulator = torch.full((8, 4), float("nan"), device=device_type)
+        torch.addmm(accumulator, a, b, out_dtype=torch.float32, beta=0, out=accumulator)
+    except (RuntimeError, TypeError, NotImplementedError):
+        return False
+    return bool(torch.allclose(accumulator, a.float() @ b.float(), atol=1e-4))
+
+
 def _matmul_into(result_dtype: torch.dtype, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a @ b (both in the compute dtype) as a `result_dtype` tensor, in one GEMM where the
     device has a mixed-precision one (no low-precision intermediate, no cast kernel)."""
@@ -331,15 +349,77 @@ def _matmul_into(result_dtype: torch.dtype, a: torch.Tensor, b: torch.Tensor) ->
     return (a @ b).to(result_dtype)
 
 
-def _accumulate_product(accumulator: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
-    """accumulator += a @ b in place. With a mixed-precision GEMM the product is added inside
-    the GEMM (beta=1): no (V, C) temporary at all; otherwise one low-precision temporary."""
+def _accumulate_product(accumulator: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, first: bool = False) -> None:
+    """accumulator += a @ b in place (accumulator = a @ b when `first`: the buffer's old contents,
+    uninitialised memory included, are never read). With a mixed-precision GEMM the product is
+    added inside the GEMM (beta=1, beta=0 for the first): no (V, C) temporary at all; otherwise
+    one low-precision temporary."""
     if a.dtype == accumulator.dtype:
-        accumulator.addmm_(a, b)
+        accumulator.addmm_(a, b, beta=0 if first else 1)
     elif _mixed_precision_matmul_available(a.device.type):
-        torch.addmm(accumulator, a, b, out_dtype=accumulator.dtype, out=accumulator)
+        if first and not _mixed_precision_overwrite_available(a.device.type):
+            accumulator.zero_()
+            first = False
+        torch.addmm(accumulator, a, b, out_dtype=accumulator.dtype, beta=0 if first else 1, out=accumulator)
+    elif first:
+        accumulator.copy_(a @ b)
     else:
         accumulator.add_(a @ b)
+
+
+def chunk_loss_sum(logits: torch.Tensor, targets: torch.Tensor, counted: torch.Tensor) -> torch.Tensor:
+    """sum over one chunk's counted rows of logsumexp(z) - z[target]: the loss-only step.
+    logits (c, V) fp32, targets (c,) valid ids, counted (c,) 1 for a scored row, 0 for padding."""
+    log_sum_exp = torch.logsumexp(logits, dim=-1)                                       # (c,)
+    target_logits = logits.gather(1, targets[:, None]).squeeze(1)                        # (c,)
+    return ((log_sum_exp - target_logits) * counted).sum()
+
+
+def chunk_loss_and_logit_gradient(logits: torch.Tensor, targets: torch.Tensor, counted: torch.Tensor,
+                                  row_scale: torch.Tensor, gradient_dtype: torch.dtype
+                                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """One chunk's loss sum and d mean-loss / d logits = (softmax(z) - onehot(target)) * row_scale,
+    returned in `gradient_dtype` (the dtype of the two gradient GEMMs that consume it).
+
+    logits (c, V) fp32; targets (c,) valid ids; counted (c,) 1/0; row_scale (c,) 1/n or 0.
+    Written as pure elementwise + row reductions so that torch.compile can make it one pass to
+    find the row statistics and one pass writing the low-precision gradient; eager, it is the
+    same arithmetic in a few more kernels."""
+    log_sum_exp = torch.logsumexp(logits, dim=-1, keepdim=True)                         # (c, 1)
+    target_logits = logits.gather(1, targets[:, None])                                   # (c, 1)
+    loss_sum = ((log_sum_exp - target_logits).squeeze(1) * counted).sum()
+    probabilities = torch.exp(logits - log_sum_exp)                                      # (c, V)
+    is_target = torch.arange(logits.shape[1], device=logits.device) == targets[:, None]  # (c, V)
+    gradient = torch.where(is_target, probabilities - 1.0, probabilities) * row_scale[:, None]
+    return loss_sum, gradient.to(gradient_dtype)
+
+
+# Whether the fused loss runs its per-chunk steps through torch.compile on CUDA (Triton kernels:
+# the (c, V) logits are read twice and the gradient written once, instead of ~a dozen passes of
+# eager elementwise kernels). Off: the same functions, eager. The CPU always runs them eager.
+COMPILE_LOSS_CHUNKS = True
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(function):
+    return torch.compile(function, fullgraph=True)
+
+
+def _chunk_step(function, device: torch.device):
+    """`function` compiled for CUDA when COMPILE_LOSS_CHUNKS (and Triton is importable), else as is.
+    The function is looked up by the caller at call time, so a patched kernel is compiled too."""
+    if COMPILE_LOSS_CHUNKS and device.type == "cuda" and _triton_available():
+        return _compiled(function)
+    return function
+
+
+@functools.lru_cache(maxsize=None)
+def _triton_available() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _fused_loss_and_gradients(flat_hidden: torch.Tensor, weight: torch.Tensor, flat_targets: torch.Tensor,
@@ -351,43 +431,43 @@ def _fused_loss_and_gradients(flat_hidden: torch.Tensor, weight: torch.Tensor, f
     Per chunk: logits = h_c W^T (compute-dtype operands, fp32 result), log-sum-exp and target
     logit in fp32, then d loss / d logits = (softmax - onehot) * counted / num_counted in fp32,
     cast to the compute dtype for the two gradient products: d hidden rows = g W, and
-    d weight += g^T h_c into ONE preallocated buffer. The weight gradient sums over every token,
-    so that buffer is fp32 (fp64 for an fp64 weight) whatever the compute dtype: adding 20-odd
-    chunk products in bf16 would round the running sum to 8 bits at every chunk.
-    No host synchronisation: the token count stays a tensor."""
+    d weight += g^T h_c into ONE buffer (the first chunk's product writes it). The per-chunk elementwise work is
+    chunk_loss_and_logit_gradient (chunk_loss_sum under no_grad), compiled on CUDA. The weight gradient sums over every token, so that buffer is fp32 (fp64 for an fp64 weight)
+    whatever the compute dtype: adding 20-odd chunk products in bf16 would round the running
+    sum to 8 bits at every chunk. No host synchronisation: the token count stays a tensor."""
     tokens = flat_hidden.shape[0]
+    device = flat_hidden.device
     statistics_dtype = torch.promote_types(compute_dtype, torch.float32)
-    counted = flat_targets != IGNORE_INDEX
+    counted = (flat_targets != IGNORE_INDEX).to(statistics_dtype)             # (N,): 1 scored, 0 padding
     num_counted = counted.sum().clamp(min=1)
-    row_scale = counted.to(statistics_dtype) / num_counted                    # (N,): 1/n, 0 for padding
-    safe_targets = flat_targets.clamp(min=0)[:, None]                         # (N, 1): gather needs ids
+    row_scale = counted / num_counted                                         # (N,): 1/n, 0 for padding
+    safe_targets = flat_targets.clamp(min=0)                                  # (N,): gather needs ids
     head = weight.to(compute_dtype)                                           # (V, C)
-    total = torch.zeros((), dtype=statistics_dtype, device=flat_hidden.device)
+    total = torch.zeros((), dtype=statistics_dtype, device=device)
     hidden_gradient = weight_gradient = None
     if grad_hidden:
-        hidden_gradient = torch.empty(flat_hidden.shape, device=flat_hidden.device,
+        hidden_gradient = torch.empty(flat_hidden.shape, device=device,
                                       dtype=torch.promote_types(flat_hidden.dtype, torch.float32))
     if grad_weight:
-        weight_gradient = torch.zeros(weight.shape, device=weight.device,
+        weight_gradient = torch.empty(weight.shape, device=device,
                                       dtype=torch.promote_types(weight.dtype, torch.float32))
-    with torch.autocast(device_type=flat_hidden.device.type, enabled=False):
+    with torch.autocast(device_type=device.type, enabled=False):
         for start in range(0, tokens, chunk_tokens):
             stop = min(start + chunk_tokens, tokens)
             chunk_hidden = flat_hidden[start:stop].to(compute_dtype)                      # (c, C)
             logits = _matmul_into(statistics_dtype, chunk_hidden, head.t())              # (c, V)
-            log_sum_exp = torch.logsumexp(logits, dim=-1, keepdim=True)                   # (c, 1)
-            target_logits = logits.gather(1, safe_targets[start:stop])                    # (c, 1)
-            total += ((log_sum_exp - target_logits).squeeze(1) * counted[start:stop]).sum()
+            rows = (safe_targets[start:stop], counted[start:stop])
             if not (grad_hidden or grad_weight):
+                total += _chunk_step(chunk_loss_sum, device)(logits, *rows)
                 continue
-            scale = row_scale[start:stop, None]                                           # (c, 1)
-            grad_logits = logits.sub_(log_sum_exp).exp_().mul_(scale)                     # softmax / n
-            grad_logits.scatter_add_(1, safe_targets[start:stop], -scale)                 # - onehot / n
-            grad_logits = grad_logits.to(compute_dtype)
+            loss_sum, grad_logits = _chunk_step(chunk_loss_and_logit_gradient, device)(
+                logits, *rows, row_scale[start:stop], compute_dtype)                      # (c, V)
+            total += loss_sum
+            del logits   # the (c, V) fp32 logits are dead once the gradient is out: free them first
             if grad_hidden:
                 hidden_gradient[start:stop] = _matmul_into(hidden_gradient.dtype, grad_logits, head)
             if grad_weight:
-                _accumulate_product(weight_gradient, grad_logits.t(), chunk_hidden)
+                _accumulate_product(weight_gradient, grad_logits.t(), chunk_hidden, first=start == 0)
     return total / num_counted, hidden_gradient, weight_gradient
 
 

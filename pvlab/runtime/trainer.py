@@ -82,8 +82,12 @@ def clip_gradients(gradients: Sequence[torch.Tensor], max_norm: float, total_nor
     if max_norm <= 0:
         return
     scale = torch.clamp(max_norm / (total_norm + 1e-6), max=1.0)
+    groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
     for gradient in gradients:
-        gradient.mul_(scale.to(gradient.device, gradient.dtype))
+        groups.setdefault((gradient.device, gradient.dtype), []).append(gradient)
+    for (device, dtype), group in groups.items():
+        # One multi-tensor kernel per device and dtype, not one launch per parameter (~290 for Qwen2).
+        torch._foreach_mul_(group, scale.to(device, dtype))
 
 
 def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:

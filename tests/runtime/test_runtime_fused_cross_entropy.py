@@ -220,3 +220,46 @@ def test_the_mixed_precision_products_equal_the_plain_ones_whichever_route_the_d
     accumulator = torch.ones(5, 3)
     kernels._accumulate_product(accumulator, a, b)
     torch.testing.assert_close(accumulator.double(), expected + 1, rtol=2 ** -7, atol=1e-6)
+
+
+def test_compiled_chunk_steps_equal_the_float64_definition():
+    """The per-chunk steps as torch.compile builds them (what CUDA runs; inductor's C++ backend
+    here) against float64 arithmetic written in this test: loss sum, and (softmax - onehot) / n."""
+    generator = torch.Generator().manual_seed(3)
+    logits = torch.randn(6, 50, generator=generator) * 4
+    targets = torch.randint(0, 50, (6,), generator=generator)
+    counted = torch.tensor([1.0, 1.0, 0.0, 1.0, 1.0, 1.0])
+    row_scale = counted / counted.sum()
+    z = logits.double()
+    expected_terms = torch.logsumexp(z, -1) - z.gather(1, targets[:, None]).squeeze(1)
+    expected_sum = (expected_terms * counted.double()).sum()
+    onehot = torch.nn.functional.one_hot(targets, 50).double()
+    expected_gradient = (torch.softmax(z, -1) - onehot) * row_scale.double()[:, None]
+    loss_sum, gradient = kernels._compiled(kernels.chunk_loss_and_logit_gradient)(
+        logits, targets, counted, row_scale, torch.float32)
+    assert gradient.dtype == torch.float32
+    assert abs(loss_sum.item() - expected_sum.item()) <= 1e-5 * abs(expected_sum.item())
+    assert (gradient.double() - expected_gradient).abs().max().item() <= 1e-6
+    only_loss = kernels._compiled(kernels.chunk_loss_sum)(logits, targets, counted)
+    assert abs(only_loss.item() - expected_sum.item()) <= 1e-5 * abs(expected_sum.item())
+    low = kernels._compiled(kernels.chunk_loss_and_logit_gradient)(logits, targets, counted, row_scale, torch.bfloat16)[1]
+    assert low.dtype == torch.bfloat16
+    assert (low.double() - expected_gradient).abs().max().item() <= 2 ** -8 * expected_gradient.abs().max().item()
+
+
+def test_first_chunk_overwrites_whatever_the_weight_gradient_buffer_held(monkeypatch):
+    """The weight-gradient buffer is allocated uninitialised and the first chunk's product is
+    written, not added: garbage in the buffer (NaN here) must not reach the gradient."""
+    real_empty = torch.empty
+
+    def poisoned_empty(*args, **kwargs):
+        return real_empty(*args, **kwargs).fill_(float("nan"))
+
+    monkeypatch.setattr(torch, "empty", poisoned_empty)
+    h, w, targets = problem(4)
+    for dtype in (torch.float32, torch.bfloat16):
+        loss, grad_h, grad_w = fused_with_gradients(h, w, targets, chunk_tokens=7, compute_dtype=dtype)
+        assert torch.isfinite(grad_w).all() and torch.isfinite(grad_h).all()
+    ref_loss, ref_h, ref_w = textbook_with_gradients(h, w, targets)
+    loss, grad_h, grad_w = fused_with_gradients(h, w, targets, chunk_tokens=7, compute_dtype=torch.float32)
+    assert_close(grad_w, ref_w, 1e-5)
