@@ -9,9 +9,11 @@ transformers opens, so both start from identical fp32 parameters), bf16 autocast
 master weights, AdamW (fused on CUDA) with decay on matrices only, clipping at global norm 1.0.
 transformers runs with SDPA attention. Both sides hand each step's loss to the host as a float
 (Trainer.train_batch / eval_batch return it; the transformers steps call .item()), so both pay
-one synchronisation per step and produce the same result. Each figure is the median of >= 5 timed windows after a
-warm-up (pvlab.falsifiers.throughput.measure); a spread over --max-spread aborts the run instead
-of printing a figure. Peak memory is torch.cuda.max_memory_allocated() for each side alone (the
+one synchronisation per step and produce the same result. The steps and the measurement are
+pvlab.falsifiers.speed_vs_transformers' (FALSIFY-PERF-HF-001 runs the same comparison as a
+contract). Each figure is the median of >= 5 timed windows after a warm-up
+(pvlab.falsifiers.throughput.measure); a spread over --max-spread aborts the run instead of
+printing a figure. Peak memory is torch.cuda.max_memory_allocated() for each side alone (the
 other side's model is freed first). MFU is against the GPU's dense bf16 peak, printed only for
 GPUs whose peak is known.
 """
@@ -19,7 +21,6 @@ GPUs whose peak is known.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import sys
 import tempfile
@@ -31,111 +32,28 @@ import torch  # noqa: E402
 
 from pvlab import runtime  # noqa: E402
 from pvlab.falsifiers import throughput  # noqa: E402
+from pvlab.falsifiers.speed_vs_transformers import (  # noqa: E402
+    make_batches, measure_side, release, runtime_steps, transformers_steps)
 from pvlab.runtime.data import LMBatch  # noqa: E402
 
 
-def make_batches(vocab: int, batch: int, seq: int, count: int = 4) -> list[LMBatch]:
-    generator = torch.Generator().manual_seed(0)
-    return [LMBatch.from_sequences(torch.randint(0, vocab, (batch, seq + 1), generator=generator))
-            for _ in range(count)]
-
-
-def transformers_steps(directory: Path, device: torch.device, batches: list[LMBatch]):
-    """(train_step, eval_step, owner) for transformers on `batches` with the recipe above; keep
-    `owner` alive while stepping and delete it to free the model."""
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32,
-                                                 attn_implementation="sdpa").to(device)
-    model.train()
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=3e-4, betas=(0.9, 0.95), fused=device.type == "cuda")
-    gpu = [b.to(device) for b in batches]
-    state = {"i": 0}
-
-    def train_step() -> float:
-        b = gpu[state["i"] % len(gpu)]
-        state["i"] += 1
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            logits = model(input_ids=b.inputs).logits
-        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), b.targets.flatten(),
-                                                 ignore_index=runtime.kernels.IGNORE_INDEX)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.item()   # the step's loss on the host, as Trainer.train_batch returns it
-
-    def eval_step() -> float:
-        b = gpu[state["i"] % len(gpu)]
-        state["i"] += 1
-        with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
-            logits = model(input_ids=b.inputs).logits
-            loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), b.targets.flatten(),
-                                                     ignore_index=runtime.kernels.IGNORE_INDEX)
-        return loss.item()   # as Trainer.eval_batch returns it
-
-    return train_step, eval_step, (model, optimizer, gpu)
-
-
-def runtime_steps(directory: Path, device: torch.device, batches: list[LMBatch], compile_scope: str):
-    """(train_step, eval_step, owner) for the runtime's fast path (Trainer), compiled per scope."""
-    model = runtime.load(directory, device=device, path="fast")
-    trainer = runtime.Trainer(model, lr=3e-4, weight_decay=0.1, betas=(0.9, 0.95), grad_clip=1.0,
-                              compile=False if compile_scope == "none" else compile_scope)
-    gpu = [b.to(device) for b in batches]
-    state = {"i": 0}
-
-    def train_step() -> None:
-        trainer.train_batch(gpu[state["i"] % len(gpu)])
-        state["i"] += 1
-
-    def eval_step() -> None:
-        trainer.eval_batch(gpu[state["i"] % len(gpu)])
-        state["i"] += 1
-
-    return train_step, eval_step, (model, trainer, gpu)
-
-
 def hf_side(directory: Path, device: torch.device, batches: list[LMBatch], args) -> dict:
-    train_step, eval_step, owner = transformers_steps(directory, device, batches)
-    result = run_side(train_step, eval_step, device, batches, args, "transformers")
-    del owner, train_step, eval_step
-    return result
+    steps = transformers_steps(directory, device, batches)
+    return measure_side(steps, device, batches[0].num_target_tokens, what="transformers", **timing(args))
 
 
 def runtime_side(directory: Path, device: torch.device, batches: list[LMBatch], args, compile_scope: str) -> dict:
-    train_step, eval_step, owner = runtime_steps(directory, device, batches, compile_scope)
-    result = run_side(train_step, eval_step, device, batches, args, f"runtime (compile {compile_scope})")
-    del owner, train_step, eval_step
-    return result
+    steps = runtime_steps(directory, device, batches, compile_scope)
+    return measure_side(steps, device, batches[0].num_target_tokens, what=f"runtime (compile {compile_scope})",
+                        **timing(args))
 
 
-def run_side(train_step, eval_step, device: torch.device, batches: list[LMBatch], args, label: str) -> dict:
-    cuda = device.type == "cuda"
-    sync = torch.cuda.synchronize if cuda else None
-    tokens = batches[0].num_target_tokens
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
-    timing = dict(warmup=args.warmup, repeats=args.repeats, synchronize=sync, min_window_s=args.min_window_s,
-                  max_spread=args.max_spread)
-    train = throughput.measure(train_step, units_per_step=tokens, what=f"{label} training tokens/s", **timing)
-    peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
-    evaluation = throughput.measure(eval_step, units_per_step=tokens, what=f"{label} eval tokens/s", **timing)
-    return {"train_tok_s": train.median, "train_spread": train.spread, "eval_tok_s": evaluation.median,
-            "eval_spread": evaluation.spread, "peak_gib": peak}
+def timing(args) -> dict:
+    return dict(warmup=args.warmup, repeats=args.repeats, min_window_s=args.min_window_s, max_spread=args.max_spread)
 
 
 RUNTIME_LABELS = {"none": "runtime fast path", "layers": "runtime fast path + per-layer compile",
                   "model": "runtime fast path + whole-model compile"}
-
-
-def release(device: torch.device) -> None:
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
 
 
 def main() -> int:

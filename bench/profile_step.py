@@ -4,7 +4,7 @@
     python bench/profile_step.py --side transformers           # the same step in transformers
     python bench/profile_step.py --mode eval --compile none    # the eager fast path's eval step
 
-The batches, weights and recipe are bench/bench_vs_hf.py's (same seed, same HF directory). After
+The batches, weights and recipe are bench/bench_vs_hf.py's (pvlab.falsifiers.speed_vs_transformers) (same seed, same HF directory). After
 `--warmup` steps, `--steps` steps run under torch.profiler (CUDA activity only) and every kernel's
 self time is summed; the table gives milliseconds per step. A step time measured without the
 profiler (`--timed` steps around a synchronisation) is printed for orientation: the figures to
@@ -21,13 +21,12 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from bench_vs_hf import make_batches, runtime_steps, transformers_steps  # noqa: E402
 from pvlab import runtime  # noqa: E402
+from pvlab.falsifiers.speed_vs_transformers import make_batches, runtime_steps, transformers_steps  # noqa: E402
 
 # First match wins: kernel names are lower-cased before matching.
 CATEGORIES = [
