@@ -263,3 +263,45 @@ def test_first_chunk_overwrites_whatever_the_weight_gradient_buffer_held(monkeyp
     ref_loss, ref_h, ref_w = textbook_with_gradients(h, w, targets)
     loss, grad_h, grad_w = fused_with_gradients(h, w, targets, chunk_tokens=7, compute_dtype=torch.float32)
     assert_close(grad_w, ref_w, 1e-5)
+
+
+def test_chunk_steps_are_compiled_only_for_cuda_and_only_when_enabled(monkeypatch):
+    """Which implementation of a chunk step runs: compiled on CUDA (with Triton), the plain
+    function on the CPU or with COMPILE_LOSS_CHUNKS off; a patched step is compiled as itself."""
+    monkeypatch.setattr(kernels, "_triton_available", lambda: True)
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    step = kernels.chunk_loss_and_logit_gradient
+    assert kernels._chunk_step(step, cpu) is step
+    assert kernels._chunk_step(step, cuda) is kernels._compiled(step)
+    assert kernels._chunk_step(step, cuda) is not step
+
+    def planted(*args):
+        return step(*args)
+
+    assert kernels._chunk_step(planted, cuda) is kernels._compiled(planted)
+    assert kernels._compiled(planted) is not kernels._compiled(step)
+    monkeypatch.setattr(kernels, "COMPILE_LOSS_CHUNKS", False)
+    assert kernels._chunk_step(step, cuda) is step
+    monkeypatch.setattr(kernels, "COMPILE_LOSS_CHUNKS", True)
+    monkeypatch.setattr(kernels, "_triton_available", lambda: False)
+    assert kernels._chunk_step(step, cuda) is step
+
+
+def test_the_loss_looks_its_chunk_steps_up_at_call_time(monkeypatch):
+    """A planted bug in a chunk step reaches the fused loss (the seam works): zeroing the
+    one-hot term changes the gradients, and the loss-only step is the one used under no_grad."""
+    h, w, targets = problem(5)
+    _, clean_h, _ = fused_with_gradients(h, w, targets, chunk_tokens=8, compute_dtype=torch.float32)
+    original = kernels.chunk_loss_and_logit_gradient
+
+    def no_onehot(logits, targets, counted, row_scale, gradient_dtype):
+        loss_sum, _ = original(logits, targets, counted, row_scale, gradient_dtype)
+        probabilities = torch.softmax(logits, dim=-1) * row_scale[:, None]
+        return loss_sum, probabilities.to(gradient_dtype)
+
+    monkeypatch.setattr(kernels, "chunk_loss_and_logit_gradient", no_onehot)
+    _, planted_h, _ = fused_with_gradients(h, w, targets, chunk_tokens=8, compute_dtype=torch.float32)
+    assert (planted_h - clean_h).abs().max().item() > 1e-3
+    monkeypatch.setattr(kernels, "chunk_loss_sum", lambda logits, targets, counted: logits.sum() * 0)
+    with torch.no_grad():
+        assert kernels.chunked_linear_cross_entropy(h, w, targets, chunk_tokens=8).item() == 0.0
