@@ -19,6 +19,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "run": ("pv.commands.run", "command", "Run falsifiers on cpu/cuda and record the evidence in the ledger."),
     "status": ("pv.commands.status", "command", "Compute lifecycle status from evidence; write the dashboard."),
     "strength": ("pv.commands.strength", "command", "Run falsifiers against planted bugs (mutants); kill matrix."),
+    "mutate": ("pv.commands.mutate", "command", "Mutate the code falsifiers bind (automatic mutants); mutation score."),
     "bisect": ("pv.commands.bisect", "command", "Localise a divergence between two backends, op by op."),
     "ledger": ("pv.commands.ledger", "command", "Inspect, check and merge evidence ledgers."),
     "schema": ("pv.commands.schema", "command", "Print the contract JSON Schema or write it into the project (editors)."),

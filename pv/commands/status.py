@@ -23,7 +23,9 @@ import click
 
 from pv import ledger as ledger_mod
 from pv.commands import pass_workspace
+from pv.automutate.report import status_markdown as mutation_section
 from pv.config import Workspace
+from pv.killmatrix import kill_matrix_section
 from pv.ledger import LedgerProblem, LedgerRecord
 from pv.lifecycle import (
     ContractStatus,
@@ -32,7 +34,6 @@ from pv.lifecycle import (
     FalsifierState,
     FalsifierStatus,
     AdhocCell,
-    MutantState,
     adhoc_cells,
     compute,
     orphans,
@@ -389,26 +390,7 @@ def render_markdown(report: Report) -> str:
 
     out += _checkpoints_section(report)
 
-    out += ["## Kill matrix", ""]
-    mutants = sorted({m for e in report.entries for f in e.status.falsifiers for m in f.falsifier.mutants})
-    falsifiers = [(e, f) for e in report.entries for f in e.status.falsifiers]
-    if not falsifiers:
-        out += ["No falsifiers.", ""]
-    else:
-        out += [
-            "Each falsifier run under each planted bug it declares: KILLED (it failed, as it must), "
-            "SURVIVED (it passed: blind to that bug), ERROR, STALE (run on code that has changed since), "
-            "— (not run yet). Blank: not declared.",
-            "",
-        ]
-        cell = {MutantState.KILLED: "KILLED", MutantState.SURVIVED: "**SURVIVED**",
-                MutantState.ERROR: "ERROR", MutantState.STALE: "STALE", MutantState.NOT_RUN: "—"}
-        rows = []
-        for e, f in falsifiers:
-            states = {m.mutant: cell[m.state] for m in f.mutants}
-            rows.append([md_code(f.id), f.strength] + [states.get(m, "") for m in mutants])
-        out += _table(["falsifier", "killed"] + [md_code(m) for m in mutants], rows)
-        out.append("")
+    out += kill_matrix_section(report.entries)
     return "\n".join(out)
 
 
@@ -515,7 +497,7 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
         if require_fresh:
             _require_fresh(report, ids)
             return
-        markdown = render_markdown(report)
+        markdown = render_markdown(report) + mutation_section(ws)
         if to_stdout:
             click.echo(markdown, nl=False)
             return
@@ -543,7 +525,7 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
         if promote:
             refused = _promote(ws, report, loaded, ids, allow_demote, target)
             report, loaded = gather(ws)  # declared statuses changed
-            markdown = render_markdown(report)
+            markdown = render_markdown(report) + mutation_section(ws)
 
         click.echo(terminal_summary(report, ids))
         current = ws.status_file.read_text(encoding="utf-8") if ws.status_file.is_file() else None
