@@ -19,9 +19,12 @@
 
 from __future__ import annotations
 
+import ast
+import bisect
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -34,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pv import codebind
-from pv.automutate import hook, operators, results as store
+from pv.automutate import coverage_map, hook, operators, results as store
 from pv.config import Workspace
 
 START_UP_S = 30.0  # added to every mutant's limit: interpreter, imports, fixtures
@@ -50,6 +53,18 @@ class Target:
     source: str = ""
     digest: str | None = None
     problem: str | None = None  # why it cannot be mutated (unreadable, does not parse)
+    _starts: list[int] | None = None
+
+    def statement_start(self, line: int) -> int:
+        """The first line of the innermost statement holding `line` (coverage counts statements)."""
+        if self._starts is None:
+            try:
+                tree = ast.parse(self.source)
+                self._starts = sorted({n.lineno for n in ast.walk(tree) if isinstance(n, ast.stmt)})
+            except (SyntaxError, ValueError, RecursionError):
+                self._starts = []
+        at = bisect.bisect_right(self._starts, line)
+        return self._starts[at - 1] if at else line
 
 
 @dataclass
@@ -161,21 +176,26 @@ class Runner:
                 _kill_group(proc)
 
     def run(self, tests: list[Any], *, timeout: float | None, mutant_spec: Path | None = None,
-            stop_on_fail: bool = True, deadline: float | None = None) -> ProcessResult:
+            stop_on_fail: bool = True, deadline: float | None = None, coverage: str | None = None) -> ProcessResult:
         from pv.commands.run import pytest_command
 
         out = ProcessResult()
         env = dict(os.environ)
-        paths = ([hook.site_dir()] if mutant_spec else []) + [str(self.workspace.root)]
+        paths = ([hook.site_dir()] if mutant_spec or coverage else []) + [str(self.workspace.root)]
         env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ written into the user's tree
-        env.pop(hook.ENV, None)
+        for name in (hook.ENV, coverage_map.ENV, coverage_map.CONTEXT_ENV):
+            env.pop(name, None)
         if mutant_spec:
             env[hook.ENV] = str(mutant_spec)
+        plugins = ["-p", "no:randomly", "-p", "no:xdist"]
+        if coverage:
+            env[coverage_map.ENV] = coverage
+            plugins += ["-p", "pv.automutate.coverage_map"]
         read_end, write_end = os.pipe()
         cmd = pytest_command(tests, rootdir=self.workspace.root, report=Path(f"/dev/fd/{write_end}"),
                              run_id=uuid.uuid4().hex, device=self.device, ledger=None, mutant=None, keyword=None,
-                             pytest_args=["-p", "no:randomly", "-p", "no:xdist"])
+                             pytest_args=plugins)
         started = time.monotonic()
         try:
             proc = subprocess.Popen(cmd, cwd=self.workspace.root, env=env, stdout=subprocess.PIPE,
@@ -236,6 +256,11 @@ class Runner:
         return out
 
 
+def _bare(nodeid: str) -> str:
+    """A node id without its parameters: `f.py::test_x[cpu]` -> `f.py::test_x`."""
+    return nodeid.split("[", 1)[0]
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # the pytest process and every child it started
@@ -287,7 +312,9 @@ class MutateRun:
     timeout: float | None = None  # per mutant; None: from the baseline
     seed: int = 0
     echo: Callable[..., None] = print
+    use_coverage: bool = True  # judge each mutant by the falsifiers that execute its line
     excluded: dict[str, str] = field(default_factory=dict)  # falsifier -> why it judges nothing
+    executed: dict[str, dict[str, set[int]]] = field(default_factory=dict)  # falsifier -> module -> lines
     baseline_seconds: dict[str, float] = field(default_factory=dict)
     start_up: float = START_UP_S
     recorded: list[dict[str, Any]] = field(default_factory=list)  # lines written by this run
@@ -314,19 +341,24 @@ class MutateRun:
         for fid in judging:
             line = previous.get(fid)
             if line and line.get("definition") == self.mplan.definitions[fid] and line.get("code") == code[fid] \
-                    and line.get("device") == self.device:
+                    and line.get("device") == self.device and (line.get("lines") is not None or not self.use_coverage):
                 self._take_baseline(fid, line)
             else:
                 todo.append(fid)
         if not todo:
             self.echo(f"baseline: {len(judging)} falsifier(s) reused from {self.results_path.name}")
             return
-        self.echo(f"baseline: {len(todo)} falsifier(s) run unmutated first ({len(judging) - len(todo)} reused)")
+        self.echo(f"baseline: {len(todo)} falsifier(s) run unmutated first ({len(judging) - len(todo)} reused)"
+                  + (", under coverage (which falsifier runs which line)" if self.use_coverage else ""))
         chunks = [todo[i::self.jobs] for i in range(min(self.jobs, len(todo)))]
+        data_dir = Path(tempfile.mkdtemp(prefix="pv-mutate-coverage-"))
+        spec = json.dumps({"data_file": str(data_dir / "coverage"),
+                           "source": sorted({str(t.path.parent) for t in self.mplan.targets.values()})})
 
         def one(chunk: list[str]) -> list[dict[str, Any]]:
             tests = [t for fid in chunk for t in self.mplan.tests[fid]]
-            proc = self.runner.run(tests, timeout=None, stop_on_fail=False)
+            proc = self.runner.run(tests, timeout=None, stop_on_fail=False, deadline=self._deadline,
+                                   coverage=spec if self.use_coverage else None)
             lines = []
             for fid in chunk:
                 verdicts = sorted({v for f, v, _ in proc.verdicts if f == fid})
@@ -338,27 +370,61 @@ class MutateRun:
                               "seconds": round(proc.durations.get(fid, 0.0), 3),
                               "start_up": round(max(0.0, proc.seconds - sum(proc.durations.values())), 1),
                               "definition": self.mplan.definitions[fid], "code": code[fid],
-                              "time_utc": _now()})
+                              "lines": None, "time_utc": _now()})
             return lines
 
-        with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
-            for lines in pool.map(one, chunks):
-                store.append(self.results_path, lines)
-                for line in lines:
-                    self._take_baseline(line["falsifier"], line)
+        try:
+            with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+                lines = [line for chunk_lines in pool.map(one, chunks) for line in chunk_lines]
+            if self.use_coverage:
+                self._attach_lines(lines, data_dir)
+        finally:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        store.append(self.results_path, lines)
+        for line in lines:
+            self._take_baseline(line["falsifier"], line)
+
+    def _attach_lines(self, lines: list[dict[str, Any]], data_dir: Path) -> None:
+        """Give each baseline line the lines of every bound module its falsifier executed (plus
+        the lines run at import time); without coverage data, none (judged per module)."""
+        by_file = coverage_map.executed_by(data_dir, [t.path for t in self.mplan.targets.values()])
+        if by_file is None:
+            self.echo("coverage data missing (is coverage installed?): each mutant is judged by every falsifier "
+                      "bound to its module")
+            return
+        node_of = {_bare(t.nodeid): fid for fid, tests in self.mplan.tests.items() for t in tests}
+        for line in lines:
+            line["lines"] = {}
+        by_fid = {line["falsifier"]: line for line in lines}
+        for target in self.mplan.targets.values():
+            executed = by_file.get(str(target.path.resolve()), {})
+            for number, contexts in executed.items():
+                fids = {node_of.get(_bare(c)) for c in contexts}
+                owners = by_fid if "" in contexts else {f: by_fid[f] for f in fids if f in by_fid}
+                for fid, line in owners.items():
+                    if target.module in self.mplan.targets and fid in target.falsifiers:
+                        line["lines"].setdefault(target.module, []).append(number)
+        for line in lines:
+            line["lines"] = {m: sorted(set(v)) for m, v in sorted(line["lines"].items())}
 
     def _take_baseline(self, fid: str, line: dict[str, Any]) -> None:
         self.baseline_seconds[fid] = float(line.get("seconds") or 0.0)
         self.start_up = max(self.start_up, float(line.get("start_up") or 0.0))
+        if line.get("lines") is not None:
+            self.executed[fid] = {m: set(v) for m, v in line["lines"].items()}
         verdicts = line.get("verdicts") or []
         if verdicts != ["PASS"]:
             self.excluded[fid] = f"{'/'.join(verdicts)} unmutated" + (f": {line['message']}" if line.get("message") else "")
 
     # mutants --------------------------------------------------------------------------------
-    def judges(self, target: Target) -> list[str]:
-        """The falsifiers that judge a mutant of `target`, likeliest killers first, then quickest."""
+    def judges(self, target: Target, site: operators.Site | None = None) -> list[str]:
+        """The falsifiers that judge a mutant of `target` (with coverage: those that execute the
+        statement of `site`), likeliest killers first, then quickest."""
         kills = self._kills.get(target.module, {})
         usable = [f for f in target.falsifiers if f not in self.excluded]
+        if site is not None:
+            lines = {site.line, target.statement_start(site.line)}
+            usable = [f for f in usable if f not in self.executed or lines & self.executed[f].get(target.module, set())]
         return sorted(usable, key=lambda f: (-kills.get(f, 0), self.baseline_seconds.get(f, 0.0), f))
 
     def suite(self, target: Target) -> str:
@@ -417,12 +483,13 @@ class MutateRun:
 
     def _one(self, candidate: Candidate, workdir: Path) -> dict[str, Any] | None:
         site, target = candidate.site, candidate.target
-        judges = self.judges(target)
+        judges = self.judges(target, site)
+        bound = self.judges(target)
         line: dict[str, Any] = {
             "kind": "mutant", "format": store.RESULTS_FORMAT, "id": site.id, "module": target.module,
             "path": target.rel, "line": site.line, "col": site.col, "scope": site.scope, "operator": site.operator,
             "original": site.original, "replacement": site.replacement, "module_digest": target.digest,
-            "falsifiers": judges, "contracts": sorted({self.mplan.contract_of[f] for f in judges}),
+            "falsifiers": judges, "contracts": sorted({self.mplan.contract_of[f] for f in bound}),
             "definitions": {f: self.mplan.definitions[f] for f in judges}, "suite": self.suite(target),
             "device": self.device, "seed": self.seed, "killed_by": None, "diff": "", "time_utc": _now()}
         try:
@@ -431,9 +498,12 @@ class MutateRun:
         except (operators.MutationSourceError, SyntaxError, ValueError) as exc:
             return {**line, "result": store.NOT_APPLIED, "message": str(exc)[:300], "seconds": 0.0}
         line["diff"] = operators.unified_diff(target.source, mutated, target.rel)
-        if not judges:
+        if not bound:
             return {**line, "result": store.NOT_APPLIED, "seconds": 0.0,
                     "message": "no falsifier that binds this module passes unmutated"}
+        if not judges:
+            return {**line, "result": store.SURVIVED, "seconds": 0.0, "executed": False,
+                    "message": "no falsifier executes this line (baseline coverage)"}
         source_file = workdir / f"{site.id}.py"
         spec_file = workdir / f"{site.id}.json"
         source_file.write_text(mutated, encoding="utf-8")

@@ -29,6 +29,7 @@ hashed, so inserting a line elsewhere keeps every id.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import hashlib
 from dataclasses import dataclass
@@ -304,6 +305,12 @@ def _is_string_format(node: cst.BinaryOperation) -> bool:
 
 
 def _parse(source: str, where: str) -> MetadataWrapper:
+    try:  # Python's own parser first: its line and column are the ones an editor shows
+        ast.parse(source)
+    except SyntaxError as exc:
+        raise MutationSourceError(f"{where}:{exc.lineno or 0}:{exc.offset or 0}: cannot parse: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise MutationSourceError(f"{where}: cannot parse: {type(exc).__name__}: {exc}") from None
     try:
         return MetadataWrapper(cst.parse_module(source))
     except cst.ParserSyntaxError as exc:

@@ -73,10 +73,10 @@ def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything:
     results_file = Path(results_path).resolve() if results_path else default_results
     equivalents_file = Path(equivalents_path).resolve() if equivalents_path else default_equivalents
     try:
-        equivalents = store.read_equivalents(equivalents_file)
-        previous = store.read(results_file)
         if not list_only:
             store.check_writable(results_file)
+        equivalents = store.read_equivalents(equivalents_file)
+        previous = store.read(results_file)
     except store.ResultsError as exc:
         raise click.UsageError(str(exc)) from None
 
