@@ -22,6 +22,7 @@ OUTSIDE = {
     "status --check": ["status", "--check"],
     "status --promote": ["status", "--promote"],
     "strength": ["strength", "--device", "cpu", "--no-ledger"],
+    "mutate": ["mutate", "--all", "--device", "cpu", "--list"],
     "bisect": ["bisect", "tiny-trained", "--a", "cpu:reference", "--b", "cpu:fast"],
     "ledger check": ["ledger", "check"],
     "ledger show": ["ledger", "show"],

@@ -165,8 +165,8 @@ class ProcessResult:
 class Runner:
     """Runs generated tests in pytest subprocesses; kills every one still running on `stop_all()`."""
 
-    def __init__(self, workspace: Workspace, device: str):
-        self.workspace, self.device = workspace, device
+    def __init__(self, workspace: Workspace, device: str, build_command: Callable[..., list[str]]):
+        self.workspace, self.device, self.build_command = workspace, device, build_command
         self._live: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
 
@@ -177,8 +177,6 @@ class Runner:
 
     def run(self, tests: list[Any], *, timeout: float | None, mutant_spec: Path | None = None,
             stop_on_fail: bool = True, deadline: float | None = None, coverage: str | None = None) -> ProcessResult:
-        from pv.commands.run import pytest_command
-
         out = ProcessResult()
         env = dict(os.environ)
         paths = ([hook.site_dir()] if mutant_spec or coverage else []) + [str(self.workspace.root)]
@@ -193,7 +191,7 @@ class Runner:
             env[coverage_map.ENV] = coverage
             plugins += ["-p", "pv.automutate.coverage_map"]
         read_end, write_end = os.pipe()
-        cmd = pytest_command(tests, rootdir=self.workspace.root, report=Path(f"/dev/fd/{write_end}"),
+        cmd = self.build_command(tests, rootdir=self.workspace.root, report=Path(f"/dev/fd/{write_end}"),
                              run_id=uuid.uuid4().hex, device=self.device, ledger=None, mutant=None, keyword=None,
                              pytest_args=plugins)
         started = time.monotonic()
@@ -312,6 +310,9 @@ class MutateRun:
     timeout: float | None = None  # per mutant; None: from the baseline
     seed: int = 0
     echo: Callable[..., None] = print
+    # builds a pytest command line for generated tests: pv.commands.run.pytest_command (the verb
+    # passes it in; a core module does not import the verbs)
+    build_command: Callable[..., list[str]] | None = None
     use_coverage: bool = True  # judge each mutant by the falsifiers that execute its line
     excluded: dict[str, str] = field(default_factory=dict)  # falsifier -> why it judges nothing
     executed: dict[str, dict[str, set[int]]] = field(default_factory=dict)  # falsifier -> module -> lines
@@ -322,7 +323,8 @@ class MutateRun:
     left: int = 0  # not run: the time budget ran out
 
     def __post_init__(self) -> None:
-        self.runner = Runner(self.workspace, self.device)
+        assert self.build_command is not None, "MutateRun needs build_command (pv.commands.run.pytest_command)"
+        self.runner = Runner(self.workspace, self.device, self.build_command)
         self._lock = threading.Lock()
         self._kills: dict[str, dict[str, int]] = {}  # module -> falsifier -> kills so far
         self._started = time.monotonic()

@@ -60,8 +60,13 @@ def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything:
             equivalents_path: str | None, list_only: bool, fail_under: float | None, *, workspace: Workspace) -> None:
     """Mutate the code the selected falsifiers bind and report which mutants they kill."""
     from pv import codegen
+
+    try:
+        import libcst  # noqa: F401 - the rewriting library: an extra, so pv itself stays light
+    except ImportError:
+        raise click.UsageError("pv mutate needs libcst: pip install 'pv[mutate]' (libcst, coverage)") from None
     from pv.automutate import engine, operators, report, results as store
-    from pv.commands.run import select
+    from pv.commands.run import pytest_command, select
 
     unknown_ops = [o for o in ops if o not in operators.OPERATORS]
     if unknown_ops:
@@ -102,7 +107,8 @@ def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything:
                                + (" (every one failed to parse)" if problems else ""))
 
     run = engine.MutateRun(workspace, mplan, results_file, device, jobs=jobs, time_budget=time_budget,
-                           timeout=timeout, seed=seed, echo=click.echo)
+                           timeout=timeout, seed=seed, echo=click.echo,
+                           build_command=pytest_command)
     try:
         run.baseline(previous.baseline)
         for fid, why in sorted(run.excluded.items()):
