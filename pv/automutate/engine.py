@@ -176,7 +176,8 @@ class Runner:
                 _kill_group(proc)
 
     def run(self, tests: list[Any], *, timeout: float | None, mutant_spec: Path | None = None,
-            stop_on_fail: bool = True, deadline: float | None = None, coverage: str | None = None) -> ProcessResult:
+            stop_on_fail: bool = True, deadline: float | None = None, coverage: str | None = None,
+            on_verdict: Callable[[str, str, float], None] | None = None) -> ProcessResult:
         out = ProcessResult()
         env = dict(os.environ)
         paths = ([hook.site_dir()] if mutant_spec or coverage else []) + [str(self.workspace.root)]
@@ -221,6 +222,8 @@ class Runner:
                     fid, verdict = str(event.get("falsifier")), str(event.get("verdict") or "ERROR")
                     out.verdicts.append((fid, verdict, str(event.get("message") or "").strip()))
                     out.durations[fid] = out.durations.get(fid, 0.0) + float(event.get("duration_s") or 0)
+                    if on_verdict is not None:
+                        on_verdict(fid, verdict, float(event.get("duration_s") or 0))
                     if verdict == "FAIL" and stop_on_fail and out.killed_by is None:
                         out.killed_by = fid
                         out.stopped = True
@@ -357,10 +360,19 @@ class MutateRun:
         spec = json.dumps({"data_file": str(data_dir / "coverage"),
                            "source": sorted({str(t.path.parent) for t in self.mplan.targets.values()})})
 
+        total = sum(len(self.mplan.tests[fid]) for fid in todo)
+        seen = [0]
+
+        def progress(fid: str, verdict: str, seconds: float) -> None:
+            with self._lock:
+                seen[0] += 1
+                self.echo(f"  baseline [{seen[0]}/{total} {time.monotonic() - self._started:.0f}s] {fid} {verdict} "
+                          f"({seconds:.1f}s)")
+
         def one(chunk: list[str]) -> list[dict[str, Any]]:
             tests = [t for fid in chunk for t in self.mplan.tests[fid]]
             proc = self.runner.run(tests, timeout=None, stop_on_fail=False, deadline=self._deadline,
-                                   coverage=spec if self.use_coverage else None)
+                                   coverage=spec if self.use_coverage else None, on_verdict=progress)
             lines = []
             for fid in chunk:
                 verdicts = sorted({v for f, v, _ in proc.verdicts if f == fid})
