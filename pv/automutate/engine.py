@@ -152,6 +152,7 @@ def sample_candidates(mplan: MutatePlan, seed: int, sample: int | None, ops: tup
 @dataclass
 class ProcessResult:
     verdicts: list[tuple[str, str, str]] = field(default_factory=list)  # (falsifier, verdict, message)
+    cells: dict[str, str] = field(default_factory=dict)  # "falsifier|device|subject" -> verdict
     durations: dict[str, float] = field(default_factory=dict)
     killed_by: str | None = None
     returncode: int | None = None
@@ -221,6 +222,7 @@ class Runner:
                         continue
                     fid, verdict = str(event.get("falsifier")), str(event.get("verdict") or "ERROR")
                     out.verdicts.append((fid, verdict, str(event.get("message") or "").strip()))
+                    out.cells[_cell_key(fid, event.get("device"), event.get("subject"))] = verdict
                     out.durations[fid] = out.durations.get(fid, 0.0) + float(event.get("duration_s") or 0)
                     if on_verdict is not None:
                         on_verdict(fid, verdict, float(event.get("duration_s") or 0))
@@ -255,6 +257,10 @@ class Runner:
         seen = {fid for fid, _, _ in out.verdicts}
         out.missing = [t.falsifier for t in tests if t.falsifier not in seen]
         return out
+
+
+def _cell_key(falsifier: str, device: Any, subject: Any) -> str:
+    return f"{falsifier}|{device}|{subject or ''}"
 
 
 def _bare(nodeid: str) -> str:
@@ -319,6 +325,7 @@ class MutateRun:
     use_coverage: bool = True  # judge each mutant by the falsifiers that execute its line
     excluded: dict[str, str] = field(default_factory=dict)  # falsifier -> why it judges nothing
     executed: dict[str, dict[str, set[int]]] = field(default_factory=dict)  # falsifier -> module -> lines
+    passing_tests: dict[str, list[Any]] = field(default_factory=dict)  # falsifier -> its cells that PASS unmutated
     baseline_seconds: dict[str, float] = field(default_factory=dict)
     start_up: float = START_UP_S
     recorded: list[dict[str, Any]] = field(default_factory=list)  # lines written by this run
@@ -346,7 +353,8 @@ class MutateRun:
         for fid in judging:
             line = previous.get(fid)
             if line and line.get("definition") == self.mplan.definitions[fid] and line.get("code") == code[fid] \
-                    and line.get("device") == self.device and (line.get("lines") is not None or not self.use_coverage):
+                    and line.get("device") == self.device and (line.get("lines") is not None or not self.use_coverage) \
+                    and (line.get("verdicts") == ["PASS"] or "cells" in line):
                 self._take_baseline(fid, line)
             else:
                 todo.append(fid)
@@ -384,6 +392,7 @@ class MutateRun:
                               "seconds": round(proc.durations.get(fid, 0.0), 3),
                               "start_up": round(max(0.0, proc.seconds - sum(proc.durations.values())), 1),
                               "definition": self.mplan.definitions[fid], "code": code[fid],
+                              "cells": {k: v for k, v in sorted(proc.cells.items()) if k.startswith(fid + "|")},
                               "lines": None, "time_utc": _now()})
             return lines
 
@@ -427,7 +436,12 @@ class MutateRun:
         if line.get("lines") is not None:
             self.executed[fid] = {m: set(v) for m, v in line["lines"].items()}
         verdicts = line.get("verdicts") or []
-        if verdicts != ["PASS"]:
+        cells = line.get("cells")
+        passing = [t for t in self.mplan.tests[fid]
+                   if verdicts == ["PASS"] or (cells or {}).get(_cell_key(fid, t.device, t.subject)) == "PASS"]
+        if passing:
+            self.passing_tests[fid] = passing  # a cell that SKIPs here (device or subject absent) is not run
+        else:
             self.excluded[fid] = f"{'/'.join(verdicts)} unmutated" + (f": {line['message']}" if line.get("message") else "")
 
     # mutants --------------------------------------------------------------------------------
@@ -524,7 +538,7 @@ class MutateRun:
         spec_file.write_text(json.dumps({"module": target.module, "path": str(target.path),
                                          "mutated_source": str(source_file)}), encoding="utf-8")
         try:
-            tests = [t for fid in judges for t in self.mplan.tests[fid]]
+            tests = [t for fid in judges for t in self.passing_tests.get(fid, self.mplan.tests[fid])]
             limit = self.timeout or 3 * (self.start_up + sum(self.baseline_seconds.get(f, 0.0) for f in judges)) + 10
             proc = self.runner.run(tests, timeout=limit, mutant_spec=spec_file, deadline=self._deadline)
         finally:
