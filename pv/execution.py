@@ -224,7 +224,7 @@ def bind(run: Run, packages: Iterable[str], workspace_root: Path,
     files: dict[str, str] = {}
     for path, lines in sorted(run.lines.items()):
         name = module_for_file(path, packages, loaded)
-        if name is None or not codebind.in_packages(name, packages):
+        if not lines or name is None or not codebind.in_packages(name, packages):
             continue
         units = _units(path)
         if units is None:
