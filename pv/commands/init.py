@@ -37,6 +37,7 @@ from string import Template
 import click
 
 from pv.commands.schema import PROJECT_SCHEMA, schema_reference
+from pv.ledgermerge import DRIVER_CONFIG
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "init"
 CONTRACT_NAME = "demo-softmax-v1.yaml"
@@ -156,6 +157,20 @@ def plan(root: Path, package: str, today: datetime.date) -> list[Planned]:
 LATER = (Path("evidence/ledger.jsonl"), Path("docs/STATUS.md"), Path("generated_tests"))
 
 
+def _ledger_merge_attributes(root: Path) -> str | None:
+    """Add the ledger's merge-driver line to .gitattributes (kept lines; pv.ledgermerge)."""
+    from pv.atomic import write_text
+    from pv.ledgermerge import gitattributes_text
+
+    path = root / ".gitattributes"
+    existing = path.read_text(encoding="utf-8") if path.is_file() else None
+    text = gitattributes_text(existing)
+    if text is None:
+        return None
+    write_text(path, text)
+    return "created" if existing is None else "added to"
+
+
 @click.command(name="init")
 @click.option("--package", "package", metavar="NAME",
               help="Name of the check package to create (default: <project>_checks).")
@@ -193,6 +208,7 @@ def command(package: str | None) -> None:
             write_text(root / f.path, f.text)
             written.append(f.path.as_posix())
         write_text(pyproject_path, new_pyproject)
+        attributes = _ledger_merge_attributes(root)
     except OSError as exc:
         raise click.ClickException(f"cannot write: {exc}; written so far: {', '.join(written) or 'nothing'} "
                                    "(remove them before running `pv init` again)") from None
@@ -200,6 +216,8 @@ def command(package: str | None) -> None:
     click.echo(f"  {action} pyproject.toml")
     for f in files:
         click.echo(f"  created  {f.path.as_posix()}")
+    if attributes:
+        click.echo(f"  {attributes} .gitattributes (the ledger's merge driver)")
     if outer is not None:
         click.echo(f"note: {outer} also has a [tool.pv] table; from here down this project's settings apply")
     click.echo(f"""
@@ -210,5 +228,7 @@ Next steps:
   pv strength --device cpu        # the planted bug in {package}/mutants.py must be killed
   pv status                       # docs/STATUS.md from the evidence
   pre-commit install              # pv's hooks on every commit (pip install pre-commit)
+  {DRIVER_CONFIG}
+                                  # once per clone: branches' evidence merges without conflict
 Then write a contract about your own code: copy contracts/{CONTRACT_NAME}, bind its check to a
 function in {package}/, and plant a bug it must catch in {package}/mutants.py.""")
