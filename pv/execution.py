@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import os
 import shutil
 import sys
@@ -183,13 +184,22 @@ def _units(path: str) -> ModuleUnits | None:
 
 def _static_imports(name: str, path: str) -> set[str]:
     """The modules a module's import statements name (with `from pkg import sub`'s submodule)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return set()
+    return set(_imports_in(name, Path(path).name.startswith("__init__."), data))
+
+
+@functools.lru_cache(maxsize=2048)
+def _imports_in(name: str, is_package: bool, data: bytes) -> frozenset[str]:
     import ast
 
     try:
-        tree = ast.parse(Path(path).read_bytes())
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
-    package = name if Path(path).name.startswith("__init__.") else name.rpartition(".")[0]
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    package = name if is_package else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -205,7 +215,7 @@ def _static_imports(name: str, path: str) -> set[str]:
             if base:
                 found.add(base)
                 found.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
-    return found
+    return frozenset(found)
 
 
 def _relative(path: str, root: Path) -> str:

@@ -23,6 +23,7 @@ records them; a record with a problem is never fresh):
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import importlib.util
 import inspect
@@ -105,8 +106,13 @@ def shadowing(name: str, path: Path) -> str | None:
     return None
 
 
-def _compiled_code(path: Path) -> object:
-    return compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+@functools.lru_cache(maxsize=1024)
+def _same_code(pyc: bytes, source: bytes, filename: str) -> bool:
+    """Whether the bytecode is the source compiled (once per distinct pair: every check asks)."""
+    try:
+        return marshal.loads(pyc[16:]) == compile(source, filename, "exec", dont_inherit=True)
+    except (ValueError, EOFError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return False
 
 
 def bytecode_mismatch(module: ModuleType) -> str | None:
@@ -130,9 +136,9 @@ def bytecode_mismatch(module: ModuleType) -> str | None:
     elif flags & 0b10:  # hash-based and checked: Python compared the source's hash itself
         return None
     try:
-        if marshal.loads(data[16:]) == _compiled_code(Path(origin)):
+        if _same_code(data, Path(origin).read_bytes(), str(origin)):
             return None
-    except (ValueError, EOFError, TypeError, SyntaxError, OSError, RecursionError):
+    except OSError:
         pass
     return f"{module.__name__} ran from bytecode {Path(cached).name} that is not {Path(origin).name} compiled"
 
@@ -146,12 +152,20 @@ def _code_file(obj: object) -> str | None:
 def _defined_names(module: ModuleType) -> list[tuple[str, str]]:
     """(attribute path, qualname) of the functions and methods the module's own source defines
     at top level and in its top-level classes (what a patch would replace)."""
+    try:
+        return list(_names_in_source(Path(module.__file__ or "").read_bytes()))
+    except (OSError, TypeError):
+        return []
+
+
+@functools.lru_cache(maxsize=1024)
+def _names_in_source(data: bytes) -> tuple[tuple[str, str], ...]:
     import ast
 
     try:
-        tree = ast.parse(Path(module.__file__ or "").read_bytes())
-    except (OSError, SyntaxError, ValueError, RecursionError, TypeError):
-        return []
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
     names = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -159,7 +173,7 @@ def _defined_names(module: ModuleType) -> list[tuple[str, str]]:
         elif isinstance(node, ast.ClassDef):
             names += [(f"{node.name}.{m.name}", f"{node.name}.{m.name}") for m in node.body
                       if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return names
+    return tuple(names)
 
 
 def patched(module: ModuleType, bound_files: set[str]) -> list[str]:
