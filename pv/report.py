@@ -184,3 +184,21 @@ def junit_xml(result: Any, *, suite: str = "pv run") -> str:
 def _clean(text: str) -> str:
     """XML 1.0 cannot carry most control characters; a check's message may hold them."""
     return "".join(ch if ch in "\t\n\r" or ord(ch) >= 32 else f"\\x{ord(ch):02x}" for ch in str(text))
+
+
+def write_junit(path: str, result: Any) -> bool:
+    """Write JUnit XML to `path` atomically (pv.atomic: a reader never sees half a file). A path
+    that cannot be written is reported on stderr (which path, why); returns whether it was
+    written. The run's own evidence is not affected."""
+    import click
+
+    from pv.atomic import write_text
+
+    try:
+        write_text(path, junit_xml(result))
+    except OSError as exc:
+        click.echo(click.style(f"--junitxml {path}: cannot write it ({exc.strerror or exc}); nothing was written "
+                               "there. Choose a writable path.", fg="red", bold=True), err=True)
+        return False
+    click.echo(f"wrote JUnit XML to {path}", err=True)
+    return True

@@ -355,12 +355,17 @@ class _RunCommand(click.Command):
               help="The commit this tree is (wins over git; e.g. on a copy without .git). Or PV_GIT_COMMIT.")
 @click.option("--mutant", default=None, hidden=True, help="Run under a planted bug (used by pv strength).")
 @click.option("-v", "--verbose", is_flag=True, help="Show pytest's own output as it runs.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one JSON document on stdout (every outcome, verdict, observations, margin, explanation).")
+@click.option("--junitxml", type=click.Path(dir_okay=False), default=None, metavar="PATH",
+              help="Also write the outcomes as JUnit XML to PATH (for CI).")
 @click.pass_context
 @pass_workspace
 def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything: bool,
             device: str, repeat: int, keyword: str | None, no_ledger: bool, ledger_path: str | None,
             stale: bool, subject: str | None, skip_subjects: tuple[str, ...], subject_path: str | None,
-            git_commit: str | None, mutant: str | None, verbose: bool, *, workspace: Workspace) -> None:
+            git_commit: str | None, mutant: str | None, verbose: bool, fmt: str, junitxml: str | None, *,
+            workspace: Workspace) -> None:
     """Run falsifiers and record the evidence. Arguments after `--` go to pytest.
 
     \b
@@ -370,7 +375,7 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
     Exit status: 0 nothing falsified or errored (SKIPs alone: 0, "not evidence"); 1 a FAIL or
     an ERROR, pytest broke, or a record could not be written; 2 usage error.
     """
-    from pv import codegen
+    from pv import codegen, report
 
     pytest_args = list(ctx.meta.get("pv_pytest_args", []))
     if no_ledger and ledger_path:
@@ -380,14 +385,16 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
     if git_commit is not None and not re.fullmatch(r"[0-9a-fA-F]{7,64}", git_commit):
         raise click.UsageError(f"--git-commit {git_commit!r} is not a commit id (7 to 64 hex digits)")
     subject = _subject_option(subject, subject_path, stale)
-    plan = codegen.ensure_fresh(workspace)
+    quiet = fmt == "json"  # stdout carries the JSON document only; progress goes to stderr
+    plan = codegen.ensure_fresh(workspace, echo=lambda line: click.echo(line, err=quiet))
     ledger: Any = None if no_ledger else (Path(ledger_path).resolve() if ledger_path else DEFAULT)
     ledger_file = None if ledger is None else (workspace.ledger if ledger is DEFAULT else ledger)
     if stale:
         selected = select_stale(workspace, plan, falsifiers, contracts, device,
                                 ledger_file or workspace.ledger, subject)
         if not selected:
-            click.echo(f"nothing is stale on {device}: every deciding record matches the current definition and code")
+            click.echo(f"nothing is stale on {device}: every deciding record matches the current definition and code",
+                       err=quiet)
             return
     else:
         selected = select(plan, falsifiers, contracts, everything, device, subject, skip_subjects)
@@ -402,13 +409,13 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
     what = f"{len(selected)} falsifier test(s)" + (f" x {repeat}" if repeat > 1 else "")
     click.echo(f"running {what} on {device}" + (f" under mutant {mutant}" if mutant else "")
                + (f" with subject {subject}" if subject else "")
-               + ("" if ledger_label else " (dry run)"))
+               + ("" if ledger_label else " (dry run)"), err=quiet)
     done = 0
 
     def on_outcome(event: Outcome, _rep: int) -> None:
         nonlocal done
         done += 1
-        click.echo(progress_line(event, done, total, mutant))
+        click.echo(progress_line(event, done, total, mutant), err=quiet)
 
     result = execute(workspace, selected, device=device, repeat=repeat, ledger=ledger, mutant=mutant,
                      keyword=keyword, pytest_args=pytest_args, on_outcome=on_outcome, git_commit=git_commit,
@@ -416,11 +423,18 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
                      echo_output=(lambda line: click.echo(line, err=True)) if verbose else None)
     if result.broken and not verbose:
         click.echo(result.output.rstrip("\n")[-20000:], err=True)
-    if result.outcomes:
+    if result.outcomes and not quiet:
         print_table(result, mutant, repeat)
-    click.echo("")
+        if repeat > 1:
+            click.echo("\n" + "\n".join(report.spread_lines(report.spreads(result.outcomes))))
+    click.echo("", err=quiet)
     for line in summary_lines(result, mutant, ledger_label):
-        click.echo(click.style(line, bold=True, fg="yellow" if "skipped" in line else None))
+        click.echo(click.style(line, bold=True, fg="yellow" if "skipped" in line else None), err=quiet)
+    if quiet:
+        click.echo(report.document_text(result, device=device, mutant=mutant, ledger=ledger_label, repeat=repeat),
+                   nl=False)
+    if junitxml and not report.write_junit(junitxml, result):
+        sys.exit(1)
     if result.missing:
         click.echo(click.style(f"{len(result.missing)} selected test(s) reported no verdict (see pytest's output "
                                "above):", fg="red", bold=True), err=True)
