@@ -139,10 +139,25 @@ def pyproject_text(existing: str | None, package: str, code: list[str] | None = 
     return text
 
 
-def plan(root: Path, package: str, today: datetime.date) -> list[Planned]:
+# --template: (contract file, the module of code under test) of each scaffold
+TEMPLATE_FILES = {"softmax": (CONTRACT_NAME, "softmax.py"), "torch": ("demo-rmsnorm-v1.yaml", "rmsnorm.py")}
+
+
+def plan(root: Path, package: str, today: datetime.date, template: str = "softmax") -> list[Planned]:
     from pv.schema import json_schema_text
 
     schema_ref = schema_reference(root / "contracts", root / PROJECT_SCHEMA)
+    if template == "torch":  # a torch project: pv.testing.torch_helpers, one check, one planted bug
+        return [
+            Planned(Path("contracts") / "demo-rmsnorm-v1.yaml", _render("torch/demo-rmsnorm-v1.yaml.tmpl",
+                    package=package, schema=schema_ref, today=today.isoformat())),
+            Planned(Path(package) / "__init__.py", _render("package_init.py.tmpl")),
+            Planned(Path(package) / "rmsnorm.py", _render("torch/rmsnorm.py.tmpl")),
+            Planned(Path(package) / "checks.py", _render("torch/checks.py.tmpl", package=package)),
+            Planned(Path(package) / "mutants.py", _render("torch/mutants.py.tmpl", package=package)),
+            Planned(Path(".pre-commit-config.yaml"), _render("pre-commit-config.yaml.tmpl")),
+            Planned(Path(PROJECT_SCHEMA), json_schema_text()),
+        ]
     return [
         Planned(Path("contracts") / CONTRACT_NAME,
                 _render("demo-softmax-v1.yaml.tmpl", package=package, schema=schema_ref, today=today.isoformat())),
@@ -193,7 +208,9 @@ LATER = (Path("evidence/ledger.jsonl"), Path("docs/STATUS.md"), Path("generated_
 @click.option("--ci", type=click.Choice(sorted(CI_TEMPLATES)), default=None,
               help="Also write a CI workflow (.github/workflows/pv.yml); in a pv project, only that.")
 @click.option("--force", is_flag=True, help="With --ci: replace an existing workflow file.")
-def command(package: str | None, ci: str | None, force: bool) -> None:
+@click.option("--template", type=click.Choice(sorted(TEMPLATE_FILES)), default="softmax", show_default=True,
+              help="The starter: plain-Python softmax, or a torch project (RMSNorm; pv.testing.torch_helpers).")
+def command(package: str | None, ci: str | None, force: bool, template: str) -> None:
     """Make the current directory a pv project: [tool.pv], a first contract, a check package
     with a planted bug, pre-commit hooks and the schema for editors. Overwrites nothing."""
     from pv.atomic import write_text
@@ -218,7 +235,7 @@ def command(package: str | None, ci: str | None, force: bool) -> None:
     if problem:
         raise click.UsageError(f"{problem}; choose another with --package NAME")
 
-    files = plan(root, package, datetime.date.today()) + ([ci_file(ci)] if ci else [])
+    files = plan(root, package, datetime.date.today(), template) + ([ci_file(ci)] if ci else [])
     taken = [p for p in [Path(package), *(f.path for f in files), *LATER] if (root / p).exists()
              and not (force and p == WORKFLOW)]
     if taken:
@@ -240,6 +257,8 @@ def command(package: str | None, ci: str | None, force: bool) -> None:
     click.echo(f"  {action} pyproject.toml")
     for f in files:
         click.echo(f"  created  {f.path.as_posix()}")
+    if template == "torch" and importlib.util.find_spec("torch") is None:
+        click.echo("note: torch is not installed in this environment; the torch checks need it (pip install torch)")
     if outer is not None:
         click.echo(f"note: {outer} also has a [tool.pv] table; from here down this project's settings apply")
     click.echo(f"""
@@ -250,5 +269,5 @@ Next steps:
   pv strength --device cpu        # the planted bug in {package}/mutants.py must be killed
   pv status                       # docs/STATUS.md from the evidence
   pre-commit install              # pv's hooks on every commit (pip install pre-commit)
-Then write a contract about your own code: copy contracts/{CONTRACT_NAME}, bind its check to a
+Then write a contract about your own code: copy contracts/{TEMPLATE_FILES[template][0]}, bind its check to a
 function in {package}/, and plant a bug it must catch in {package}/mutants.py.""")
