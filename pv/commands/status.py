@@ -12,7 +12,6 @@ paths, everything sorted, so `--check` can run in pre-commit and CI.
 
 from __future__ import annotations
 
-import datetime
 import difflib
 import json
 import sys
@@ -541,7 +540,9 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
 
         refused = False
         if promote:
-            refused = _promote(ws, report, loaded, ids, allow_demote, target)
+            from pv.promote import promote_entries
+
+            refused = promote_entries(report.entries, loaded, ids, allow_demote, target, click.echo)
             report, loaded = gather(ws)  # declared statuses changed
             markdown = render_markdown(report)
 
@@ -574,26 +575,6 @@ def _require_fresh(report: Report, ids: set[str] | None) -> None:
     devices = sorted({d.device for _, d in stale})
     click.echo("re-run them: " + "; ".join(f"pv run --stale --device {dev}" for dev in devices), err=True)
     sys.exit(1)
-
-
-def _promote(ws: Workspace, report: Report, loaded: list[LoadedContract], ids: set[str] | None,
-             allow_demote: bool, target: str | None) -> bool:
-    """Plan and apply promotions; print what happened. Returns whether any was refused."""
-    from pv import promote as pm
-
-    today = datetime.date.today()
-    by_path = {lc.display_path: lc for lc in loaded}
-    refused = False
-    for e in report.entries:
-        if ids and e.status.id not in ids:
-            continue
-        outcome = pm.plan(by_path[e.path], e.status, today=today, allow_demote=allow_demote,
-                          target=LifecycleStatus(target) if target else None, explicit=bool(ids))
-        if outcome.action == "promoted":
-            pm.apply(outcome)
-        refused |= outcome.action == "refused"
-        click.echo(outcome.describe(), err=outcome.action == "refused")
-    return refused
 
 
 __all__ = ["command", "render_markdown", "render_json", "terminal_summary", "build_report", "gather", "summary",
