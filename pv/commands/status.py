@@ -480,18 +480,21 @@ def _warn(report: Report) -> None:
 @click.option("--require-fresh", is_flag=True,
               help="Release gate: exit 1 if a ship-blocking falsifier's deciding evidence is stale on a "
                    "required device; write nothing.")
+@click.option("--html", "html_dir", type=click.Path(), default=None, metavar="DIR",
+              help="Write the dashboard as static HTML into DIR (margin history, drift flags); nothing else.")
 @click.option("--to", "target", type=click.Choice(COMPUTABLE),
               help="With --promote: the status to set (refused unless the evidence supports it).")
 @pass_workspace
 def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: str, promote: bool,
-            allow_demote: bool, require_fresh: bool, target: str | None, *, workspace: Workspace) -> None:
+            allow_demote: bool, require_fresh: bool, html_dir: str | None, target: str | None, *,
+            workspace: Workspace) -> None:
     """Compute lifecycle status from the evidence and write the dashboard (docs/STATUS.md).
 
     CONTRACT_IDs select the contracts to promote (with --promote) or to show; the dashboard
     always covers every contract.
     """
     modes = [name for name, on in (("--check", check), ("--stdout", to_stdout), ("--format json", fmt == "json"),
-                                   ("--promote", promote), ("--require-fresh", require_fresh)) if on]
+                                   ("--promote", promote), ("--require-fresh", require_fresh), ("--html", html_dir)) if on]
     if len(modes) > 1:
         raise click.UsageError(f"{' and '.join(modes)} cannot be combined")
     if (allow_demote or target) and not promote:
@@ -513,6 +516,17 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
             return
         if require_fresh:
             _require_fresh(report, ids)
+            return
+        if html_dir:
+            from pathlib import Path
+
+            from pv import dashboard
+
+            try:
+                flagged = dashboard.publish(report, ws.ledger, Path(html_dir))
+            except dashboard.DashboardError as exc:
+                raise (click.UsageError if exc.usage else click.ClickException)(str(exc)) from None
+            click.echo(f"wrote {Path(html_dir) / 'index.html'} ({flagged} margin(s) shrinking toward zero)")
             return
         markdown = render_markdown(report)
         if to_stdout:
