@@ -32,7 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from pv import codebind, execution, expr, mutation, provenance, tolerance as tolerances, vacuity
+from pv import codebind, execution, explain, expr, mutation, provenance, tolerance as tolerances, vacuity
 from pv.outcome import Outcome
 
 
@@ -427,9 +427,7 @@ def falsify(
     observed = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(outcome.observations.items()))
     lines = [f"FALSIFIED {label}: prediction `{prediction}` is false"]
     lines.append(f"  observed: {observed or '(nothing)'}")
-    for bound in explain_bound(prediction, observations):
-        lines.append(f"  bound:    {bound}")
-    lines.append(f"  margin:   {'n/a' if margin is None else _fmt(margin)} (negative = how far past the bound)")
+    lines += explain.failure_lines(prediction, observations, margin)
     if mutant:
         lines.append(f"  mutant:   {mutant} (killed)")
     if if_fails:
