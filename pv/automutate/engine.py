@@ -6,6 +6,9 @@
    the falsifiers whose closure holds M, and only by them.
 2. **Baseline.** The judging falsifiers run once unmutated (reused while their code and
    definitions are unchanged). One that does not PASS is left out: it would "kill" everything.
+   Each verdict names the functions its check executed (pv.execution's `executed_code`): a
+   mutant is judged only by the falsifiers that ran its function, and a mutant of a function
+   none ran is SURVIVED without a run.
 3. **Mutants.** pv.automutate.operators lists every site of every bound module; `--seed` shuffles
    that list and `--sample N` keeps its first N (so a larger sample extends a smaller one).
 4. **One pytest process per mutant**, through pv.automutate.hook (the file on disk is never
@@ -19,12 +22,9 @@
 
 from __future__ import annotations
 
-import ast
-import bisect
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pv import codebind
-from pv.automutate import coverage_map, hook, operators, results as store
+from pv.automutate import hook, operators, results as store
 from pv.config import Workspace
 
 START_UP_S = 30.0  # added to every mutant's limit: interpreter, imports, fixtures
@@ -53,18 +53,15 @@ class Target:
     source: str = ""
     digest: str | None = None
     problem: str | None = None  # why it cannot be mutated (unreadable, does not parse)
-    _starts: list[int] | None = None
+    _units: Any = None
 
-    def statement_start(self, line: int) -> int:
-        """The first line of the innermost statement holding `line` (coverage counts statements)."""
-        if self._starts is None:
-            try:
-                tree = ast.parse(self.source)
-                self._starts = sorted({n.lineno for n in ast.walk(tree) if isinstance(n, ast.stmt)})
-            except (SyntaxError, ValueError, RecursionError):
-                self._starts = []
-        at = bisect.bisect_right(self._starts, line)
-        return self._starts[at - 1] if at else line
+    def unit_of(self, line: int) -> str:
+        """The code unit (pv.codeunits: a function's qualname, or `<module>`) holding `line`."""
+        if self._units is None:
+            from pv.codeunits import units_of_source
+
+            self._units = units_of_source(self.source.encode("utf-8"))
+        return self._units.unit_of_line(line)
 
 
 @dataclass
@@ -153,6 +150,8 @@ def sample_candidates(mplan: MutatePlan, seed: int, sample: int | None, ops: tup
 class ProcessResult:
     verdicts: list[tuple[str, str, str]] = field(default_factory=list)  # (falsifier, verdict, message)
     cells: dict[str, str] = field(default_factory=dict)  # "falsifier|device|subject" -> verdict
+    units: dict[str, dict[str, set[str]]] = field(default_factory=dict)  # falsifier -> module -> units it ran
+    units_unknown: set[str] = field(default_factory=set)  # falsifiers whose executed code was not told
     durations: dict[str, float] = field(default_factory=dict)
     killed_by: str | None = None
     returncode: int | None = None
@@ -177,21 +176,17 @@ class Runner:
                 _kill_group(proc)
 
     def run(self, tests: list[Any], *, timeout: float | None, mutant_spec: Path | None = None,
-            stop_on_fail: bool = True, deadline: float | None = None, coverage: str | None = None,
+            stop_on_fail: bool = True, deadline: float | None = None,
             on_verdict: Callable[[str, str, float], None] | None = None) -> ProcessResult:
         out = ProcessResult()
         env = dict(os.environ)
-        paths = ([hook.site_dir()] if mutant_spec or coverage else []) + [str(self.workspace.root)]
+        paths = ([hook.site_dir()] if mutant_spec else []) + [str(self.workspace.root)]
         env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ written into the user's tree
-        for name in (hook.ENV, coverage_map.ENV, coverage_map.CONTEXT_ENV):
-            env.pop(name, None)
+        env.pop(hook.ENV, None)
         if mutant_spec:
             env[hook.ENV] = str(mutant_spec)
         plugins = ["-p", "no:randomly", "-p", "no:xdist"]
-        if coverage:
-            env[coverage_map.ENV] = coverage
-            plugins += ["-p", "pv.automutate.coverage_map"]
         read_end, write_end = os.pipe()
         cmd = self.build_command(tests, rootdir=self.workspace.root, report=Path(f"/dev/fd/{write_end}"),
                              run_id=uuid.uuid4().hex, device=self.device, ledger=None, mutant=None, keyword=None,
@@ -223,6 +218,13 @@ class Runner:
                     fid, verdict = str(event.get("falsifier")), str(event.get("verdict") or "ERROR")
                     out.verdicts.append((fid, verdict, str(event.get("message") or "").strip()))
                     out.cells[_cell_key(fid, event.get("device"), event.get("subject"))] = verdict
+                    executed = event.get("executed_code")
+                    if isinstance(executed, dict):  # pv.execution: module -> unit -> digest
+                        units = out.units.setdefault(fid, {})
+                        for module, by_unit in executed.items():
+                            units.setdefault(module, set()).update(by_unit or {})
+                    else:
+                        out.units_unknown.add(fid)
                     out.durations[fid] = out.durations.get(fid, 0.0) + float(event.get("duration_s") or 0)
                     if on_verdict is not None:
                         on_verdict(fid, verdict, float(event.get("duration_s") or 0))
@@ -322,9 +324,8 @@ class MutateRun:
     # builds a pytest command line for generated tests: pv.commands.run.pytest_command (the verb
     # passes it in; a core module does not import the verbs)
     build_command: Callable[..., list[str]] | None = None
-    use_coverage: bool = True  # judge each mutant by the falsifiers that execute its line
     excluded: dict[str, str] = field(default_factory=dict)  # falsifier -> why it judges nothing
-    executed: dict[str, dict[str, set[int]]] = field(default_factory=dict)  # falsifier -> module -> lines
+    executed: dict[str, dict[str, set[str]]] = field(default_factory=dict)  # falsifier -> module -> units it ran
     passing_tests: dict[str, list[Any]] = field(default_factory=dict)  # falsifier -> its cells that PASS unmutated
     baseline_seconds: dict[str, float] = field(default_factory=dict)
     start_up: float = START_UP_S
@@ -353,21 +354,16 @@ class MutateRun:
         for fid in judging:
             line = previous.get(fid)
             if line and line.get("definition") == self.mplan.definitions[fid] and line.get("code") == code[fid] \
-                    and line.get("device") == self.device and (line.get("lines") is not None or not self.use_coverage) \
-                    and (line.get("verdicts") == ["PASS"] or "cells" in line):
+                    and line.get("device") == self.device and "units" in line and "cells" in line:
                 self._take_baseline(fid, line)
             else:
                 todo.append(fid)
         if not todo:
             self.echo(f"baseline: {len(judging)} falsifier(s) reused from {self.results_path.name}")
             return
-        self.echo(f"baseline: {len(todo)} falsifier(s) run unmutated first ({len(judging) - len(todo)} reused)"
-                  + (", under coverage (which falsifier runs which line)" if self.use_coverage else ""))
+        self.echo(f"baseline: {len(todo)} falsifier(s) run unmutated first ({len(judging) - len(todo)} reused); "
+                  "each records the functions it executes")
         chunks = [todo[i::self.jobs] for i in range(min(self.jobs, len(todo)))]
-        data_dir = Path(tempfile.mkdtemp(prefix="pv-mutate-coverage-"))
-        spec = json.dumps({"data_file": str(data_dir / "coverage"),
-                           "source": sorted({str(t.path.parent) for t in self.mplan.targets.values()})})
-
         total = sum(len(self.mplan.tests[fid]) for fid in todo)
         seen = [0]
 
@@ -380,11 +376,13 @@ class MutateRun:
         def one(chunk: list[str]) -> list[dict[str, Any]]:
             tests = [t for fid in chunk for t in self.mplan.tests[fid]]
             proc = self.runner.run(tests, timeout=None, stop_on_fail=False, deadline=self._deadline,
-                                   coverage=spec if self.use_coverage else None, on_verdict=progress)
+                                   on_verdict=progress)
             lines = []
             for fid in chunk:
                 verdicts = sorted({v for f, v, _ in proc.verdicts if f == fid})
                 why = next((m for f, v, m in proc.verdicts if f == fid and v != "PASS"), "")
+                units = None if fid in proc.units_unknown or fid not in proc.units else \
+                    {m: sorted(u) for m, u in sorted(proc.units[fid].items()) if m in self.mplan.targets}
                 lines.append({"kind": "baseline", "format": store.RESULTS_FORMAT, "falsifier": fid,
                               "device": self.device, "verdicts": verdicts or ["MISSING"],
                               "message": why.splitlines()[0][:300] if why else
@@ -393,48 +391,20 @@ class MutateRun:
                               "start_up": round(max(0.0, proc.seconds - sum(proc.durations.values())), 1),
                               "definition": self.mplan.definitions[fid], "code": code[fid],
                               "cells": {k: v for k, v in sorted(proc.cells.items()) if k.startswith(fid + "|")},
-                              "lines": None, "time_utc": _now()})
+                              "units": units, "time_utc": _now()})
             return lines
 
-        try:
-            with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
-                lines = [line for chunk_lines in pool.map(one, chunks) for line in chunk_lines]
-            if self.use_coverage:
-                self._attach_lines(lines, data_dir)
-        finally:
-            shutil.rmtree(data_dir, ignore_errors=True)
+        with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+            lines = [line for chunk_lines in pool.map(one, chunks) for line in chunk_lines]
         store.append(self.results_path, lines)
         for line in lines:
             self._take_baseline(line["falsifier"], line)
 
-    def _attach_lines(self, lines: list[dict[str, Any]], data_dir: Path) -> None:
-        """Give each baseline line the lines of every bound module its falsifier executed (plus
-        the lines run at import time); without coverage data, none (judged per module)."""
-        by_file = coverage_map.executed_by(data_dir, [t.path for t in self.mplan.targets.values()])
-        if by_file is None:
-            self.echo("coverage data missing (is coverage installed?): each mutant is judged by every falsifier "
-                      "bound to its module")
-            return
-        node_of = {_bare(t.nodeid): fid for fid, tests in self.mplan.tests.items() for t in tests}
-        for line in lines:
-            line["lines"] = {}
-        by_fid = {line["falsifier"]: line for line in lines}
-        for target in self.mplan.targets.values():
-            executed = by_file.get(str(target.path.resolve()), {})
-            for number, contexts in executed.items():
-                fids = {node_of.get(_bare(c)) for c in contexts}
-                owners = by_fid if "" in contexts else {f: by_fid[f] for f in fids if f in by_fid}
-                for fid, line in owners.items():
-                    if target.module in self.mplan.targets and fid in target.falsifiers:
-                        line["lines"].setdefault(target.module, []).append(number)
-        for line in lines:
-            line["lines"] = {m: sorted(set(v)) for m, v in sorted(line["lines"].items())}
-
     def _take_baseline(self, fid: str, line: dict[str, Any]) -> None:
         self.baseline_seconds[fid] = float(line.get("seconds") or 0.0)
         self.start_up = max(self.start_up, float(line.get("start_up") or 0.0))
-        if line.get("lines") is not None:
-            self.executed[fid] = {m: set(v) for m, v in line["lines"].items()}
+        if line.get("units") is not None:  # None: the run could not tell what it executed
+            self.executed[fid] = {m: set(v) for m, v in line["units"].items()}
         verdicts = line.get("verdicts") or []
         cells = line.get("cells")
         passing = [t for t in self.mplan.tests[fid]
@@ -446,13 +416,13 @@ class MutateRun:
 
     # mutants --------------------------------------------------------------------------------
     def judges(self, target: Target, site: operators.Site | None = None) -> list[str]:
-        """The falsifiers that judge a mutant of `target` (with coverage: those that execute the
-        statement of `site`), likeliest killers first, then quickest."""
+        """The falsifiers that judge a mutant of `target` (with `site`: those that executed the
+        function holding it in the baseline, pv.execution), likeliest killers first, then quickest."""
         kills = self._kills.get(target.module, {})
         usable = [f for f in target.falsifiers if f not in self.excluded]
         if site is not None:
-            lines = {site.line, target.statement_start(site.line)}
-            usable = [f for f in usable if f not in self.executed or lines & self.executed[f].get(target.module, set())]
+            unit = target.unit_of(site.line)
+            usable = [f for f in usable if f not in self.executed or unit in self.executed[f].get(target.module, ())]
         return sorted(usable, key=lambda f: (-kills.get(f, 0), self.baseline_seconds.get(f, 0.0), f))
 
     def suite(self, target: Target) -> str:
@@ -531,7 +501,8 @@ class MutateRun:
                     "message": "no falsifier that binds this module passes unmutated"}
         if not judges:
             return {**line, "result": store.SURVIVED, "seconds": 0.0, "executed": False,
-                    "message": "no falsifier executes this line (baseline coverage)"}
+                    "message": f"no falsifier executes {site.scope if site.scope != '<module>' else 'this module-level code'} "
+                                                   "(pv's executed-code binding, in the baseline)"}
         source_file = workdir / f"{site.id}.py"
         spec_file = workdir / f"{site.id}.json"
         source_file.write_text(mutated, encoding="utf-8")

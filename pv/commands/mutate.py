@@ -64,7 +64,7 @@ def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything:
     try:
         import libcst  # noqa: F401 - the rewriting library: an extra, so pv itself stays light
     except ImportError:
-        raise click.UsageError("pv mutate needs libcst: pip install 'pv[mutate]' (libcst, coverage)") from None
+        raise click.UsageError("pv mutate needs libcst: pip install 'pv[mutate]'") from None
     from pv.automutate import engine, operators, report, results as store
     from pv.commands.run import pytest_command, select
 

@@ -25,8 +25,3 @@ def _chain() -> None:
 
 
 _chain()
-
-if os.environ.get("PV_AUTOMUTATE_COVERAGE"):
-    from pv.automutate.coverage_map import start
-
-    start(os.environ["PV_AUTOMUTATE_COVERAGE"])
