@@ -103,8 +103,10 @@ def sampling_default_seed(*, device: str, max_new_tokens: int = 24, temperature:
     seed=0 given explicitly; with seed=1 the sample must differ (otherwise the comparison could
     not see a changed default).
 
+    A plain call (no output_logits) of generate and generate_batch must keep no logits.
+
     Observations: default_mismatches (entry points whose seedless sample differs from seed=0),
-    seed_insensitive (entry points whose seed=1 sample equals seed=0's)."""
+    seed_insensitive (entry points whose seed=1 sample equals seed=0's), logits_kept_by_default."""
     import importlib
 
     from . import fixtures
@@ -127,4 +129,7 @@ def sampling_default_seed(*, device: str, max_new_tokens: int = 24, temperature:
         documented = run(seed=0)
         mismatches += run() != documented
         insensitive += run(seed=1) == documented
-    return {"default_mismatches": mismatches, "seed_insensitive": insensitive}
+    # output_logits defaults to False: a plain call keeps no logits (memory grows with every step otherwise)
+    kept = [generate.generate(model, prompt, max_new_tokens=2).logits is not None,
+            any(g.logits is not None for g in generate.generate_batch(model, [prompt], max_new_tokens=2))]
+    return {"default_mismatches": mismatches, "seed_insensitive": insensitive, "logits_kept_by_default": sum(kept)}
