@@ -68,3 +68,16 @@ def test_split_that_empties_a_side_is_seen(monkeypatch):
     monkeypatch.setattr(data, "split_documents", split_documents)
     observations = _fails("FALSIFY-ARGUMENT-DOMAINS-003")
     assert observations["wrong_verdicts"] == 0 and observations["bad_splits"] == 3
+
+
+def test_bad_inputs_refused_holds_on_the_runtime():
+    observations, judgement = observe("argument-domains", "FALSIFY-ARGUMENT-DOMAINS-005")
+    assert judgement.holds, observations
+
+
+def test_unknown_dtype_accepted_is_seen(monkeypatch):
+    from pvlab.runtime import checkpoint
+
+    monkeypatch.setitem(checkpoint.OTHER_DTYPES, "X9", 4)
+    observations = _fails("FALSIFY-ARGUMENT-DOMAINS-005")
+    assert observations["wrong"] == ["unknown safetensors dtype: accepted"]

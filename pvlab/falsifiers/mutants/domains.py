@@ -81,3 +81,20 @@ def batch_default_seed_changed():
 
     with plant("batch_default_seed_changed", swap(generate, "generate_batch", generate_batch)):
         yield
+
+
+@mutant("end_of_text_falls_back_to_id_zero")
+def end_of_text_falls_back_to_id_zero():
+    """encode_documents ends each document with id 0 when the tokenizer has no end-of-text token,
+    instead of refusing it: a foreign tokenizer's id 0 (any ordinary token) silently becomes the
+    document separator of every training sequence.
+
+    Imitates a `token_to_id(...) or 0` fallback. Seam: runtime.data.encode_documents."""
+    from pvlab.runtime import data
+
+    def encode_documents(tokenizer, documents):
+        end = tokenizer.token_to_id(data.END_OF_TEXT) or 0
+        return [encoding.ids + [end] for encoding in tokenizer.encode_batch(list(documents))]
+
+    with plant("end_of_text_falls_back_to_id_zero", swap(data, "encode_documents", encode_documents)):
+        yield
