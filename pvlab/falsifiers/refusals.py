@@ -29,6 +29,7 @@ def _unknown_dtype_file(directory: Path) -> Path:
 def _cases(work: Path):
     """(name, call, expected error class name, words the message must hold)."""
     import torch
+    from safetensors.torch import load_file, save_file
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
 
@@ -41,6 +42,12 @@ def _cases(work: Path):
     (bin_only / checkpoint.WEIGHTS_NAME).unlink()
     (bin_only / "pytorch_model.bin").write_bytes(b"not read: the runtime refuses pickles")
 
+    odd_head = work / "tied-odd-head"     # tied: a redundant lm_head.weight is tolerated only in the embedding's shape
+    shutil.copytree(fixtures.checkpoint_dir("tiny-trained"), odd_head)
+    tensors = load_file(str(odd_head / checkpoint.WEIGHTS_NAME))
+    vocab, hidden = tensors["model.embed_tokens.weight"].shape
+    save_file({**tensors, "lm_head.weight": torch.zeros(vocab - 1, hidden)}, str(odd_head / checkpoint.WEIGHTS_NAME))
+
     model = fixtures.fresh_copy(fixtures.random_model("tiny"))
     saved = trainer.Trainer(model).save(work / "trainer-run")
     (Path(saved) / trainer.OPTIMIZER_STATE_NAME).write_bytes(b"\x00" * 16)
@@ -50,6 +57,8 @@ def _cases(work: Path):
                             targets=torch.full((2, 4), -100, dtype=torch.long))     # IGNORE_INDEX everywhere
     return [
         ("pytorch_model.bin only", lambda: checkpoint.load(bin_only), "CheckpointError", ["pytorch_model.bin"]),
+        ("tied checkpoint with a mis-shaped lm_head.weight", lambda: checkpoint.load(odd_head), "PopulateError",
+         ["lm_head.weight"]),
         ("unknown safetensors dtype", lambda: checkpoint.read_safetensors_header(_unknown_dtype_file(work)),
          "CheckpointError", ["X9"]),
         ("corrupt optimizer state", lambda: trainer.Trainer.resume(saved), "CheckpointError",
@@ -64,7 +73,8 @@ def _cases(work: Path):
 
 
 def bad_inputs_refused(*, device: str) -> dict:
-    """Each bad input of the table (a checkpoint holding only pytorch_model.bin, a safetensors
+    """Each bad input of the table (a checkpoint holding only pytorch_model.bin, a tied
+    checkpoint whose redundant lm_head.weight is not the embedding's shape, a safetensors
     header with an unknown dtype, a corrupt optimizer state on resume, a tokenizer without the
     end-of-text token, a train step and an evaluation with no target token) must raise the
     table's RuntimeInputError subclass with the table's words in its message. Accepting the
