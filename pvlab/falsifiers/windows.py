@@ -38,3 +38,27 @@ def random_windows_are_stream_slices(*, device: str, stream_tokens: int = 40, se
     possible = set(range(stream_tokens - seq_len))
     return {"bad_shapes": bad_shapes, "bad_rows": bad_rows, "unreached_starts": len(possible - starts),
             "impossible_starts": len(starts - possible)}
+
+
+def packed_rows_cover_each_pair_once(*, device: str, seq_len: int = 8,
+                                     document_lengths: tuple = (3, 9, 17, 30, 2)) -> dict:
+    """runtime.data.pack_documents over documents of distinct consecutive tokens (so a token says
+    which document and position it is), some longer than a row: every row must hold at most
+    seq_len positions, and the (input, target) pairs of all pieces must be each document's
+    textbook pairs (d[i], d[i+1]), each exactly once (a long document is cut into pieces that
+    overlap by exactly one token).
+
+    Observations: overfull_rows, missing_pairs, extra_pairs (pairs duplicated or not in any document)."""
+    from collections import Counter
+
+    from pvlab.runtime import data
+
+    documents, first = [], 100
+    for length in document_lengths:
+        documents.append(list(range(first, first + length)))
+        first += length + 1000
+    expected = Counter((d[i], d[i + 1]) for d in documents for i in range(len(d) - 1))
+    rows = data.pack_documents(documents, seq_len=seq_len)
+    got = Counter((p[i], p[i + 1]) for row in rows for p in row for i in range(len(p) - 1))
+    return {"overfull_rows": sum(sum(len(p) - 1 for p in row) > seq_len for row in rows),
+            "missing_pairs": sum((expected - got).values()), "extra_pairs": sum((got - expected).values())}

@@ -85,3 +85,20 @@ def random_window_last_start_never_drawn():
 
     with plant("random_window_last_start_never_drawn", swap(data, "random_batches", random_batches)):
         yield
+
+
+@mutant("packed_long_document_truncated")
+def packed_long_document_truncated():
+    """pack_documents keeps only the first row-sized piece of a document longer than a row: the
+    rest of every long document is never trained on.
+
+    Imitates truncation where splitting was meant. Seam: runtime.data.pack_documents."""
+    from pvlab.runtime import data
+
+    original = data.pack_documents
+
+    def pack_documents(documents, *, seq_len):
+        return original([list(d)[:seq_len + 1] for d in documents], seq_len=seq_len)
+
+    with plant("packed_long_document_truncated", swap(data, "pack_documents", pack_documents)):
+        yield
