@@ -24,3 +24,20 @@ def test_short_windows_are_seen(monkeypatch):
     monkeypatch.setattr(data, "random_batches", random_batches)
     observations, judgement = observe("sampler-windows", "FALSIFY-SAMPLER-WINDOWS-001")
     assert not judgement.holds and observations["bad_shapes"] == 125, observations
+
+
+def test_packing_holds_on_the_runtime():
+    observations, judgement = observe("sampler-windows", "FALSIFY-SAMPLER-WINDOWS-002")
+    assert judgement.holds, observations
+
+
+def test_pieces_without_overlap_are_seen(monkeypatch):
+    original = data.pack_documents
+
+    def pack_documents(documents, *, seq_len):   # pieces cut end to end: the pair across each cut is lost
+        pieces = [list(d)[i:i + seq_len] for d in documents for i in range(0, len(d), seq_len)]
+        return original([p for p in pieces if len(p) >= 2], seq_len=seq_len)
+
+    monkeypatch.setattr(data, "pack_documents", pack_documents)
+    observations, judgement = observe("sampler-windows", "FALSIFY-SAMPLER-WINDOWS-002")
+    assert not judgement.holds and observations["missing_pairs"] > 0, observations
