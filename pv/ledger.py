@@ -27,8 +27,8 @@ from typing import Any, Iterable
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # 2: records may carry code_digests, git_commit_source and merged_from; 3: subject and
-# subject_digest (all optional, so older lines still read).
-LEDGER_SCHEMA_VERSION = 3
+# subject_digest; 4: runtime and runtime_version (all optional, so older lines still read).
+LEDGER_SCHEMA_VERSION = 4
 # A record is a flat object with a few small mappings; anything nested deeper is not ours.
 MAX_DEPTH = 16
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
@@ -69,6 +69,11 @@ class LedgerRecord(BaseModel):
     # user's checkpoint (pv.subjects), None for a falsifier without subjects.
     subject: str | None = None
     subject_digest: str | None = None  # sha256 of a path subject's config.json + weight headers
+    # The training runtime the check drove ([tool.pv] runtimes name) and what its adapter said it
+    # was (e.g. "transformers 4.57.1"); None on records of falsifiers without `runtimes:` and on
+    # records older than schema 4 (those count as the project's default runtime: pv.lifecycle).
+    runtime: str | None = None
+    runtime_version: str | None = None
     verdict: Verdict
     observations: dict[str, Any] = Field(default_factory=dict)
     prediction: str

@@ -34,6 +34,8 @@ class Outcome:
     seed: int | None = None
     mutant: str | None = None
     subject: str | None = None  # the model and data it drove (None: a falsifier without subjects)
+    runtime: str | None = None  # the runtime it drove ([tool.pv] runtimes; None: no runtime dimension)
+    runtime_version: str | None = None  # what the adapter says it drives, e.g. "transformers 4.57.1"
     subject_digest: str | None = None  # an ad-hoc (path) subject's checkpoint digest (pv.subjects)
     code_digests: dict[str, str] | None = None  # module -> syntax-tree digest (pv.codebind)
     # The test's identity, from its `pv_falsifier` marker (the plugin fills these in).
@@ -70,6 +72,8 @@ class Outcome:
             mutant=self.mutant,
             subject=self.subject,
             subject_digest=self.subject_digest,
+            runtime=self.runtime,
+            runtime_version=self.runtime_version,
             verdict=self.verdict,
             observations=dict(self.observations),
             prediction=self.prediction or "",
