@@ -1,6 +1,6 @@
 """Training, evaluation, checkpoints and greedy generation for nanotrainer's GPT.
 
-    python -m nanotrainer.train OUT_DIR [--steps 300] [--seed 0]
+    python -m nanotrainer.train OUT_DIR [--steps 200] [--seed 0]
 
 trains on the synthetic corpus (data.py) and saves OUT_DIR/config.json + OUT_DIR/model.safetensors.
 """
@@ -25,9 +25,10 @@ class TrainConfig:
     lr: float = 3e-3
     min_lr: float = 3e-4
     warmup_steps: int = 20
-    total_steps: int = 300
+    total_steps: int | None = 200  # None: constant lr after warmup
     weight_decay: float = 0.1
     betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
     grad_clip: float = 1.0
     batch_size: int = 16
     seq_len: int = 32
@@ -38,6 +39,8 @@ def lr_at(step: int, tc: TrainConfig) -> float:
     """Linear warmup to tc.lr over warmup_steps (step 0 already trains), then cosine to min_lr."""
     if step < tc.warmup_steps:
         return tc.lr * (step + 1) / tc.warmup_steps
+    if tc.total_steps is None:
+        return tc.lr
     progress = min(1.0, (step - tc.warmup_steps) / max(1, tc.total_steps - tc.warmup_steps))
     return tc.min_lr + 0.5 * (tc.lr - tc.min_lr) * (1 + math.cos(math.pi * progress))
 
@@ -47,7 +50,7 @@ def build_optimizer(model: GPT, tc: TrainConfig) -> torch.optim.AdamW:
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": tc.weight_decay},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=tc.lr, betas=tc.betas)
+    return torch.optim.AdamW(groups, lr=tc.lr, betas=tc.betas, eps=tc.eps)
 
 
 class Trainer:
@@ -57,7 +60,9 @@ class Trainer:
         self.step = 0
 
     def train_step(self, ids: torch.Tensor, labels: torch.Tensor | None = None) -> float:
-        """One optimizer step on one batch; returns the batch's loss before the step."""
+        """One optimizer step on one batch; returns the batch's loss before the step. The
+        gradients stay on the parameters until the next step (for inspection)."""
+        self.optimizer.zero_grad(set_to_none=True)
         lr = lr_at(self.step, self.tc)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -67,7 +72,6 @@ class Trainer:
         if self.tc.grad_clip:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.grad_clip)
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         return loss.item()
 
