@@ -129,7 +129,8 @@ def falsifier_marks(*, contract: str, contract_version: str) -> Callable[..., Ca
 
     def falsifier_test(falsifier: str, *, sha256: str, prediction: str, devices: list[str],
                        subjects: list[str] | None = None,
-                       subject_sha256: Mapping[str, str] | None = None) -> Callable[[Any], Any]:
+                       subject_sha256: Mapping[str, str] | None = None,
+                       runtimes: list[str] | None = None) -> Callable[[Any], Any]:
         identity: dict[str, Any] = {"contract": contract, "contract_version": contract_version,
                                     "falsifier": falsifier, "sha256": sha256, "prediction": prediction}
         if subject_sha256 is not None:
@@ -142,6 +143,8 @@ def falsifier_marks(*, contract: str, contract_version: str) -> Callable[..., Ca
             test = pytest.mark.parametrize("device", list(devices))(test)
             if parametrize_subject is not None:
                 test = parametrize_subject(test)
+            if runtimes is not None:  # the runtime is the id's last part
+                test = pytest.mark.parametrize("runtime", list(runtimes))(test)
             return pytest.mark.pv_falsifier(**identity)(test)
 
         return mark

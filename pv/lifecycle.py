@@ -103,11 +103,14 @@ class DeviceEvidence:
     # or the modules whose code changed since the record.
     stale_because: tuple[str, ...] = ()
     subject: str | None = None  # None: the falsifier has no subjects
+    runtime: str | None = None  # None: the falsifier has no `runtimes:`
 
     @property
     def label(self) -> str:
-        """`cpu`, or `cpu[tiny-trained]` for a subject's cell (as in the test's node id)."""
-        return self.device if self.subject is None else f"{self.device}[{self.subject}]"
+        """`cpu`, `cpu[tiny-trained]` for a subject's cell (as in the test's node id), and
+        `cpu[tiny-trained]@transformers` for a runtime's."""
+        label = self.device if self.subject is None else f"{self.device}[{self.subject}]"
+        return label if self.runtime is None else f"{label}@{self.runtime}"
 
     def stale_reason(self) -> str:
         """Why this device's evidence is stale, in words."""
@@ -166,6 +169,11 @@ class FalsifierStatus:
     @property
     def has_fresh_evidence(self) -> bool:
         return any(d.state in (DeviceState.PASS, DeviceState.FAIL, DeviceState.ERROR) for d in self.devices)
+
+    def runtimes_discharged(self) -> list[str]:
+        """The runtimes on which every required cell PASSes (the falsifier's `runtimes:` order)."""
+        return [rt for rt in (self.falsifier.runtimes or []) if all(
+            d.state is DeviceState.PASS for d in self.devices if d.runtime == rt)]
 
     def device(self, name: str) -> DeviceEvidence | None:
         return next((d for d in self.devices if d.device == name), None)
@@ -286,17 +294,26 @@ def code_changes(record: LedgerRecord, code: Any, falsifier: FalsificationTest |
 
 
 def _cell(device: str, subject: str | None, here: list[Indexed], sha: str, code: Any,
-          falsifier: FalsificationTest) -> DeviceEvidence:
+          falsifier: FalsificationTest, runtime: str | None = None) -> DeviceEvidence:
     """The evidence of one cell from its records (`here`: the cell's non-mutant records)."""
     fresh = _latest((i, r) for i, r in here if r.falsifier_sha256 == sha)
     changed = () if fresh is None else code_changes(fresh, code, falsifier)
     if fresh is not None and changed:
-        return DeviceEvidence(device, DeviceState.STALE, fresh, changed, subject)
+        return DeviceEvidence(device, DeviceState.STALE, fresh, changed, subject, runtime)
     if fresh is not None:
-        return DeviceEvidence(device, _VERDICT_STATE[fresh.verdict], fresh, subject=subject)
+        return DeviceEvidence(device, _VERDICT_STATE[fresh.verdict], fresh, subject=subject, runtime=runtime)
     if here:
-        return DeviceEvidence(device, DeviceState.STALE, _latest(here), (DEFINITION_CHANGED,), subject)
-    return DeviceEvidence(device, DeviceState.PENDING, subject=subject)
+        return DeviceEvidence(device, DeviceState.STALE, _latest(here), (DEFINITION_CHANGED,), subject, runtime)
+    return DeviceEvidence(device, DeviceState.PENDING, subject=subject, runtime=runtime)
+
+
+def cell_runtime(record: LedgerRecord, falsifier: FalsificationTest) -> str | None:
+    """The runtime of the cell a record belongs to: its own, or — a record written before records
+    named their runtime — the falsifier's first runtime (contracts list the project's default
+    runtime first). None for a falsifier without `runtimes:`."""
+    if not falsifier.runtimes:
+        return None
+    return record.runtime or falsifier.runtimes[0]
 
 
 def cell_subject(record: LedgerRecord, cell_sha: dict[str | None, str]) -> str | None:
@@ -314,15 +331,15 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
     (pv.codebind.TreeDigests) says whether a record's code is the tree's; `subject_param`
     ([tool.pv]) names the parameter a subject fills, which its cell's definition hash covers."""
     sha = falsifier.definition_sha256()
-    cells = falsifier.cells()
+    cells = falsifier.runtime_cells()  # (runtime, subject, device)
     required = set(cells)
-    cell_sha = {s: sha if s is None else falsifier.definition_sha256(s, subject_param) for s, _ in cells}
-    placed = [(i, r, cell_subject(r, cell_sha)) for i, r in records]
-    relevant = [(i, r, s) for i, r, s in placed if (s, r.device) in required]
-    runtime = [(i, r, s) for i, r, s in relevant if r.mutant is None]
+    cell_sha = {s: sha if s is None else falsifier.definition_sha256(s, subject_param) for _, s, _ in cells}
+    placed = [(i, r, cell_subject(r, cell_sha), cell_runtime(r, falsifier)) for i, r in records]
+    relevant = [(i, r, s, rt) for i, r, s, rt in placed if (rt, s, r.device) in required]
+    runtime = [(i, r, s, rt) for i, r, s, rt in relevant if r.mutant is None]
 
-    devices = [_cell(device, subject, [(i, r) for i, r, s in runtime if (s, r.device) == (subject, device)],
-                     cell_sha[subject], code, falsifier) for subject, device in cells]
+    devices = [_cell(device, subject, [(i, r) for i, r, s, rt in runtime if (rt, s, r.device) == (rt_, subject, device)],
+                     cell_sha[subject], code, falsifier, rt_) for rt_, subject, device in cells]
 
     states = {d.state for d in devices}
     if DeviceState.FAIL in states:
@@ -340,14 +357,15 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
 
     mutants = []
     for mutant in falsifier.mutants:
-        under = [(i, r, s) for i, r, s in relevant if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s]]
+        under = [(i, r, s, rt) for i, r, s, rt in relevant
+                 if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s]]
         per_device = []
-        for subject, device in cells:
-            latest = _latest((i, r) for i, r, s in under if (s, r.device) == (subject, device))
+        for rt_, subject, device in cells:
+            latest = _latest((i, r) for i, r, s, rt in under if (rt, s, r.device) == (rt_, subject, device))
             if latest is not None:
                 changed = code_changes(latest, code, falsifier)
                 state_here = DeviceState.STALE if changed else _VERDICT_STATE[latest.verdict]
-                per_device.append(DeviceEvidence(device, state_here, latest, changed, subject))
+                per_device.append(DeviceEvidence(device, state_here, latest, changed, subject, rt_))
         seen = {d.state for d in per_device}
         if DeviceState.FAIL in seen:
             mstate = MutantState.KILLED

@@ -53,6 +53,7 @@ class Outcome:
         self.contract = marker.get("contract")
         self.contract_version = marker.get("contract_version")
         self.subject = marker.get("subject", self.subject)
+        self.runtime = marker.get("runtime") or self.runtime
         # a subject cell has its own definition hash; an ad-hoc subject's is the plain one
         self.falsifier_sha256 = (marker.get("subject_sha256") or {}).get(self.subject) or marker.get("sha256")
         self.falsifier = self.falsifier or marker.get("falsifier")

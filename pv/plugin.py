@@ -372,7 +372,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     if outcome is None:  # setup failed, or the test never reached the harness
         outcome = Outcome(falsifier=marker.kwargs.get("falsifier"), device="?", prediction="",
                           duration_s=call.duration)
-    kwargs = dict(marker.kwargs, device=marker_device(item, marker), subject=marker_subject(item))
+    kwargs = dict(marker.kwargs, device=marker_device(item, marker), subject=marker_subject(item),
+                  runtime=getattr(getattr(item, "callspec", None), "params", {}).get("runtime"))
     outcome.identify(kwargs, item.nodeid)
     outcome.mutant = state.mutant
     if state.subject_digest is not None and outcome.subject == state.subject:

@@ -154,3 +154,15 @@ def subject_provider() -> Callable[[str], Any] | None:
     """The project's subject provider (`[tool.pv] subject_provider`), or None."""
     _, provider = _settings()
     return None if provider is None else _resolve(provider, "[tool.pv] subject_provider")
+
+
+def cells(declared: list[str] | None, subjects: list[Any], devices: list[str],
+          only: str | None = None) -> list[tuple[Any, str, str | None]]:
+    """(subject, device, runtime) of the tests to select for one falsifier: its runtimes x
+    subjects x devices (runtime None without `runtimes:`); with `only` (pv run --runtime), that
+    runtime's cells alone — none for a falsifier that does not run on it."""
+    if only is not None:
+        declared = [only] if declared and only in declared else []
+        if not declared:
+            return []
+    return [(s, d, rt) for rt in (declared or [None]) for s in subjects for d in devices]

@@ -219,6 +219,7 @@ def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants
     the cells of `skip_subjects` are left out."""
     from pv.codegen import test_name
     from pv.commands.run import Selected
+    from pv.runtimes import cells as runtime_cells
 
     index = plan.falsifiers()
     out: dict[str, list[Any]] = {}
@@ -233,11 +234,11 @@ def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants
             usable = [d for d in devices if acts_on is None or d in acts_on]
             if devices and not usable:
                 result.not_applicable[(fid, mutant)] = f"acts on {', '.join(acts_on or ())} only"
-            for subject in [s for s in falsifier.subjects or [None] if s not in skip_subjects]:
-                for dev in usable:
-                    tests.append(Selected(fid, contract_file.contract.metadata.id, dev,
-                                          f"{workspace.rel(contract_file.path)}::{test_name(fid, dev, subject)}",
-                                          subject))
+            subjects = [s for s in falsifier.subjects or [None] if s not in skip_subjects]
+            for subject, dev, rt in runtime_cells(falsifier.runtimes, subjects, usable):  # pv.runtimes
+                tests.append(Selected(fid, contract_file.contract.metadata.id, dev,
+                                      f"{workspace.rel(contract_file.path)}::{test_name(fid, dev, subject, rt)}",
+                                      subject, rt))
         if tests:
             out[mutant] = tests
     return out
