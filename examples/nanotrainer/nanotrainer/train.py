@@ -1,6 +1,6 @@
 """Training, evaluation, checkpoints and greedy generation for nanotrainer's GPT.
 
-    python -m nanotrainer.train OUT_DIR [--steps 200] [--seed 0]
+    python -m nanotrainer.train OUT_DIR [--steps 300] [--seed 0]
 
 trains on the synthetic corpus (data.py) and saves OUT_DIR/config.json + OUT_DIR/model.safetensors.
 """
@@ -25,7 +25,7 @@ class TrainConfig:
     lr: float = 3e-3
     min_lr: float = 3e-4
     warmup_steps: int = 20
-    total_steps: int | None = 200  # None: constant lr after warmup
+    total_steps: int | None = 300  # None: constant lr after warmup
     weight_decay: float = 0.1
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = 1e-8

@@ -85,3 +85,73 @@ def nano_warmup_never_warms():
 
     with _swapped(nanotrainer.train, "lr_at", lr_at):
         yield
+
+
+@mutant("nano_checkpoint_keys_not_loaded")
+def nano_checkpoint_keys_not_loaded():
+    """load() reads checkpoints saved from a torch.compile'd model ("_orig_mod." key prefix) with
+    strict=False and no check of what matched: no key matches, every weight keeps its random
+    initialisation, and nothing complains. Seam: nanotrainer.train.load."""
+    import json
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    def load(checkpoint_dir, device="cpu"):
+        path = Path(checkpoint_dir)
+        config = json.loads((path / "config.json").read_text())
+        config.pop("model_type", None)
+        gpt = nanotrainer.model.GPT(nanotrainer.model.GPTConfig(**config))
+        state = {f"_orig_mod.{k}": v for k, v in load_file(str(path / "model.safetensors")).items()}
+        gpt.load_state_dict(state, strict=False)
+        return gpt.to(device)
+
+    with _swapped(nanotrainer.train, "load", load):
+        yield
+
+
+@mutant("nano_loss_targets_not_shifted")
+def nano_loss_targets_not_shifted():
+    """GPT.loss scores the logits at t against labels[t], not labels[t + 1]: the model is asked
+    for the token it was just given. Imitates the classic missing shift. Seam:
+    nanotrainer.model.GPT.loss."""
+    import torch.nn.functional as F
+
+    def loss(self, ids, labels, reduction="mean"):
+        logits = self(ids)[:, :-1]
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, :-1].reshape(-1),
+                               ignore_index=nanotrainer.model.IGNORE_INDEX, reduction=reduction)
+
+    with _swapped(nanotrainer.model.GPT, "loss", loss):
+        yield
+
+
+@mutant("nano_trainer_reinitialises_weights")
+def nano_trainer_reinitialises_weights():
+    """Trainer() re-runs the model's weight initialisation before building the optimizer (an
+    init call moved from the model into the trainer): a fine-tune silently starts from random
+    weights. Seam: nanotrainer.train.Trainer.__init__."""
+    original = nanotrainer.train.Trainer.__init__
+
+    def __init__(self, model, tc):
+        model.apply(model._init)
+        original(self, model, tc)
+
+    with _swapped(nanotrainer.train.Trainer, "__init__", __init__):
+        yield
+
+
+@mutant("nano_loss_ignores_reduction")
+def nano_loss_ignores_reduction():
+    """GPT.loss accepts `reduction` but always returns the mean: evaluate() adds batch means
+    where it expects sums and divides by the token count, reporting a loss near zero.
+    Seam: nanotrainer.model.GPT.loss."""
+    import torch.nn.functional as F
+
+    def loss(self, ids, labels, reduction="mean"):
+        logits = self(ids)[:, :-1]
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
+                               ignore_index=nanotrainer.model.IGNORE_INDEX)
+
+    with _swapped(nanotrainer.model.GPT, "loss", loss):
+        yield

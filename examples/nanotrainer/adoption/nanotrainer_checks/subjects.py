@@ -2,7 +2,7 @@
 subject_provider): a checkpoint it trained (or initialised) plus token batches, in the
 pack's subject-directory layout (pvpack.subjects).
 
-    nano-trained   200 steps on the synthetic Markov corpus (seed 0): a few seconds on one CPU core
+    nano-trained   300 steps on the synthetic corpus (seed 0): about 10 s on one busy CPU core
     nano-random    the same architecture, untrained (the runtime's own initialisation, seed 0)
 
 Built once into .pv-cache/nanotrainer/ under the project root; deterministic (same seed, same
@@ -38,6 +38,13 @@ def _windows(stream: torch.Tensor) -> torch.Tensor:
     return stream[: len(stream) // width * width].view(-1, width)
 
 
+def _val_loss(checkpoint: Path, batches: list[Batch]) -> float:
+    """nanotrainer's own eval of what it just trained, as its training script would report it."""
+    from nanotrainer_checks.adapter import as_labels
+
+    return train.evaluate(train.load(checkpoint), [as_labels(b) for b in batches])
+
+
 def _build(name: str, directory: Path) -> None:
     cfg, tc = model.GPTConfig(), train.TrainConfig()
     checkpoint = directory / "checkpoint"
@@ -48,14 +55,15 @@ def _build(name: str, directory: Path) -> None:
         train.save(model.GPT(cfg), checkpoint)
     corpus = data.corpus(cfg.vocab_size, seed=tc.seed)
     generator = torch.Generator().manual_seed(1)
-    training = [data.random_batch(corpus["train"], BATCH, SEQ_LEN + 1, generator) for _ in range(8)]
+    training = [data.random_batch(corpus["train"], BATCH, SEQ_LEN + 1, generator) for _ in range(32)]
     heldout = _windows(corpus["heldout"])
     subjects.write(
         directory, name=name, checkpoint=Path("checkpoint"), init=SUBJECTS[name], seed=0,
         heldout=_batches(heldout)[:6],
         train=[Batch(w[:, :-1].contiguous(), w[:, 1:].contiguous()) for w in training],
         train_windows=_batches(_windows(corpus["train"]))[:6],
-        prompts=[row[:16].tolist() for row in heldout[:4]],
+        prompts=[row[:16].tolist() for row in heldout[:6]],
+        recorded={} if SUBJECTS[name] == "random" else {"val_loss": _val_loss(checkpoint, _batches(heldout)[:6])},
     )
 
 
