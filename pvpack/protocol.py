@@ -232,13 +232,19 @@ def _describe(value: Any) -> str:
 class Runtime:
     """An adapter under validation. `name` is the name [tool.pv] runtimes gives it."""
 
-    def __init__(self, adapter: Any, name: str):
+    def __init__(self, adapter: Any, name: str, declared: Any = None):
         self.adapter, self.name = adapter, name
+        # the capabilities the adapter declares it has (None: it declares nothing)
+        self.declared = getattr(adapter, "capabilities", None) if declared is None else declared
 
     def _call(self, capability: str, method: str, *args, **kwargs):
         function = getattr(self.adapter, method, None)
         if function is None or not callable(function):
-            raise CapabilityMissing(capability, self.name, f"the adapter has no method {method}()")
+            if self.declared is not None and capability not in self.declared:
+                raise CapabilityMissing(capability, self.name, "not among the adapter's capabilities")
+            raise AdapterError(self.name, capability, f"the adapter has no method {method}() (an adapter that "
+                                                      "lacks the capability says so: its `capabilities` leave it "
+                                                      "out, or the method raises CapabilityMissing)")
         try:
             return function(*args, **kwargs)
         except CapabilityMissing as missing:
@@ -249,7 +255,7 @@ class Runtime:
             raise AdapterError(self.name, capability, f"raised {type(error).__name__}: {error}") from error
 
     def version(self) -> str:
-        value = self._call(LOAD, "version") if hasattr(self.adapter, "version") else "unknown"
+        value = self._call(LOAD, "version") if callable(getattr(self.adapter, "version", None)) else "unknown"
         if not isinstance(value, str):
             raise AdapterError(self.name, "version", f"returned {_describe(value)}, not a string")
         return value
@@ -268,7 +274,7 @@ class Runtime:
                            train=train)
         if model is None:
             raise AdapterError(self.name, capability, "load() returned None, not a model")
-        return Model(model, self.name, device=device, train=train)
+        return Model(model, self.name, device=device, train=train, declared=self.declared)
 
     def data_split(self, subject_data: Path) -> tuple[list[str], list[str]]:
         answer = self._call(DATA_SPLIT, "data_split", Path(subject_data))
@@ -283,11 +289,12 @@ class Runtime:
 class Model:
     """A loaded model under validation; every answer is checked, tensors come back on the CPU."""
 
-    def __init__(self, model: Any, adapter: str, *, device: str, train: TrainSettings | None):
+    def __init__(self, model: Any, adapter: str, *, device: str, train: TrainSettings | None, declared: Any = None):
         self.model, self.adapter, self.device, self.train_settings = model, adapter, device, train
+        self.declared = declared
 
     def _call(self, capability: str, method: str, *args, **kwargs):
-        return Runtime(self.model, self.adapter)._call(capability, method, *args, **kwargs)
+        return Runtime(self.model, self.adapter, self.declared)._call(capability, method, *args, **kwargs)
 
     def _number(self, capability: str, value: Any) -> float:
         if isinstance(value, torch.Tensor) and value.numel() == 1:

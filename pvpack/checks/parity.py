@@ -76,7 +76,8 @@ def greedy_decode_parity(*, runtime, device: str, subject: str, prompts: int = 6
 
     A token is *consistent* when the reference, fed the candidate's own prefix, ranks it within
     2 * (atol + rtol * |top logit|) of its top token (a near-tie within the candidate dtype's
-    tolerance). Observations: consistent_prefix (shortest run of consistent leading tokens over
+    tolerance). A decode that stops early at an end-of-sequence token the reference would also
+    pick is consistent to the end (it counts as new_tokens). Observations: consistent_prefix (shortest run of consistent leading tokens over
     the prompts), first_divergence (= consistent_prefix: where the backends first part),
     agreeing_prefix (shortest run identical to the reference's own greedy decode), agreeing_tokens,
     near_tie_flips, largest_tie_gap, short_decodes (decodes that stopped before new_tokens),
@@ -98,6 +99,8 @@ def greedy_decode_parity(*, runtime, device: str, subject: str, prompts: int = 6
             if x != y:
                 break
             strict += 1
+        if a == b:  # both ended at the same end-of-sequence token, or both ran the full length
+            strict = new_tokens
         strict_min = min(strict_min, strict)
         agreeing_total += sum(1 for x, y in zip(a, b) if x == y)
         logits = reference.logits(torch.tensor([ids + b], dtype=torch.int64)).double()[0]     # (P + N, V)
@@ -112,6 +115,8 @@ def greedy_decode_parity(*, runtime, device: str, subject: str, prompts: int = 6
                 flips += 1
                 largest_tie_gap = max(largest_tie_gap, gap)
             consistent += 1
+        if consistent == len(b):  # every token, the end-of-sequence one included, is one the reference picks
+            consistent = new_tokens
         consistent_min = min(consistent_min, consistent)
     reference.close()
     candidate.close()
