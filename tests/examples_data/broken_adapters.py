@@ -1,7 +1,7 @@
 """Adapters an adopter might get wrong, each around nanotrainer's own (tests/test_examples.py
 puts this file into the adopted project as nanotrainer_checks/broken_adapters.py). pv must
-answer each with a visible ERROR (or, for an undeclared capability, a SKIP) naming the adapter
-and the capability, never a pass and never a traceback."""
+answer each with a visible ERROR naming the adapter and the capability, never a pass and never
+a traceback."""
 
 from __future__ import annotations
 
