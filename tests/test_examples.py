@@ -48,8 +48,8 @@ class Project:
         for key in ("GIT_DIR", "GIT_INDEX_FILE", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PV_FORCE_NO_CUDA"):
             self.env.pop(key, None)
 
-    def run(self, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(args, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=180)
+    def run(self, *args: str, expect: int | None = 0, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(args, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout)
         if expect is not None and done.returncode != expect:
             raise AssertionError(f"{' '.join(args)}: exit {done.returncode}, expected {expect}\n"
                                  f"{done.stdout}\n{done.stderr}")
@@ -207,6 +207,8 @@ def nanotrainer(tmp_path: Path) -> Project:
     shutil.copytree(NANOTRAINER, root, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pv-cache"))
     (tmp_path / "home").mkdir()
     proj = Project(root, tmp_path / "home")
+    # a model this small runs fastest on one thread; under `-n 2` more threads only contend
+    proj.env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     proj.run("git", "init", "-q", "-b", "main")
     adopt_nanotrainer(proj)
     return proj
@@ -222,7 +224,7 @@ def test_nanotrainer_example_end_to_end(nanotrainer: Project):
     project.run("pv", "generate")
     project.run("pv", "generate", "--check")
 
-    run = project.run("pv", "run", "--all", "--device", "cpu")
+    run = project.run("pv", "run", "--all", "--device", "cpu", timeout=900)  # trains nano-trained first
     assert "7 passed, 0 falsified, 0 errored" in run.stdout, run.stdout
     records = project.ledger()
     assert {(r["runtime"], r["runtime_version"], r["verdict"]) for r in records} == {
@@ -230,7 +232,7 @@ def test_nanotrainer_example_end_to_end(nanotrainer: Project):
     parity = next(r for r in records if r["falsifier"] == "FALSIFY-NANO-PARITY-001")
     assert parity["observations"]["same_backend"] == 0  # the fast path against the reference, not itself
 
-    strength = project.run("pv", "strength", "--device", "cpu", "-j", "2")
+    strength = project.run("pv", "strength", "--device", "cpu", "-j", "2", timeout=900)
     for mutant in NANO_MUTANTS:
         assert re.search(rf"\s{mutant}\s+FALSIFY-NANO-[A-Z]+-00\d\s+cpu\[nano-\w+\]\s+KILLED", strength.stdout), \
             (mutant, strength.stdout)
@@ -280,7 +282,7 @@ def test_broken_adapters_are_named_errors_never_passes(nanotrainer: Project):
                                     for name, cls in broken.items()) + " }"))
     project.run("pv", "generate")
 
-    run = project.run("pv", "run", "--contract", "broken-adapters", "--device", "cpu", expect=1)
+    run = project.run("pv", "run", "--contract", "broken-adapters", "--device", "cpu", expect=1, timeout=600)
     output = run.stdout + run.stderr
     assert "Traceback" not in output, output
     by_runtime = {r["runtime"]: r for r in project.ledger()}
