@@ -111,6 +111,25 @@ def module_file(name: str, roots: Iterable[Path]) -> Path | None:
         for candidate in (base.with_suffix(".py"), base / "__init__.py"):
             if candidate.is_file():
                 return candidate
+    return _installed_file(parts)
+
+
+def _installed_file(parts: list[str]) -> Path | None:
+    """A module of a package that no search root holds as a folder: an editable install
+    (`pip install -e`) is found by its import hook, not on sys.path. Asking for the top-level
+    package's spec runs that hook without importing the package."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        base = Path(location).joinpath(*parts[1:])
+        for candidate in ((base / "__init__.py", base.with_suffix(".py")) if parts[1:] else (base / "__init__.py",)):
+            if candidate.is_file():
+                return candidate
     return None
 
 

@@ -68,7 +68,11 @@ class Subject:
 
     @property
     def vocab_size(self) -> int:
-        return int(self.config["vocab_size"])
+        config = self.config
+        if not isinstance(config.get("vocab_size"), int):
+            raise SubjectError(f"subject {self.name}: {self.checkpoint / 'config.json'} has no integer vocab_size "
+                               "(the pack reads the Hugging Face key; write it into your checkpoint's config.json)")
+        return config["vocab_size"]
 
     def _tensors(self, kind: str) -> dict[str, torch.Tensor]:
         if self.directory is None:

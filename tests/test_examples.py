@@ -177,7 +177,7 @@ def test_adopting_guide_followed_literally(tmp_path: Path):
 NANOTRAINER = REPO_ROOT / "examples" / "nanotrainer"
 NANO_MUTANTS = ("nano_checkpoint_keys_not_loaded", "nano_fused_qkv_drops_bias", "nano_fast_attention_not_causal",
                 "nano_loss_ignores_reduction", "nano_loss_targets_not_shifted", "nano_evaluate_averages_batch_means",
-                "nano_trainer_reinitialises_weights")
+                "nano_trainer_reinitialises_weights", "nano_generate_samples")
 
 
 def adopt_nanotrainer(project: Project) -> None:

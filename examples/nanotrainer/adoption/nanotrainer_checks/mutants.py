@@ -155,3 +155,23 @@ def nano_loss_ignores_reduction():
 
     with _swapped(nanotrainer.model.GPT, "loss", loss):
         yield
+
+
+@mutant("nano_generate_samples")
+def nano_generate_samples():
+    """generate() draws the next token from the softmax instead of taking the argmax (a sampling
+    decode left where greedy was asked). Imitates the seeds' "greedy decode samples".
+    Seam: nanotrainer.train.generate."""
+    import torch
+
+    @torch.no_grad()
+    def generate(model, ids, new_tokens):
+        model.eval()
+        generator = torch.Generator(device=ids.device).manual_seed(0)
+        for _ in range(new_tokens):
+            probs = model(ids[:, -model.cfg.max_seq_len:])[:, -1].softmax(dim=-1)
+            ids = torch.cat([ids, torch.multinomial(probs, 1, generator=generator)], dim=1)
+        return ids
+
+    with _swapped(nanotrainer.train, "generate", generate):
+        yield
