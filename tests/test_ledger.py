@@ -143,7 +143,8 @@ def test_check_reports_duplicate_record_ids(ws):
     ledger.append(ws.ledger, [r, record(2), r])
     result = pv("check")
     assert result.exit_code == 1
-    assert f"evidence/ledger.jsonl:3: duplicate record_id {r.record_id} (first at line 1)" in result.output
+    assert "evidence/ledger.jsonl:3: replayed record: repeats the record of line 1" in result.output
+    assert "duplicate record_id" not in result.output  # one problem per line, said once
 
 
 def test_show_filters_and_limits(ws):
@@ -334,11 +335,12 @@ def test_a_version_2_record_without_a_subject_still_reads(tmp_path):
                                 falsifier_sha256="0" * 64, device="cpu", verdict="PASS", prediction="x < 1",
                                 duration_s=0.1, time_utc="2026-11-22T03:01:02Z")
     data = json.loads(record.to_line())
-    assert data["subject"] is None and data["schema_version"] == ledger.LEDGER_SCHEMA_VERSION == 3
+    assert data["subject"] is None and data["schema_version"] == ledger.LEDGER_SCHEMA_VERSION == 4
     old = {k: v for k, v in data.items() if k not in ("subject", "subject_digest")}
     old["schema_version"] = 2
     path = tmp_path / "l.jsonl"
-    path.write_text(json.dumps(old) + "\n" + json.dumps({**data, "subject": "path:/c", "subject_digest": "ab"}) + "\n")
+    path.write_text(json.dumps(old) + "\n" + json.dumps({**data, "subject": "path:/c", "subject_digest": "ab",
+                                                           "record_id": "1" * 32}) + "\n")
     contents = ledger.read(path)
     assert not contents.problems and [r.subject for r in contents.records] == [None, "path:/c"]
 
