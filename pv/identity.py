@@ -165,6 +165,14 @@ class EvidenceCheck:
     def changes(self, recorded: Mapping[str, str] | None) -> tuple[str, ...]:
         return self.tree.changes(recorded)
 
+    def record_changes(self, record: LedgerRecord) -> tuple[str, ...]:
+        return self.tree.record_changes(record)
+
+    def __getattr__(self, name: str) -> Any:  # anything else the tree's digests answer
+        if name == "tree":
+            raise AttributeError(name)
+        return getattr(self.tree, name)
+
     def _render(self, contract_id: str) -> str | None:
         if contract_id not in self._rendered:
             from pv import codegen
