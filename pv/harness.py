@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import contextvars
+import copy
 import importlib
 import math
 import os
@@ -32,7 +33,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from pv import codebind, execution, explain, expr, mutation, provenance, tolerance as tolerances, vacuity
+from pv import codebind, execution, explain, expr, identity, mutation, provenance, tolerance as tolerances, vacuity
 from pv.outcome import Outcome
 
 
@@ -349,7 +350,8 @@ def falsify(
     params = dict(params)
     mutant = active_mutant()
     outcome = _record(Outcome(falsifier=falsifier, device=device, prediction=prediction, verdict="ERROR",
-                              seed=seed_of(params), mutant=mutant, subject=subject))
+                              seed=seed_of(params), mutant=mutant, subject=subject, judged_params=copy.deepcopy(params),
+                              judged_tolerance=copy.deepcopy(identity.tolerance_numbers(tolerance))))
     label = f"{falsifier or 'falsifier'} on {device}" + (f" with subject {subject}" if subject else "")
 
     if device == "cuda":

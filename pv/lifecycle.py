@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pv.loader import LoadedContract
 
 DEFINITION_CHANGED = "definition changed"
+NOT_COUNTED = "not counted: "  # a stale_because entry: why the record is refused (pv.identity)
 HAND_SET = frozenset({LifecycleStatus.RETIRED, LifecycleStatus.SUPERSEDED})
 
 
@@ -116,6 +117,8 @@ class DeviceEvidence:
             return "evidence for an older definition"
         if why == [BEFORE_BINDING]:
             return "recorded before code binding (no digest of the code it ran)"
+        if len(why) == 1 and why[0].startswith(NOT_COUNTED):
+            return why[0][len(NOT_COUNTED):]
         return "code changed since: " + ", ".join(why)
 
 
@@ -285,10 +288,23 @@ def code_changes(record: LedgerRecord, code: Any, falsifier: FalsificationTest |
     return tuple(code.record_changes(record))
 
 
+def refused(record: LedgerRecord, code: Any, falsifier: FalsificationTest) -> str | None:
+    """Why a record never counts (pv.identity.EvidenceCheck.refuses: not the contract's generated
+    test, or not its definition judged); None when it may, or `code` does not judge that."""
+    refuses = getattr(code, "refuses", None)
+    return None if refuses is None else refuses(record, falsifier)
+
+
 def _cell(device: str, subject: str | None, here: list[Indexed], sha: str, code: Any,
           falsifier: FalsificationTest) -> DeviceEvidence:
-    """The evidence of one cell from its records (`here`: the cell's non-mutant records)."""
-    fresh = _latest((i, r) for i, r in here if r.falsifier_sha256 == sha)
+    """The evidence of one cell from its records (`here`: the cell's non-mutant records). A
+    record `refused` never decides; when only such records are left the cell is STALE."""
+    current = [(i, r) for i, r in here if r.falsifier_sha256 == sha]
+    fresh = _latest((i, r) for i, r in current if refused(r, code, falsifier) is None)
+    if fresh is None and current:
+        latest = _latest(current)
+        return DeviceEvidence(device, DeviceState.STALE, latest, (NOT_COUNTED + str(refused(latest, code, falsifier)),),
+                              subject)
     changed = () if fresh is None else code_changes(fresh, code, falsifier)
     if fresh is not None and changed:
         return DeviceEvidence(device, DeviceState.STALE, fresh, changed, subject)
@@ -340,7 +356,8 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
 
     mutants = []
     for mutant in falsifier.mutants:
-        under = [(i, r, s) for i, r, s in relevant if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s]]
+        under = [(i, r, s) for i, r, s in relevant if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s]
+                 and refused(r, code, falsifier) is None]
         per_device = []
         for subject, device in cells:
             latest = _latest((i, r) for i, r, s in under if (s, r.device) == (subject, device))

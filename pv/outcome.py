@@ -44,6 +44,11 @@ class Outcome:
     contract_version: str | None = None
     falsifier_sha256: str | None = None
     nodeid: str | None = None
+    # What ran (pv.identity): the test's node and digest (the plugin), and what the harness judged.
+    test_node: str | None = None
+    test_sha256: str | None = None
+    judged_params: dict[str, Any] | None = None
+    judged_tolerance: dict[str, Any] | None = None
     # Set once the record is written.
     record_id: str | None = None
     ledger: str | None = None
@@ -84,6 +89,10 @@ class Outcome:
             executed_code=self.executed_code,
             code_origins=self.code_origins,
             binding_problems=self.binding_problems,
+            test_node=self.test_node,
+            test_sha256=self.test_sha256,
+            judged_params=self.judged_params,
+            judged_tolerance=self.judged_tolerance,
             **provenance,
         )
 

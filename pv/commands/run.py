@@ -8,13 +8,12 @@
     pv run --contract apr-cpu-forward-sanity --subject-path ~/my-checkpoint
 
 First makes sure generated_tests/ is up to date (regenerating in-process if not, and saying
-so), then runs pytest in a subprocess on the selected generated tests with pv's plugin. One
-progress line is printed per falsifier test as it finishes (streamed from the plugin's
-`--pv-report` file), then a table of verdicts with observed values and margins.
+so), then runs pytest in a subprocess on the selected generated tests with pv's plugin, which
+records only the selected cells (`--pv-cells`). One line per finished falsifier test (streamed
+from the plugin's `--pv-report`), then a table of verdicts with observed values and margins.
 
-Exit status: 0 when nothing was falsified or errored (SKIPs alone exit 0, but are called out
-as "not evidence"); 1 when anything FAILed or ERRORed, or pytest itself broke; 2 for usage
-errors (an unknown falsifier id, with near matches suggested).
+Exit status: 0 when nothing was falsified or errored (SKIPs alone exit 0, but are called out as
+"not evidence"); 1 when anything FAILed or ERRORed, or pytest itself broke; 2 for usage errors.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ import click
 
 from pv.commands import pass_workspace
 from pv.config import Workspace
+from pv.identity import cells_option
 from pv.outcome import Outcome
 from pv.runview import print_table, progress_line, summary_lines
 
@@ -181,15 +181,15 @@ def select_stale(workspace: Workspace, plan: Any, ids: Iterable[str], contracts:
     workspace's ledger followed by `ledger_path` when that is another file (on the GPU machine:
     the committed evidence, then what this machine has recorded since)."""
     from pv import ledger as ledger_mod
-    from pv.codebind import TreeDigests
     from pv.commands.status import build_report, load_all, stale_rows
+    from pv.identity import EvidenceCheck
 
     loaded, failures = load_all(workspace)
     records = ledger_mod.read(workspace.ledger).records
     if Path(ledger_path).resolve() != workspace.ledger.resolve():
         records = records + ledger_mod.read(ledger_path).records
     report = build_report(loaded, failures, records, workspace.rel(workspace.ledger), [], None,
-                          TreeDigests(workspace.root), workspace.subject_param)
+                          EvidenceCheck(workspace, loaded), workspace.subject_param)
     owed = {(f.id, d.device, d.subject) for _, f, d in stale_rows(report)}
     ids, contracts = list(ids), list(contracts)
     candidates = select(plan, ids, contracts, not (ids or contracts), device, subject)
@@ -214,8 +214,8 @@ def plugin_autoloads() -> bool:
 def pytest_command(selected: list[Selected], *, rootdir: Path, report: Path, run_id: str, device: str,
                    ledger: Any, mutant: str | None, keyword: str | None,
                    pytest_args: Iterable[str] = (), subject: str | None = None) -> list[str]:
-    cmd = [sys.executable, "-m", "pytest", *dict.fromkeys(s.nodeid for s in selected),
-           "--pv-report", str(report), "--pv-run-id", run_id, "--pv-device", device,
+    cmd = [sys.executable, "-m", "pytest", *dict.fromkeys(s.nodeid for s in selected), "--pv-cells",
+           cells_option(selected), "--pv-report", str(report), "--pv-run-id", run_id, "--pv-device", device,
            "--tb=short", "-q", "-p", "no:cacheprovider", "--rootdir", str(rootdir)]
     if not plugin_autoloads():  # e.g. pv used from a source tree on PYTHONPATH (the GPU machine)
         cmd[3:3] = ["-p", "pv.plugin"]
