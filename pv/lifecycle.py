@@ -43,12 +43,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from pv.codebind import BEFORE_BINDING
 from pv.diagnostics import Diagnostic
 from pv.ledger import LedgerRecord, Verdict
+from pv.runtimes import cell_runtime
 from pv.schema import STATUS_RANK, Contract, FalsificationTest, LifecycleStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from pv.loader import LoadedContract
 
 DEFINITION_CHANGED = "definition changed"
+NOT_COUNTED = "not counted: "  # a stale_because entry: why the record is refused (pv.identity)
 HAND_SET = frozenset({LifecycleStatus.RETIRED, LifecycleStatus.SUPERSEDED})
 
 
@@ -119,6 +121,8 @@ class DeviceEvidence:
             return "evidence for an older definition"
         if why == [BEFORE_BINDING]:
             return "recorded before code binding (no digest of the code it ran)"
+        if len(why) == 1 and why[0].startswith(NOT_COUNTED):
+            return why[0][len(NOT_COUNTED):]
         return "code changed since: " + ", ".join(why)
 
 
@@ -290,13 +294,26 @@ def code_changes(record: LedgerRecord, code: Any, falsifier: FalsificationTest |
     `check:` runs no code, so its (ERROR) records cannot go stale by code."""
     if code is None or (falsifier is not None and falsifier.check is None):
         return ()
-    return tuple(code.changes(record.code_digests))
+    return tuple(code.record_changes(record))
+
+
+def refused(record: LedgerRecord, code: Any, falsifier: FalsificationTest) -> str | None:
+    """Why a record never counts (pv.identity.EvidenceCheck.refuses: not the contract's generated
+    test, or not its definition judged); None when it may, or `code` does not judge that."""
+    refuses = getattr(code, "refuses", None)
+    return None if refuses is None else refuses(record, falsifier)
 
 
 def _cell(device: str, subject: str | None, here: list[Indexed], sha: str, code: Any,
           falsifier: FalsificationTest, runtime: str | None = None) -> DeviceEvidence:
-    """The evidence of one cell from its records (`here`: the cell's non-mutant records)."""
-    fresh = _latest((i, r) for i, r in here if r.falsifier_sha256 == sha)
+    """The evidence of one cell from its records (`here`: the cell's non-mutant records). A
+    record `refused` never decides; when only such records are left the cell is STALE."""
+    current = [(i, r) for i, r in here if r.falsifier_sha256 == sha]
+    fresh = _latest((i, r) for i, r in current if refused(r, code, falsifier) is None)
+    if fresh is None and current:
+        latest = _latest(current)
+        return DeviceEvidence(device, DeviceState.STALE, latest, (NOT_COUNTED + str(refused(latest, code, falsifier)),),
+                              subject, runtime)
     changed = () if fresh is None else code_changes(fresh, code, falsifier)
     if fresh is not None and changed:
         return DeviceEvidence(device, DeviceState.STALE, fresh, changed, subject, runtime)
@@ -305,15 +322,6 @@ def _cell(device: str, subject: str | None, here: list[Indexed], sha: str, code:
     if here:
         return DeviceEvidence(device, DeviceState.STALE, _latest(here), (DEFINITION_CHANGED,), subject, runtime)
     return DeviceEvidence(device, DeviceState.PENDING, subject=subject, runtime=runtime)
-
-
-def cell_runtime(record: LedgerRecord, falsifier: FalsificationTest) -> str | None:
-    """The runtime of the cell a record belongs to: its own, or — a record written before records
-    named their runtime — the falsifier's first runtime (contracts list the project's default
-    runtime first). None for a falsifier without `runtimes:`."""
-    if not falsifier.runtimes:
-        return None
-    return record.runtime or falsifier.runtimes[0]
 
 
 def cell_subject(record: LedgerRecord, cell_sha: dict[str | None, str]) -> str | None:
@@ -334,7 +342,7 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
     cells = falsifier.runtime_cells()  # (runtime, subject, device)
     required = set(cells)
     cell_sha = {s: sha if s is None else falsifier.definition_sha256(s, subject_param) for _, s, _ in cells}
-    placed = [(i, r, cell_subject(r, cell_sha), cell_runtime(r, falsifier)) for i, r in records]
+    placed = [(i, r, cell_subject(r, cell_sha), cell_runtime(r.runtime, falsifier.runtimes)) for i, r in records]
     relevant = [(i, r, s, rt) for i, r, s, rt in placed if (rt, s, r.device) in required]
     runtime = [(i, r, s, rt) for i, r, s, rt in relevant if r.mutant is None]
 
@@ -358,7 +366,7 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
     mutants = []
     for mutant in falsifier.mutants:
         under = [(i, r, s, rt) for i, r, s, rt in relevant
-                 if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s]]
+                 if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s] and refused(r, code, falsifier) is None]
         per_device = []
         for rt_, subject, device in cells:
             latest = _latest((i, r) for i, r, s, rt in under if (rt, s, r.device) == (rt_, subject, device))

@@ -38,11 +38,19 @@ class Outcome:
     runtime_version: str | None = None  # what the adapter says it drives, e.g. "transformers 4.57.1"
     subject_digest: str | None = None  # an ad-hoc (path) subject's checkpoint digest (pv.subjects)
     code_digests: dict[str, str] | None = None  # module -> syntax-tree digest (pv.codebind)
+    executed_code: dict[str, dict[str, str]] | None = None  # module -> unit -> digest (pv.execution)
+    code_origins: dict[str, str] | None = None
+    binding_problems: list[str] | None = None
     # The test's identity, from its `pv_falsifier` marker (the plugin fills these in).
     contract: str | None = None
     contract_version: str | None = None
     falsifier_sha256: str | None = None
     nodeid: str | None = None
+    # What ran (pv.identity): the test's node and digest (the plugin), and what the harness judged.
+    test_node: str | None = None
+    test_sha256: str | None = None
+    judged_params: dict[str, Any] | None = None
+    judged_tolerance: dict[str, Any] | None = None
     # Set once the record is written.
     record_id: str | None = None
     ledger: str | None = None
@@ -83,6 +91,13 @@ class Outcome:
             duration_s=round(float(self.duration_s), 6),
             seed=self.seed,
             code_digests=self.code_digests,
+            executed_code=self.executed_code,
+            code_origins=self.code_origins,
+            binding_problems=self.binding_problems,
+            test_node=self.test_node,
+            test_sha256=self.test_sha256,
+            judged_params=self.judged_params,
+            judged_tolerance=self.judged_tolerance,
             **provenance,
         )
 

@@ -166,3 +166,13 @@ def cells(declared: list[str] | None, subjects: list[Any], devices: list[str],
         if not declared:
             return []
     return [(s, d, rt) for rt in (declared or [None]) for s in subjects for d in devices]
+
+
+def cell_runtime(recorded: str | None, declared: list[str] | None) -> str | None:
+    """The runtime of the lifecycle cell a record belongs to (pv.lifecycle): the one it names, or —
+    a record written before records named their runtime — the falsifier's first runtime
+    (contracts list the project's default runtime first). None for a falsifier without
+    `runtimes:`."""
+    if not declared:
+        return None
+    return recorded or declared[0]
