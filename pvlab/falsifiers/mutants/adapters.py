@@ -76,28 +76,25 @@ def hf_warmup_never_warms():
         yield
 
 
-@mutant("hf_fast_path_positions_off_by_one")
-def hf_fast_path_positions_off_by_one():
-    """The fast path passes position ids that start at 1 (a cumulative sum of the attention mask
-    without the -1): every rotary angle is one position late; the reference path lets
-    transformers count from 0.
+@mutant("hf_fast_path_skips_final_norm")
+def hf_fast_path_skips_final_norm():
+    """The transformers adapter's fast path runs the model without its final RMSNorm (the norm
+    module's forward replaced by the identity on fast-path models): the head sees the raw
+    residual stream; the reference path keeps the norm.
 
-    Imitates a fast path that diverges from the reference. Seam:
-    pvpack.adapters.transformers.TransformersModel._forward."""
-    import torch
-
+    Imitates a fast path that diverges from the reference (a fused head kernel that forgot the
+    norm before it). Seam: pvpack.adapters.transformers.TransformersAdapter.load (fast path only)."""
     from pvpack.adapters import transformers as adapter
     from pvpack.protocol import FAST
 
-    original = adapter.TransformersModel._forward
+    original = adapter.TransformersAdapter.load
 
-    def _forward(self, inputs):
-        if self.path != FAST:
-            return original(self, inputs)
-        ids = inputs.to(self.device)
-        positions = torch.ones_like(ids).cumsum(dim=-1)
-        with self.precision():
-            return self.model(input_ids=ids, position_ids=positions, use_cache=False).logits
+    def load(self, checkpoint, *, device, path="reference", **kwargs):
+        model = original(self, checkpoint, device=device, path=path, **kwargs)
+        if path == FAST:
+            norm = model.model.model.norm
+            norm.forward = lambda hidden_states: hidden_states
+        return model
 
-    with plant("hf_fast_path_positions_off_by_one", swap(adapter.TransformersModel, "_forward", _forward)):
+    with plant("hf_fast_path_skips_final_norm", swap(adapter.TransformersAdapter, "load", load)):
         yield
