@@ -55,6 +55,6 @@ def probe_hf_warmup_never_warms():
     return tuple(round(model.learning_rate(step), 9) for step in range(6))
 
 
-def probe_hf_fast_path_skips_final_norm():
+def probe_hf_fast_path_attention_scale_wrong():
     model = TransformersAdapter().load(_checkpoint(), device="cpu", path=FAST)
     return model.logits(_ids(3))

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow  # one pytest process per cell (torch import + the
 # mutant -> (generated module, falsifier) declaring it; the transformers cell on cpu
 DECLARED = {
     "hf_fast_path_drops_qkv_bias": ("test_apr_cpu_vs_gpu_output_parity.py", "FALSIFY-CPU-GPU-002"),
-    "hf_fast_path_skips_final_norm": ("test_apr_cpu_vs_gpu_output_parity.py", "FALSIFY-CPU-GPU-002"),
+    "hf_fast_path_attention_scale_wrong": ("test_apr_cpu_vs_gpu_output_parity.py", "FALSIFY-CPU-GPU-002"),
     "hf_evaluate_averages_batch_means": ("test_apr_pretrain_eval_methodology.py",
                                          "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-006"),
 }

@@ -76,14 +76,14 @@ def hf_warmup_never_warms():
         yield
 
 
-@mutant("hf_fast_path_skips_final_norm")
-def hf_fast_path_skips_final_norm():
-    """The transformers adapter's fast path runs the model without its final RMSNorm (the norm
-    module's forward replaced by the identity on fast-path models): the head sees the raw
-    residual stream; the reference path keeps the norm.
+@mutant("hf_fast_path_attention_scale_wrong")
+def hf_fast_path_attention_scale_wrong():
+    """The transformers adapter's fast path scales attention scores by 1/head_dim instead of
+    1/sqrt(head_dim) (each attention module's `scaling` set on fast-path models): flatter
+    attention than the reference path's.
 
-    Imitates a fast path that diverges from the reference (a fused head kernel that forgot the
-    norm before it). Seam: pvpack.adapters.transformers.TransformersAdapter.load (fast path only)."""
+    Imitates a fast path that diverges from the reference (a fused attention kernel given the
+    wrong `scale=`). Seam: pvpack.adapters.transformers.TransformersAdapter.load (fast path only)."""
     from pvpack.adapters import transformers as adapter
     from pvpack.protocol import FAST
 
@@ -92,9 +92,10 @@ def hf_fast_path_skips_final_norm():
     def load(self, checkpoint, *, device, path="reference", **kwargs):
         model = original(self, checkpoint, device=device, path=path, **kwargs)
         if path == FAST:
-            norm = model.model.model.norm
-            norm.forward = lambda hidden_states: hidden_states
+            for module in model.model.modules():
+                if hasattr(module, "scaling") and hasattr(module, "head_dim"):
+                    module.scaling = 1.0 / module.head_dim
         return model
 
-    with plant("hf_fast_path_skips_final_norm", swap(adapter.TransformersAdapter, "load", load)):
+    with plant("hf_fast_path_attention_scale_wrong", swap(adapter.TransformersAdapter, "load", load)):
         yield
