@@ -308,6 +308,12 @@ def cell_subject(record: LedgerRecord, cell_sha: dict[str | None, str]) -> str |
     return next((s for s, sha in cell_sha.items() if sha == record.falsifier_sha256), None)
 
 
+def cell_hashes(falsifier: FalsificationTest, subject_param: str = "subject") -> dict[str | None, str]:
+    """subject -> the definition hash a record of that subject's cells must carry to be fresh."""
+    sha = falsifier.definition_sha256()
+    return {s: sha if s is None else falsifier.definition_sha256(s, subject_param) for s, _ in falsifier.cells()}
+
+
 def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Sequence[Indexed],
                      code: Any = None, subject_param: str = "subject") -> FalsifierStatus:
     """Status of one falsifier from the records of (contract id, falsifier id). `code`
@@ -316,7 +322,7 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
     sha = falsifier.definition_sha256()
     cells = falsifier.cells()
     required = set(cells)
-    cell_sha = {s: sha if s is None else falsifier.definition_sha256(s, subject_param) for s, _ in cells}
+    cell_sha = cell_hashes(falsifier, subject_param)
     placed = [(i, r, cell_subject(r, cell_sha)) for i, r in records]
     relevant = [(i, r, s) for i, r, s in placed if (s, r.device) in required]
     runtime = [(i, r, s) for i, r, s in relevant if r.mutant is None]

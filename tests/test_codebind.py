@@ -62,3 +62,14 @@ def test_records_without_digests_are_stale_with_a_reason(tmp_path):
     tree = codebind.TreeDigests(tmp_path)
     assert tree.changes(None) == ("recorded before code binding",)
     assert tree.changes({}) == ("records no code digest",)
+
+
+def test_remembered_digests_follow_the_bytes(tmp_path):
+    _package(tmp_path)
+    bound = codebind.bind(["lab.checks.add"], ["lab.checks", "lab.runtime"], [tmp_path], loaded={})
+    tree = codebind.TreeDigests(tmp_path, persist=True)
+    assert tree.changes(bound) == ()
+    tree.save()
+    assert (tmp_path / ".pv-cache" / "pv" / "code-digests.json").exists()
+    (tmp_path / "lab" / "runtime" / "kernels.py").write_text("def add(a, b):\n    return a - b\n")
+    assert codebind.TreeDigests(tmp_path, persist=True).changes(bound) == ("lab.runtime.kernels",)

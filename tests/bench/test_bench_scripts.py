@@ -40,3 +40,16 @@ def test_profile_step_refuses_without_a_gpu():
     assert result.returncode == 2
     assert "needs a CUDA device" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_bench_validate_generates_a_clean_set(tmp_path, monkeypatch):
+    """The figure measures a clean run: the generated contracts have no findings (exit 0)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_validate
+    finally:
+        sys.path.remove(str(BENCH))
+    root = bench_validate.make_workspace(tmp_path, 12)
+    result = subprocess.run(bench_validate.PV, cwd=root, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "12 contracts" in result.stdout and "0 errors, 0 warnings" in result.stdout
