@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -25,13 +26,26 @@ def test_bench_loss_prints_every_variant_against_the_reference():
     assert all(line.rstrip().endswith("x |") for line in rows)
 
 
-def test_bench_vs_hf_smoke_run_on_the_cpu(tmp_path):
+def test_bench_vs_hf_prints_every_configuration_in_one_table(tmp_path):
+    """Every peer and runtime configuration gets a row: measured, or 'not available' with why
+    (Liger on a CPU), never silently left out; ratios are against the strongest peer."""
     out = tmp_path / "bench.json"
     result = run("bench_vs_hf.py", "--config", "tiny", "--batch", "2", "--seq", "16", "--device", "cpu",
-                 "--min-window-s", "0.05", "--max-spread", "100", "--json", str(out))
+                 "--min-window-s", "0.05", "--max-spread", "100", "--peers", "eager,liger",
+                 "--runtime", "eager,eager+fused", "--json", str(out))
     assert result.returncode == 0, result.stderr
-    assert "runtime fast path / transformers: train" in result.stdout
-    assert out.exists()
+    assert "| transformers, eager | " in result.stdout
+    assert "| transformers + Liger kernels | not available: " in result.stdout
+    assert "| runtime, eager | " in result.stdout and "| runtime, eager, fused projections | " in result.stdout
+    assert "runtime, eager, fused projections / strongest transformers: train" in result.stdout
+    data = json.loads(out.read_text())
+    assert set(data["peers"]) == {"eager", "liger"} and set(data["runtime"]) == {"eager", "eager+fused"}
+    assert data["strongest"]["train"] == "eager"
+
+
+def test_bench_vs_hf_refuses_an_unknown_configuration():
+    result = run("bench_vs_hf.py", "--device", "cpu", "--runtime", "model+turbo")
+    assert result.returncode == 2 and "unknown option" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
