@@ -72,58 +72,78 @@ def main() -> int:
     config = runtime.preset(args.config)
     batches = svt.make_batches(config.vocab_size, args.batch, args.seq)
     timing = dict(warmup=args.warmup, repeats=args.repeats, min_window_s=args.min_window_s, max_spread=args.max_spread)
-    rows: list[tuple[str, str, dict]] = []   # (kind, label, figures or {"unavailable"/"failed": why})
+    rows: list[tuple[str, str, dict]] = []   # (kind, key, figures or {"unavailable"/"failed": why})
     with tempfile.TemporaryDirectory() as tmp:
         model = runtime.init_model(config=config, weights="random", seed=0, device="cpu")
         params = model.num_parameters()
         runtime.save_checkpoint(model, tmp)
         del model
-        for peer in peers:
-            rows.append(("peer", peer, timed(lambda: svt.measure_peer(Path(tmp), device, batches, peer, **timing))))
-        for variant in variants:
-            rows.append(("runtime", variant.spec(),
-                         timed(lambda: svt.measure_runtime(Path(tmp), device, batches, variant, **timing))))
+        print(f"# {args.config} ({params:,} parameters), batch {args.batch} x {args.seq}, {name}, "
+              f"torch {torch.__version__}")
+        print("| configuration | train tok/s | MFU | peak GiB | eval tok/s | set-up + measure s |")
+        print("|---|---|---|---|---|---|", flush=True)
+        # Rows are printed, and the JSON rewritten, as each configuration finishes: a run cut
+        # short by a time limit keeps what it measured.
+        for kind, key in [("peer", p) for p in peers] + [("runtime", v.spec()) for v in variants]:
+            if kind == "peer":
+                side = timed(lambda: svt.measure_peer(Path(tmp), device, batches, key, **timing))
+            else:
+                side = timed(lambda: svt.measure_runtime(Path(tmp), device, batches, svt.RuntimeVariant.parse(key),
+                                                         **timing))
+            rows.append((kind, key, side))
+            print_row(kind, key, side, params=params, config=config, seq=args.seq, device_name=name)
+            if args.json:
+                write_json(args, rows, name, params, ratios_of(rows))
 
-    print(f"# {args.config} ({params:,} parameters), batch {args.batch} x {args.seq}, {name}, torch {torch.__version__}")
-    print("| configuration | train tok/s | MFU | peak GiB | eval tok/s | set-up + measure s |")
-    print("|---|---|---|---|---|---|")
-    for kind, key, side in rows:
-        label = svt.PEER_LABELS[key] if kind == "peer" else svt.RuntimeVariant.parse(key).label()
-        why = side.get("unavailable") or side.get("failed")
-        if why:
-            state = "not available" if "unavailable" in side else "FAILED"
-            print(f"| {label} | {state}: {why} | | | | {side.get('seconds', 0):.0f} |")
-            continue
-        mfu = svt.mfu(side["train_tok_s"], parameters=params, config=config, seq=args.seq, device_name=name)
-        print(f"| {label} | {side['train_tok_s']:,.0f} (±{side['train_spread']:.0%}) | "
-              f"{'n/a' if math.isnan(mfu) else f'{mfu:.1%}'} | {side['peak_gib']:.1f} | "
-              f"{side['eval_tok_s']:,.0f} (±{side['eval_spread']:.0%}) | {side['seconds']:.0f} |")
-        side["mfu"] = mfu
-
+    ratios = ratios_of(rows)
     measured_peers = {key: side for kind, key, side in rows if kind == "peer" and "train_tok_s" in side}
-    ratios = {}
     if measured_peers:
         best = svt.strongest(measured_peers)
         print(f"\nstrongest transformers configuration: train {svt.PEER_LABELS[best['train']]}, "
               f"eval {svt.PEER_LABELS[best['eval']]}, memory {svt.PEER_LABELS[best['memory']]}")
-        for kind, key, side in rows:
-            if kind != "runtime" or "train_tok_s" not in side:
-                continue
-            ratios[key] = {"train": side["train_tok_s"] / measured_peers[best["train"]]["train_tok_s"],
-                           "eval": side["eval_tok_s"] / measured_peers[best["eval"]]["eval_tok_s"],
-                           "memory": side["peak_gib"] / measured_peers[best["memory"]]["peak_gib"]}
-            print(f"{svt.RuntimeVariant.parse(key).label()} / strongest transformers: train {ratios[key]['train']:.2f}x, "
-                  f"eval {ratios[key]['eval']:.2f}x, peak memory {ratios[key]['memory']:.2f}x")
+        for key, ratio in ratios.items():
+            print(f"{svt.RuntimeVariant.parse(key).label()} / strongest transformers: train {ratio['train']:.2f}x, "
+                  f"eval {ratio['eval']:.2f}x, peak memory {ratio['memory']:.2f}x")
     else:
-        best = None
         print("\nno transformers configuration could be measured: no ratios")
     if args.json:
-        args.json.write_text(json.dumps({
-            "config": args.config, "device": name, "torch": torch.__version__, "params": params, "batch": args.batch,
-            "seq": args.seq, "peers": {k: s for kind, k, s in rows if kind == "peer"},
-            "runtime": {k: s for kind, k, s in rows if kind == "runtime"}, "strongest": best, "ratios": ratios,
-            "dense_bf16_peak": svt.throughput.dense_bf16_peak(name)}, indent=1, default=str))
-    return 0 if measured_peers and ratios else 1
+        write_json(args, rows, name, params, ratios)
+    return 0 if ratios else 1
+
+
+def print_row(kind: str, key: str, side: dict, *, params: int, config, seq: int, device_name: str) -> None:
+    label = svt.PEER_LABELS[key] if kind == "peer" else svt.RuntimeVariant.parse(key).label()
+    why = side.get("unavailable") or side.get("failed")
+    if why:
+        state = "not available" if "unavailable" in side else "FAILED"
+        print(f"| {label} | {state}: {why} | | | | {side['seconds']:.0f} |", flush=True)
+        return
+    side["mfu"] = svt.mfu(side["train_tok_s"], parameters=params, config=config, seq=seq, device_name=device_name)
+    mfu = "n/a" if math.isnan(side["mfu"]) else f"{side['mfu']:.1%}"
+    print(f"| {label} | {side['train_tok_s']:,.0f} (±{side['train_spread']:.0%}) | {mfu} | {side['peak_gib']:.1f} | "
+          f"{side['eval_tok_s']:,.0f} (±{side['eval_spread']:.0%}) | {side['seconds']:.0f} |", flush=True)
+
+
+def ratios_of(rows: list) -> dict:
+    """Each measured runtime configuration over the strongest peer, per figure."""
+    peers = {key: side for kind, key, side in rows if kind == "peer" and "train_tok_s" in side}
+    if not peers:
+        return {}
+    best = svt.strongest(peers)
+    return {key: {"train": side["train_tok_s"] / peers[best["train"]]["train_tok_s"],
+                  "eval": side["eval_tok_s"] / peers[best["eval"]]["eval_tok_s"],
+                  "memory": side["peak_gib"] / peers[best["memory"]]["peak_gib"]}
+            for kind, key, side in rows if kind == "runtime" and "train_tok_s" in side}
+
+
+def write_json(args, rows: list, device_name: str, params: int, ratios: dict) -> None:
+    peers = {k: s for kind, k, s in rows if kind == "peer" and "train_tok_s" in s}
+    args.json.write_text(json.dumps({
+        "config": args.config, "device": device_name, "torch": torch.__version__, "params": params,
+        "batch": args.batch, "seq": args.seq, "peers": {k: s for kind, k, s in rows if kind == "peer"},
+        "runtime": {k: s for kind, k, s in rows if kind == "runtime"},
+        "strongest": svt.strongest(peers) if peers else None, "ratios": ratios,
+        "dense_bf16_peak": svt.throughput.dense_bf16_peak(device_name)}, indent=1, default=str))
 
 
 def timed(measure) -> dict:

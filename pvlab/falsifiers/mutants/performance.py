@@ -92,3 +92,25 @@ def loss_chunk_steps_eager():
 
     with plant("loss_chunk_steps_eager", swap(kernels, "COMPILE_LOSS_CHUNKS", False)):
         yield
+
+
+@mutant("generate_decodes_eagerly")
+def generate_decodes_eagerly():
+    """runtime.generate never takes the CUDA-graph decoder: greedy decoding on a GPU runs the eager
+    loop, ~1,500 kernel launches per token of the qwen2-0.5b shape, launch-bound at about the
+    CPU's speed. The tokens are the same.
+
+    Imitates a default switched off, or a device test that never matches ("cuda:0" against
+    "cuda"). Seams: runtime.generate.generate and the package's runtime.generate."""
+    import importlib
+
+    from pvlab import runtime
+
+    generation = importlib.import_module("pvlab.runtime.generate")
+    original = generation.generate
+
+    def generate(model, prompt_ids, **kwargs):
+        return original(model, prompt_ids, **{**kwargs, "use_graph": False})
+
+    with plant("generate_decodes_eagerly", swap(generation, "generate", generate), swap(runtime, "generate", generate)):
+        yield
