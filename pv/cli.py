@@ -18,6 +18,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "generate": ("pv.commands.generate", "command", "Compile contracts into pytest modules under generated_tests/."),
     "run": ("pv.commands.run", "command", "Run falsifiers on cpu/cuda and record the evidence in the ledger."),
     "status": ("pv.commands.status", "command", "Compute lifecycle status from evidence; write the dashboard."),
+    "measure": ("pv.commands.measure", "command", "Sweep a falsifier's check over seeds: worst case, spread, a suggested bound."),
     "strength": ("pv.commands.strength", "command", "Run falsifiers against planted bugs (mutants); kill matrix."),
     "bisect": ("pv.commands.bisect", "command", "Localise a divergence between two backends, op by op."),
     "ledger": ("pv.commands.ledger", "command", "Inspect, check and merge evidence ledgers."),

@@ -1,7 +1,7 @@
 """Checks beyond the schema: what one file cannot say about itself.
 
 Per file (`check_file`): the schema comment on the first line, the file name, obligation ->
-falsifier references, the expression language (prediction, formula), `check:` bindings
+falsifier references, the expression language (predictions; formulas are prose), `check:` bindings
 (verified statically, see pv.staticcheck), unbound falsifiers, and mutant names.
 Across the contracts dir (`check_all`): ids unique (contract, falsifier and obligation ids),
 `depends_on` targets exist and form no cycle.
@@ -242,21 +242,8 @@ def expressions(loaded: LoadedContract) -> list[Diagnostic]:
             out.append(_d(loaded, loaded.position(loc), "PV405",
                           f"prediction {parsed.text!r} cannot fail: {vacuity.cannot_fail(parsed)}",
                           "a falsifier must be able to fail: bound an observation by an independent value"))
-    for name, eq in _dict(loaded.data.get(K.EQUATIONS.key)).items():
-        if not isinstance(eq, dict):
-            continue
-        text = eq.get(K.FORMULA.key)
-        if not isinstance(text, str) or not text.strip():
-            continue
-        loc = K.FORMULA.at(name)
-        try:
-            expr.parse(text)
-        except expr.ExprError as exc:
-            out.append(expr_diagnostic(loaded, loc, "PV403", exc, f"formula of {name}"))
-            continue
-        refused = non_ascii_name(loaded, loc, f"formula of {name}")
-        if refused is not None:
-            out.append(refused)
+    # `equations.formula` is documentation (`‖x‖₂`, `∑`, `≈` welcome): never parsed, never
+    # judged. What is checked is the falsifiers' predictions above.
     return out
 
 

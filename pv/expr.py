@@ -8,7 +8,9 @@ subscripts, other calls, lambdas, comprehensions, strings and dunder names are r
 `judge(prediction, observations)` evaluates a prediction and computes its **margin**: how far
 the observed values are from the bound, positive when the prediction holds. For `a < b` the
 margin is `b - a`; for `a > b` it is `a - b`; for a chain it is the smallest link's margin;
-`and` takes the minimum, `or` the maximum; `==` gives `-|a - b|` (zero when equal).
+`and` takes the minimum, `or` the maximum; `==` gives `-|a - b|` (zero when equal). A boolean
+clause has no distance: the margin of `a < 1 and flag` is that of `a < 1` (the worst numeric
+clause), and pv.explain shows `flag` as held or broken beside it.
 """
 
 from __future__ import annotations
@@ -304,10 +306,12 @@ class _Evaluator:
                 left = right
             return min(margins)
         if isinstance(node, ast.BoolOp):
-            parts = [self.margin(v) for v in node.values]
-            if any(p is None for p in parts):
+            # A boolean clause (`flag`, `not x`) has no distance: a mixed prediction's margin is
+            # its numeric clauses' (pv.explain shows the booleans as held/broken beside it).
+            parts = [p for p in (self.margin(v) for v in node.values) if p is not None]
+            if not parts:
                 return None
-            return min(parts) if isinstance(node.op, ast.And) else max(parts)  # type: ignore[type-var]
+            return min(parts) if isinstance(node.op, ast.And) else max(parts)
         return None
 
 

@@ -32,7 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from pv import codebind, expr, mutation, provenance, tolerance as tolerances, vacuity
+from pv import codebind, execution, explain, expr, mutation, provenance, tolerance as tolerances, vacuity
 from pv.outcome import Outcome
 
 
@@ -176,6 +176,29 @@ def _code_digests(check: Callable[..., Any], before: set[str]) -> dict[str, str]
     if mutant_module:
         start.append(mutant_module)  # the planted bug's own code
     return code_digests_of(start, before=before)
+
+
+def _bound_packages(check: Callable[..., Any]) -> tuple[str, ...]:
+    if _binding is not None:
+        return _binding[0]
+    module = getattr(check, "__module__", None) or ""
+    return (module.split(".")[0],) if module else ()
+
+
+def _bind_executed(outcome: Outcome, run: execution.Run | None, check: Callable[..., Any], before: set[str]) -> None:
+    """Bind the outcome to the units the check executed (pv.execution); without a collection
+    (it never started), to the modules it imports, as before."""
+    if run is None:
+        outcome.code_digests = _code_digests(check, before)
+        return
+    root = _binding[1][0] if _binding is not None and _binding[1] else Path.cwd()
+    try:
+        bound = execution.bind(run, _bound_packages(check), root)
+    except (OSError, ValueError, RecursionError) as exc:  # never lose the verdict over its binding
+        outcome.executed_code, outcome.binding_problems = {}, [f"binding failed: {type(exc).__name__}: {exc}"]
+        return
+    outcome.executed_code, outcome.code_origins = bound.executed, bound.origins
+    outcome.binding_problems = bound.problems or None
 
 
 def code_digests_of(start: list[str], *, before: set[str] | None = None,
@@ -369,8 +392,9 @@ def falsify(
 
     before = set(sys.modules)
     start = time.perf_counter()
+    run = None
     try:
-        with mutation.around_check():
+        with execution.collecting(_bound_packages(check)) as run, mutation.around_check():
             observations = check(**kwargs)
     except DeviceUnavailable as exc:
         outcome.verdict, outcome.message = "SKIP", f"device absent: {exc}"
@@ -380,7 +404,7 @@ def falsify(
         raise FalsifierError(f"{label}: {outcome.message}") from exc
     finally:  # an ERROR or a SKIP is evidence about this code too
         outcome.duration_s = time.perf_counter() - start
-        outcome.code_digests = _code_digests(check, before)
+        _bind_executed(outcome, run, check, before)
 
     if not isinstance(observations, Mapping) or not all(isinstance(k, str) for k in observations):
         outcome.message = (f"check returned {type(observations).__name__}, not a mapping of named "
@@ -403,9 +427,7 @@ def falsify(
     observed = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(outcome.observations.items()))
     lines = [f"FALSIFIED {label}: prediction `{prediction}` is false"]
     lines.append(f"  observed: {observed or '(nothing)'}")
-    for bound in explain_bound(prediction, observations):
-        lines.append(f"  bound:    {bound}")
-    lines.append(f"  margin:   {'n/a' if margin is None else _fmt(margin)} (negative = how far past the bound)")
+    lines += explain.failure_lines(prediction, observations, margin)
     if mutant:
         lines.append(f"  mutant:   {mutant} (killed)")
     if if_fails:

@@ -27,8 +27,9 @@ from typing import Any, Iterable
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # 2: records may carry code_digests, git_commit_source and merged_from; 3: subject and
-# subject_digest (all optional, so older lines still read).
-LEDGER_SCHEMA_VERSION = 3
+# subject_digest; 4: executed_code, code_origins and binding_problems (all optional, so older
+# lines still read).
+LEDGER_SCHEMA_VERSION = 4
 # A record is a flat object with a few small mappings; anything nested deeper is not ours.
 MAX_DEPTH = 16
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
@@ -87,6 +88,13 @@ class LedgerRecord(BaseModel):
     # The code the check exercised: module name -> syntax-tree digest (pv.codebind). None on
     # records made before pv bound evidence to code: those are stale.
     code_digests: dict[str, str] | None = None
+    # The code the check executed (pv.execution): module -> {function qualname or "<module>" ->
+    # digest (pv.codeunits)}; the file each module loaded from (workspace-relative, else
+    # absolute); and what loaded or ran instead of the workspace's source (never fresh).
+    # None on records made before: those keep the module rule of `code_digests`.
+    executed_code: dict[str, dict[str, str]] | None = None
+    code_origins: dict[str, str] | None = None
+    binding_problems: list[str] | None = None
     # Set by `pv ledger merge`: which file the record came from and when it was merged.
     merged_from: dict[str, str] | None = None
 

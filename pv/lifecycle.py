@@ -282,7 +282,7 @@ def code_changes(record: LedgerRecord, code: Any, falsifier: FalsificationTest |
     `check:` runs no code, so its (ERROR) records cannot go stale by code."""
     if code is None or (falsifier is not None and falsifier.check is None):
         return ()
-    return tuple(code.changes(record.code_digests))
+    return tuple(code.record_changes(record))
 
 
 def _cell(device: str, subject: str | None, here: list[Indexed], sha: str, code: Any,

@@ -36,6 +36,9 @@ class Outcome:
     subject: str | None = None  # the model and data it drove (None: a falsifier without subjects)
     subject_digest: str | None = None  # an ad-hoc (path) subject's checkpoint digest (pv.subjects)
     code_digests: dict[str, str] | None = None  # module -> syntax-tree digest (pv.codebind)
+    executed_code: dict[str, dict[str, str]] | None = None  # module -> unit -> digest (pv.execution)
+    code_origins: dict[str, str] | None = None
+    binding_problems: list[str] | None = None
     # The test's identity, from its `pv_falsifier` marker (the plugin fills these in).
     contract: str | None = None
     contract_version: str | None = None
@@ -78,6 +81,9 @@ class Outcome:
             duration_s=round(float(self.duration_s), 6),
             seed=self.seed,
             code_digests=self.code_digests,
+            executed_code=self.executed_code,
+            code_origins=self.code_origins,
+            binding_problems=self.binding_problems,
             **provenance,
         )
 

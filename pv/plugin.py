@@ -378,7 +378,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     if state.subject_digest is not None and outcome.subject == state.subject:
         outcome.subject_digest = state.subject_digest
     unbound = call.excinfo is not None and type(call.excinfo.value).__name__ == "Unbound"
-    if outcome.code_digests is None and not unbound:
+    if outcome.code_digests is None and outcome.executed_code is None and not unbound:
         # The check never ran (the device is absent, its module does not import, a fixture
         # broke): bind the record to what the test module imports, so that this SKIP or ERROR
         # goes stale, like any other evidence, when that code changes.

@@ -162,7 +162,7 @@ class Metadata(Strict):
 
 
 class Equation(Strict):
-    formula: NonEmpty = Field(description="In pv's safe expression language.")
+    formula: NonEmpty = Field(description="Documentation: the equation in ordinary notation (‖x‖₂, ∑, ≈ welcome); never parsed.")
     domain: str | None = None
     codomain: str | None = None
     invariants: list[NonEmpty] = Field(default_factory=list)

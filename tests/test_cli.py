@@ -26,6 +26,7 @@ OUTSIDE = {
     "ledger check": ["ledger", "check"],
     "ledger show": ["ledger", "show"],
     "ledger merge": ["ledger", "merge", "other.jsonl"],
+    "measure": ["measure", "FALSIFY-X-001"],
 }
 # Verbs that make or serve a project and so run anywhere.
 ANYWHERE = {"init", "schema"}

@@ -65,3 +65,31 @@ def test_a_remembered_answer_follows_the_ledger_the_code_and_the_contract(tmp_pa
     path.write_text(CONTRACT.format(status="ACTIVE_RUNTIME").replace("x < 1", "x < 0.9"))
     changed, _ = load_contract(path, "contracts/demo-v1.yaml")
     assert [d.code for d in declared_status_diagnostics(ws, [changed])] == ["PV501"]
+
+
+def test_a_remembered_answer_follows_the_executed_units_of_a_record(tmp_path):
+    """A record bound to the units it executed (pv.execution) is judged by the file each module
+    loads now: an edit to the executed function recomputes; an unrelated function does not stale."""
+    from pv.codeunits import units_of_source
+
+    ws, loaded = _setup(tmp_path)
+    f = loaded.contract.falsification_tests[0]
+    module = tmp_path / "checks" / "m.py"
+
+    def append(verdict, mutant=None):
+        units = units_of_source(module.read_bytes()).digests
+        ledger.append(ws.ledger, [ledger.make_record(
+            contract="demo", contract_version="1.0.0", falsifier=f.id, falsifier_sha256=f.definition_sha256(),
+            device="cpu", mutant=mutant, verdict=verdict, observations={"x": 0.5}, prediction=f.prediction,
+            duration_s=0.1, time_utc="2026-01-01T00:00:00Z", executed_code={"checks.m": {"f": units["f"]}},
+            code_origins={"checks.m": "checks/m.py"})])
+
+    append("PASS")
+    append("FAIL", mutant="m_one")
+    assert declared_status_diagnostics(ws, [loaded]) == []
+    assert declared_status_diagnostics(ws, [loaded]) == []  # remembered
+    module.write_text(module.read_text() + "\n\ndef unrelated():\n    return 1\n")
+    assert declared_status_diagnostics(ws, [loaded]) == []  # f unchanged: still fresh
+    module.write_text(module.read_text().replace("0.5", "0.7"))
+    [stale] = declared_status_diagnostics(ws, [loaded])
+    assert stale.code == "PV501" and "STALE" in stale.message

@@ -334,7 +334,7 @@ def test_a_version_2_record_without_a_subject_still_reads(tmp_path):
                                 falsifier_sha256="0" * 64, device="cpu", verdict="PASS", prediction="x < 1",
                                 duration_s=0.1, time_utc="2026-11-22T03:01:02Z")
     data = json.loads(record.to_line())
-    assert data["subject"] is None and data["schema_version"] == ledger.LEDGER_SCHEMA_VERSION == 3
+    assert data["subject"] is None and data["schema_version"] == ledger.LEDGER_SCHEMA_VERSION == 4
     old = {k: v for k, v in data.items() if k not in ("subject", "subject_digest")}
     old["schema_version"] = 2
     path = tmp_path / "l.jsonl"

@@ -36,6 +36,7 @@ import click
 from pv.commands import pass_workspace
 from pv.config import Workspace
 from pv.outcome import Outcome
+from pv.runview import print_table, progress_line, summary_lines
 
 DEVICES = ("cpu", "cuda", "auto")
 DEFAULT = object()  # "the workspace's ledger"
@@ -317,119 +318,6 @@ def execute(workspace: Workspace, selected: list[Selected], *, device: str = "au
     return result
 
 
-# --- presentation ----------------------------------------------------------------------------
-
-_COLOURS = {"PASS": "green", "FAIL": "red", "ERROR": "red", "SKIP": "yellow"}
-
-
-def _margin(value: Any) -> str:
-    if value is None:
-        return "-"
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    return "0" if number == 0 else f"{number:+.4g}"
-
-
-
-def _observed(observations: dict[str, Any], limit: int = 60) -> str:
-    parts = []
-    for key, value in sorted(observations.items()):
-        parts.append(f"{key}={value:.6g}" if isinstance(value, float) else f"{key}={value}")
-    text = ", ".join(parts)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _short(message: str, limit: int) -> str:
-    """One line of a message for a progress line or a table cell."""
-    first = str(message).strip().split("\n")[0]
-    if first.startswith("unbound falsifier"):
-        return "unbound: the contract gives no `check:`"
-    return first if len(first) <= limit else first[: limit - 1] + "…"
-
-
-def _verdict(verdict: str, mutant: str | None) -> str:
-    text = verdict
-    if mutant and verdict == "FAIL":
-        text = "FAIL (killed)"
-    elif mutant and verdict == "PASS":
-        text = "PASS (survived)"
-    return click.style(text.ljust(5), fg=_COLOURS.get(verdict), bold=verdict != "PASS")
-
-
-def progress_line(event: Outcome, done: int, total: int, mutant: str | None) -> str:
-    verdict = _verdict(event.verdict, mutant)
-    extra = ""
-    if event.verdict in ("SKIP", "ERROR") and event.message:
-        extra = f"  {_short(event.message, 100)}"
-    where = event.device if not event.subject else f"{event.device}[{event.subject}]"
-    return (f"[{done}/{total}] {event.falsifier}  {where:<4}  {verdict}  "
-            f"margin {_margin(event.margin)}  {float(event.duration_s or 0):.2f}s{extra}")
-
-
-def print_table(result: RunResult, mutant: str | None, repeat: int) -> None:
-    rows = []
-    with_subjects = any(e.subject for e in result.outcomes)  # the column only when a subject ran
-    for event in result.outcomes:
-        row = [event.falsifier] + ([event.subject or "—"] if with_subjects else []) + [event.device]
-        if repeat > 1:
-            row.append(str(event.repeat or ""))
-        row += [event.verdict, _margin(event.margin),
-                f"{float(event.duration_s or 0):.2f}s",
-                _observed(event.observations or {}) or _short(event.message or "", 60)]
-        rows.append(row)
-    header = ["FALSIFIER"] + (["SUBJECT"] if with_subjects else []) + ["DEVICE"] + (["#"] if repeat > 1 else []) + ["VERDICT", "MARGIN", "TIME", "OBSERVED"]
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    verdict_col = header.index("VERDICT")
-    click.echo("")
-    click.echo("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
-    for row in rows:
-        cells = []
-        for i, (cell, width) in enumerate(zip(row, widths)):
-            text = str(cell).ljust(width)
-            if i == verdict_col:
-                text = click.style(text, fg=_COLOURS.get(str(cell)), bold=cell != "PASS")
-            cells.append(text)
-        click.echo("  ".join(cells).rstrip())
-    details = [e for e in result.outcomes if e.verdict in ("FAIL", "ERROR", "SKIP") and e.message]
-    unbound = [e for e in details if str(e.message).startswith("unbound falsifier")]
-    if unbound:
-        click.echo("")
-        click.echo(click.style(f"ERROR: {len(unbound)} unbound falsifier test(s) — no `check:` in the contract, so "
-                               "nothing can falsify them yet:", bold=True))
-        for event in unbound:
-            click.echo(f"  {event.falsifier} on {event.device}")
-    skips: dict[str, list[str]] = {}
-    for event in details:
-        if event.verdict == "SKIP":
-            skips.setdefault(str(event.message).strip(), []).append(f"{event.falsifier} on {event.device}")
-    for reason, tests in skips.items():
-        click.echo("")
-        click.echo(click.style(f"SKIP — not evidence ({len(tests)}): {reason}", bold=True, fg="yellow"))
-        click.echo("  " + ", ".join(tests))
-    for event in (e for e in details if e not in unbound and e.verdict != "SKIP"):
-        click.echo("")
-        click.echo(click.style(f"{event.verdict} {event.falsifier} on {event.device}:", bold=True))
-        for line in str(event.message).strip("\n").split("\n"):
-            click.echo(f"  {line}")
-
-
-def summary_lines(result: RunResult, mutant: str | None, ledger_label: str | None) -> list[str]:
-    passed, failed, errored, skipped = (result.count(v) for v in ("PASS", "FAIL", "ERROR", "SKIP"))
-    if mutant:
-        head = f"under mutant {mutant}: {failed} killed (FAIL), {passed} survived (PASS), {errored} errored"
-    else:
-        head = f"{passed} passed, {failed} falsified, {errored} errored"
-    lines = [head]
-    if skipped:
-        lines.append(f"{skipped} skipped — not evidence (a SKIP never discharges a falsifier)")
-    recorded = sum(1 for e in result.outcomes if e.record_id)
-    lines.append("dry run: no ledger records written" if ledger_label is None
-                 else f"{recorded} record(s) appended to {ledger_label} (run {result.run_id})")
-    return lines
-
-
 class _RunCommand(click.Command):
     """Everything after `--` goes to pytest untouched."""
 
@@ -467,12 +355,17 @@ class _RunCommand(click.Command):
               help="The commit this tree is (wins over git; e.g. on a copy without .git). Or PV_GIT_COMMIT.")
 @click.option("--mutant", default=None, hidden=True, help="Run under a planted bug (used by pv strength).")
 @click.option("-v", "--verbose", is_flag=True, help="Show pytest's own output as it runs.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one JSON document on stdout (every outcome, verdict, observations, margin, explanation).")
+@click.option("--junitxml", type=click.Path(dir_okay=False), default=None, metavar="PATH",
+              help="Also write the outcomes as JUnit XML to PATH (for CI).")
 @click.pass_context
 @pass_workspace
 def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything: bool,
             device: str, repeat: int, keyword: str | None, no_ledger: bool, ledger_path: str | None,
             stale: bool, subject: str | None, skip_subjects: tuple[str, ...], subject_path: str | None,
-            git_commit: str | None, mutant: str | None, verbose: bool, *, workspace: Workspace) -> None:
+            git_commit: str | None, mutant: str | None, verbose: bool, fmt: str, junitxml: str | None, *,
+            workspace: Workspace) -> None:
     """Run falsifiers and record the evidence. Arguments after `--` go to pytest.
 
     \b
@@ -482,7 +375,7 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
     Exit status: 0 nothing falsified or errored (SKIPs alone: 0, "not evidence"); 1 a FAIL or
     an ERROR, pytest broke, or a record could not be written; 2 usage error.
     """
-    from pv import codegen
+    from pv import codegen, report
 
     pytest_args = list(ctx.meta.get("pv_pytest_args", []))
     if no_ledger and ledger_path:
@@ -492,14 +385,16 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
     if git_commit is not None and not re.fullmatch(r"[0-9a-fA-F]{7,64}", git_commit):
         raise click.UsageError(f"--git-commit {git_commit!r} is not a commit id (7 to 64 hex digits)")
     subject = _subject_option(subject, subject_path, stale)
-    plan = codegen.ensure_fresh(workspace)
+    quiet = fmt == "json"  # stdout carries the JSON document only; progress goes to stderr
+    plan = codegen.ensure_fresh(workspace, echo=lambda line: click.echo(line, err=quiet))
     ledger: Any = None if no_ledger else (Path(ledger_path).resolve() if ledger_path else DEFAULT)
     ledger_file = None if ledger is None else (workspace.ledger if ledger is DEFAULT else ledger)
     if stale:
         selected = select_stale(workspace, plan, falsifiers, contracts, device,
                                 ledger_file or workspace.ledger, subject)
         if not selected:
-            click.echo(f"nothing is stale on {device}: every deciding record matches the current definition and code")
+            click.echo(f"nothing is stale on {device}: every deciding record matches the current definition and code",
+                       err=quiet)
             return
     else:
         selected = select(plan, falsifiers, contracts, everything, device, subject, skip_subjects)
@@ -514,13 +409,13 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
     what = f"{len(selected)} falsifier test(s)" + (f" x {repeat}" if repeat > 1 else "")
     click.echo(f"running {what} on {device}" + (f" under mutant {mutant}" if mutant else "")
                + (f" with subject {subject}" if subject else "")
-               + ("" if ledger_label else " (dry run)"))
+               + ("" if ledger_label else " (dry run)"), err=quiet)
     done = 0
 
     def on_outcome(event: Outcome, _rep: int) -> None:
         nonlocal done
         done += 1
-        click.echo(progress_line(event, done, total, mutant))
+        click.echo(progress_line(event, done, total, mutant), err=quiet)
 
     result = execute(workspace, selected, device=device, repeat=repeat, ledger=ledger, mutant=mutant,
                      keyword=keyword, pytest_args=pytest_args, on_outcome=on_outcome, git_commit=git_commit,
@@ -528,11 +423,18 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
                      echo_output=(lambda line: click.echo(line, err=True)) if verbose else None)
     if result.broken and not verbose:
         click.echo(result.output.rstrip("\n")[-20000:], err=True)
-    if result.outcomes:
+    if result.outcomes and not quiet:
         print_table(result, mutant, repeat)
-    click.echo("")
+        if repeat > 1:
+            click.echo("\n" + "\n".join(report.spread_lines(report.spreads(result.outcomes))))
+    click.echo("", err=quiet)
     for line in summary_lines(result, mutant, ledger_label):
-        click.echo(click.style(line, bold=True, fg="yellow" if "skipped" in line else None))
+        click.echo(click.style(line, bold=True, fg="yellow" if "skipped" in line else None), err=quiet)
+    if quiet:
+        click.echo(report.document_text(result, device=device, mutant=mutant, ledger=ledger_label, repeat=repeat),
+                   nl=False)
+    if junitxml and not report.write_junit(junitxml, result):
+        sys.exit(1)
     if result.missing:
         click.echo(click.style(f"{len(result.missing)} selected test(s) reported no verdict (see pytest's output "
                                "above):", fg="red", bold=True), err=True)

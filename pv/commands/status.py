@@ -12,7 +12,6 @@ paths, everything sorted, so `--check` can run in pre-commit and CI.
 
 from __future__ import annotations
 
-import datetime
 import difflib
 import json
 import sys
@@ -481,18 +480,21 @@ def _warn(report: Report) -> None:
 @click.option("--require-fresh", is_flag=True,
               help="Release gate: exit 1 if a ship-blocking falsifier's deciding evidence is stale on a "
                    "required device; write nothing.")
+@click.option("--html", "html_dir", type=click.Path(), default=None, metavar="DIR",
+              help="Write the dashboard as static HTML into DIR (margin history, drift flags); nothing else.")
 @click.option("--to", "target", type=click.Choice(COMPUTABLE),
               help="With --promote: the status to set (refused unless the evidence supports it).")
 @pass_workspace
 def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: str, promote: bool,
-            allow_demote: bool, require_fresh: bool, target: str | None, *, workspace: Workspace) -> None:
+            allow_demote: bool, require_fresh: bool, html_dir: str | None, target: str | None, *,
+            workspace: Workspace) -> None:
     """Compute lifecycle status from the evidence and write the dashboard (docs/STATUS.md).
 
     CONTRACT_IDs select the contracts to promote (with --promote) or to show; the dashboard
     always covers every contract.
     """
     modes = [name for name, on in (("--check", check), ("--stdout", to_stdout), ("--format json", fmt == "json"),
-                                   ("--promote", promote), ("--require-fresh", require_fresh)) if on]
+                                   ("--promote", promote), ("--require-fresh", require_fresh), ("--html", html_dir)) if on]
     if len(modes) > 1:
         raise click.UsageError(f"{' and '.join(modes)} cannot be combined")
     if (allow_demote or target) and not promote:
@@ -514,6 +516,17 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
             return
         if require_fresh:
             _require_fresh(report, ids)
+            return
+        if html_dir:
+            from pathlib import Path
+
+            from pv import dashboard
+
+            try:
+                flagged = dashboard.publish(report, ws.ledger, Path(html_dir))
+            except dashboard.DashboardError as exc:
+                raise (click.UsageError if exc.usage else click.ClickException)(str(exc)) from None
+            click.echo(f"wrote {Path(html_dir) / 'index.html'} ({flagged} margin(s) shrinking toward zero)")
             return
         markdown = render_markdown(report)
         if to_stdout:
@@ -541,7 +554,9 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
 
         refused = False
         if promote:
-            refused = _promote(ws, report, loaded, ids, allow_demote, target)
+            from pv.promote import promote_entries
+
+            refused = promote_entries(report.entries, loaded, ids, allow_demote, target, click.echo)
             report, loaded = gather(ws)  # declared statuses changed
             markdown = render_markdown(report)
 
@@ -574,26 +589,6 @@ def _require_fresh(report: Report, ids: set[str] | None) -> None:
     devices = sorted({d.device for _, d in stale})
     click.echo("re-run them: " + "; ".join(f"pv run --stale --device {dev}" for dev in devices), err=True)
     sys.exit(1)
-
-
-def _promote(ws: Workspace, report: Report, loaded: list[LoadedContract], ids: set[str] | None,
-             allow_demote: bool, target: str | None) -> bool:
-    """Plan and apply promotions; print what happened. Returns whether any was refused."""
-    from pv import promote as pm
-
-    today = datetime.date.today()
-    by_path = {lc.display_path: lc for lc in loaded}
-    refused = False
-    for e in report.entries:
-        if ids and e.status.id not in ids:
-            continue
-        outcome = pm.plan(by_path[e.path], e.status, today=today, allow_demote=allow_demote,
-                          target=LifecycleStatus(target) if target else None, explicit=bool(ids))
-        if outcome.action == "promoted":
-            pm.apply(outcome)
-        refused |= outcome.action == "refused"
-        click.echo(outcome.describe(), err=outcome.action == "refused")
-    return refused
 
 
 __all__ = ["command", "render_markdown", "render_json", "terminal_summary", "build_report", "gather", "summary",

@@ -424,7 +424,7 @@ def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: 
         # The ledger's order decides which record is the latest, never the typed-in time.
         latest[(record.falsifier, record.mutant, _cell(record.device, subject))] = record
     tree = TreeDigests(plan.workspace.root)  # a latest record that ran other code is stale: blank
-    latest = {key: r for key, r in latest.items() if not tree.changes(r.code_digests)}
+    latest = {key: r for key, r in latest.items() if not tree.record_changes(r)}
     for (fid, mutant, dev), record in sorted(latest.items()):
         result.verdicts.setdefault((fid, mutant), {})[dev] = record.verdict.value
         if record.verdict.value in ("ERROR", "SKIP") and record.message:
