@@ -53,6 +53,18 @@ def pv_source_digest() -> str:
     return _SOURCE_DIGEST[0]
 
 
+def installed_version(distribution: str) -> str:
+    """An installed distribution's version ("absent" when it is not installed), read from its
+    metadata without importing it: a fact a third-party solver decided is remembered only for
+    the version that decided it."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
 def key_of(*parts: bytes | str) -> str:
     """A key for bytes (and whatever else decides the answer): sha256, length-prefixed parts."""
     h = hashlib.sha256()

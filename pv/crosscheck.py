@@ -43,10 +43,12 @@ class Context:
 
     def __post_init__(self) -> None:
         self.index = ModuleIndex(self.workspace.root)
-        from pv.cache import Cache, pv_source_digest
+        from pv.cache import Cache, installed_version, pv_source_digest
 
-        # What the file-local checks found, per file text (see _file_local)
-        self.file_facts = Cache(self.workspace.root, "file-checks", pv_source_digest())
+        # What the file-local checks found, per file text (see _file_local); the vacuity check
+        # among them may ask z3, so its version is part of what decided them.
+        self.file_facts = Cache(self.workspace.root, "file-checks",
+                                f"{pv_source_digest()}|z3-solver={installed_version('z3-solver')}")
 
 
 def _d(loaded: LoadedContract, pos: tuple[int, int], code: str, message: str, hint: str = "",

@@ -67,3 +67,8 @@ def test_validate_sees_every_edit_to_what_it_remembered(vworkspace):
     mutants.write_text(mutants.read_text().replace('"drops_bias"', '"drops_the_bias"'))
     result = vworkspace.run()
     assert result.exit_code == 1 and "PV309" in result.output, result.output
+
+
+def test_installed_version_reads_metadata_and_names_an_absent_distribution():
+    assert cache.installed_version("pydantic")[0].isdigit()
+    assert cache.installed_version("no-such-distribution-pv-test") == "absent"
