@@ -102,12 +102,12 @@ fi
 
 if [[ $phase == contracts || $phase == all ]]; then
   ledger=$out/perf-ledger.jsonl
-  step 200 run-runtime-vs-transformers.log pv run --contract runtime-vs-transformers --device "$device" --ledger "$ledger"
-  step 170 strength-runtime-vs-transformers.log pv strength --contract runtime-vs-transformers --device "$device" \
+  step 200 run-runtime-vs-transformers.log "$py" -m pv.cli run --contract runtime-vs-transformers --device "$device" --ledger "$ledger"
+  step 170 strength-runtime-vs-transformers.log "$py" -m pv.cli strength --contract runtime-vs-transformers --device "$device" \
     --mutant loss_chunk_steps_eager --ledger "$ledger"
-  step 150 run-decode.log pv run FALSIFY-PERF-DECODE-001 FALSIFY-PERF-DECODE-003 FALSIFY-PERF-DECODE-004 \
+  step 150 run-decode.log "$py" -m pv.cli run FALSIFY-PERF-DECODE-001 FALSIFY-PERF-DECODE-003 FALSIFY-PERF-DECODE-004 \
     --device "$device" --ledger "$ledger"
-  step 50 strength-decode.log pv strength --contract runtime-performance --device "$device" \
+  step 50 strength-decode.log "$py" -m pv.cli strength --contract runtime-performance --device "$device" \
     --mutant generate_decodes_eagerly --ledger "$ledger"
 fi
 exit $status

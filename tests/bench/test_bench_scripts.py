@@ -64,8 +64,8 @@ def test_gpu_speed_script_names_every_step_of_both_phases():
     assert "bench/bench_vs_hf.py" in steps[0] and "--peers eager,compile,liger" in steps[0]
     assert "model+fused+mode=reduce-overhead" in steps[0]
     assert "profile_step.py" in steps[1]
-    assert any("pv run --contract runtime-vs-transformers" in s for s in steps)
-    assert any("pv strength --contract runtime-vs-transformers" in s and "loss_chunk_steps_eager" in s for s in steps)
+    assert any("-m pv.cli run --contract runtime-vs-transformers" in s for s in steps)
+    assert any("-m pv.cli strength --contract runtime-vs-transformers" in s and "loss_chunk_steps_eager" in s for s in steps)
     assert any("FALSIFY-PERF-DECODE-001" in s for s in steps)
     assert any("generate_decodes_eagerly" in s for s in steps)
 
