@@ -1,8 +1,9 @@
 """A small persistent cache of work that is decided by the bytes it was computed from.
 
-`pv validate` and `pv status` recompute the same facts on every run: the syntax-tree digest of
-every bound module (pv.codebind) and which ledger lines hold the latest evidence
-(pv.ledger_latest). Each fact is a pure function of some bytes, so it is stored under the
+`pv validate` recomputes the same facts on every run: the syntax-tree digest of every bound
+module (pv.codebind), the mutant names and check signatures of modules (pv.staticcheck), what
+the file-local checks find in an unchanged contract (pv.crosscheck). Each fact is a pure
+function of some bytes, so it is stored under the
 sha256 of those bytes (plus the version of the code that computes it): an edit changes the key,
 and a stale entry can never be read back as current. A cache is only ever a shortcut to the
 answer the computation gives; remove the directory and every answer stays the same.

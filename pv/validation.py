@@ -219,11 +219,17 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
     if not claiming:
         return []
     try:
-        from pv.declared import declared_status_diagnostics
+        from pv import ledger, lifecycle
+        from pv.codebind import TreeDigests
+        from pv.identity import EvidenceCheck
 
-        # Only the latest record per cell decides a status (pv.ledger_latest); the answer, the
-        # scan and the code digests are remembered across runs (pv.cache), keyed by their bytes.
-        return declared_status_diagnostics(workspace, claiming)
+        # Module digests are remembered across runs by the bytes they came from (pv.cache).
+        tree = TreeDigests(workspace.root, persist=True)
+        records = ledger.read(workspace.ledger).records
+        found = lifecycle.declared_status_diagnostics(claiming, records, EvidenceCheck(workspace, claiming, tree),
+                                                      workspace.subject_param)
+        tree.save()
+        return found
     except Exception as exc:  # noqa: BLE001
         return [internal_error(display(workspace.ledger), exc)]
 
