@@ -92,3 +92,14 @@ def test_a_module_of_an_editable_install_is_found_through_its_import_hook(tmp_pa
     assert module_file("pv_editable_probe", [tmp_path]) == package / "__init__.py"
     assert module_file("pv_editable_probe.absent", [tmp_path]) is None
     assert "pv_editable_probe" not in sys.modules
+
+
+def test_remembered_digests_follow_the_bytes(tmp_path):
+    _package(tmp_path)
+    bound = codebind.bind(["lab.checks.add"], ["lab.checks", "lab.runtime"], [tmp_path], loaded={})
+    tree = codebind.TreeDigests(tmp_path, persist=True)
+    assert tree.changes(bound) == ()
+    tree.save()
+    assert (tmp_path / ".pv-cache" / "pv" / "code-digests.json").exists()
+    (tmp_path / "lab" / "runtime" / "kernels.py").write_text("def add(a, b):\n    return a - b\n")
+    assert codebind.TreeDigests(tmp_path, persist=True).changes(bound) == ("lab.runtime.kernels",)
