@@ -214,10 +214,15 @@ def expressions(loaded: LoadedContract) -> list[Diagnostic]:
             out.append(_d(loaded, loaded.position(loc), "PV404",
                           f"prediction {parsed.text!r} mentions no observation, so it can never fail",
                           "compare an observation the check returns with a bound"))
-        elif vacuity.cannot_fail(parsed):
+        elif (decision := vacuity.decide(parsed)).refused:
             out.append(_d(loaded, loaded.position(loc), "PV405",
-                          f"prediction {parsed.text!r} cannot fail: {vacuity.cannot_fail(parsed)}",
+                          f"prediction {parsed.text!r} cannot fail: {decision.refused}",
                           "a falsifier must be able to fail: bound an observation by an independent value"))
+        elif decision.undecided:  # never a silent accept: say which question stayed open
+            out.append(_d(loaded, loaded.position(loc), "PV407",
+                          f"pv could not decide whether prediction {parsed.text!r} {decision.undecided[:-1]} "
+                          "(the solver gave up)",
+                          "check by hand that some observation makes it false, or simplify it", warning=True))
     for name, eq in _dict(loaded.data.get(K.EQUATIONS.key)).items():
         if not isinstance(eq, dict):
             continue
