@@ -164,8 +164,13 @@ def concrete_witnesses(parsed: expr.Expression) -> tuple[dict[str, Any] | None, 
     rng = random.Random(zlib.crc32(parsed.text.encode()))
     found: dict[bool, dict[str, Any] | None] = {False: None, True: None}
 
+    boolean_names = _boolean_names(parsed.tree.body)
+
     def judge(env: dict[str, Any]) -> bool:
-        for candidate in (env, {k: bool(v) if v in (0.0, 1.0) else v for k, v in env.items()}):
+        variants = [env]
+        if boolean_names:  # a name read as true/false may need to be a boolean observation
+            variants.append({k: bool(v) if k in boolean_names and v in (0.0, 1.0) else v for k, v in env.items()})
+        for candidate in variants:
             verdict = outcome(parsed, candidate)
             if verdict is not None and found[verdict] is None:
                 found[verdict] = dict(candidate)
@@ -182,6 +187,20 @@ def concrete_witnesses(parsed: expr.Expression) -> tuple[dict[str, Any] | None, 
         if links and judge(_repair(env, links)):
             break
     return found[False], found[True]
+
+
+def _boolean_names(body: ast.AST) -> set[str]:
+    """Names standing where a truth value is read: the top level, `not`'s operand, and/or's."""
+    out, stack = set(), [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and node.id not in expr.CONSTANTS:
+            out.add(node.id)
+        elif isinstance(node, ast.BoolOp):
+            stack.extend(node.values)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            stack.append(node.operand)
+    return out
 
 
 def _value_pool(parsed: expr.Expression) -> list[float]:
