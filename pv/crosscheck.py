@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from pv import expr, vacuity
+from pv import expr, tolerance as tolerances, vacuity
 from pv import keypaths as K
 from pv.config import Workspace
 from pv.diagnostics import Diagnostic, Severity, internal_error
@@ -76,7 +76,7 @@ def check_file(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     if not isinstance(loaded.data, dict):
         return []
     out: list[Diagnostic] = []
-    for check in (file_name, obligation_references, expressions):
+    for check in (file_name, obligation_references, expressions, tolerance_caps):
         out += _guarded(check, loaded)
     out += _guarded(schema_comment, loaded, ctx.workspace.root)
     out += _guarded(bindings, loaded, ctx)
@@ -238,6 +238,16 @@ def expressions(loaded: LoadedContract) -> list[Diagnostic]:
         refused = non_ascii_name(loaded, loc, f"formula of {name}")
         if refused is not None:
             out.append(refused)
+    return out
+
+
+def tolerance_caps(loaded: LoadedContract) -> list[Diagnostic]:
+    """PV408: a tolerance override looser than its dtype's cap (pv.tolerance.CAPS)."""
+    out = []
+    for i, f in _falsifiers(loaded.data):
+        for dtype, name, value in tolerances.caps_exceeded(f.get(K.TOLERANCE.key)):
+            out.append(_d(loaded, loaded.position((*K.TOLERANCE.at(i), dtype, name)), "PV408", tolerances.over_cap(dtype, name, value),
+                          f"measure the worst case and bound it by a small factor, under {tolerances.CAPS[dtype][name]:g}"))
     return out
 
 

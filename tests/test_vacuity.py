@@ -152,3 +152,13 @@ def test_validate_warns_when_it_cannot_decide(vws):
     result = vws.run()
     found = [f for f in parse_output(result.output) if f.code == "PV407"]
     assert found and found[0].warning and "could not decide" in found[0].message, result.output
+
+
+def test_validate_refuses_a_disarming_tolerance_naming_dtype_and_cap(vws):
+    vws.contract(("    mutants: [drops_bias]\n",
+                  "    mutants: [drops_bias]\n    tolerance:\n      source: attacker\n"
+                  "      float32: {rtol: 1.0e+300, atol: 0}\n"))
+    result = vws.run()
+    assert result.exit_code == 1, result.output
+    found = [f for f in parse_output(result.output) if f.code == "PV408"]
+    assert found and "float32 cap of 0.013" in found[0].message and not found[0].warning, result.output
