@@ -76,6 +76,8 @@ def decide(prediction: Union[str, "expr.Expression"]) -> Decision:
         parsed = prediction if isinstance(prediction, expr.Expression) else expr.parse(prediction)
     except expr.ExprError:
         return Decision()
+    if not expr.is_boolean(parsed):
+        return Decision()  # not a prediction at all: PV402, and an error at run time
     return _decide_text(parsed.text)
 
 
