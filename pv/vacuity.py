@@ -40,8 +40,8 @@ from typing import Any, Union
 from pv import expr
 
 CONCRETE_BUDGET = 64     # observation sets judged before the solver is asked
-MAX_CANDIDATES = 6       # solver candidates replayed per question before giving up
-RLIMIT = 4_000_000       # z3 resource units per solver call (about a second; deterministic)
+MAX_CANDIDATES = 4       # solver candidates replayed per question before giving up
+RLIMIT = 3_000_000       # z3 resource units per solver call (about a CPU second here; deterministic)
 
 SPECIALS: tuple[float, ...] = (0.0, 1.0, -1.0, 0.5, 2.0, -2.0, 10.0, 1e-3, 1e300, -1e300, math.inf,
                                -math.inf, 1e-300, -0.0, 3.0, 100.0, 1e6, -0.5, 5e-324, 1.7976931348623157e308)
@@ -50,6 +50,9 @@ TAUTOLOGY = ("it holds for every value of the observations (a tautology, e.g. `x
              "`... or true`, `x <= inf`); compare an observation with an independent bound")
 CONTRADICTION = "it is false for every value of the observations (a contradiction), so it can never pass"
 NEVER_DEFINED = "it cannot be evaluated for any observation (every value raises an error), so it can never pass"
+NEVER_FALSE = ("no observation makes it false: it holds, or raises an error, for every value of the "
+               "observations; compare an observation with an independent bound")
+NEVER_TRUE = "no observation makes it true: it is false, or raises an error, for every value, so it can never pass"
 NO_OBSERVATION = "it mentions no observation, so no measurement can make it false"
 
 
@@ -98,13 +101,13 @@ def _decide_parsed(parsed: expr.Expression) -> Decision:
     if fails_at is None:
         answer, fails_at = _ask(parsed, query, want=False)
         if answer == "no":
-            return Decision(refused=TAUTOLOGY if passes_at is not None or _evaluable(query) else NEVER_DEFINED)
+            return Decision(refused=TAUTOLOGY if passes_at is not None else _unfailing_reason(query))
         if answer == "unknown":
             return Decision(undecided="can it fail?", passes_at=passes_at)
     if passes_at is None:
         answer, passes_at = _ask(parsed, query, want=True)
         if answer == "no":
-            return Decision(refused=CONTRADICTION if fails_at is not None or _evaluable(query) else NEVER_DEFINED)
+            return Decision(refused=CONTRADICTION if fails_at is not None else _unpassing_reason(query))
         if answer == "unknown":
             return Decision(undecided="can it pass?", fails_at=fails_at)
     return Decision(fails_at=fails_at, passes_at=passes_at)
@@ -128,14 +131,23 @@ def _ask(parsed: expr.Expression, query: Any, want: bool) -> tuple[str, dict[str
     return "unknown", None
 
 
-def _evaluable(query: Any) -> bool:
-    """Whether some observation evaluates without an error (unknown counts as yes: the
-    refusal stands either way, only its reason depends on this)."""
+def _evaluable(query: Any) -> str:
+    """'sat' | 'unsat' | 'unknown': can some observation be evaluated without an error?"""
     import z3
 
     from pv import fpmodel
 
-    return fpmodel.Search(query, z3.Or(query.holds, query.fails), RLIMIT).next()[0] != "unsat"
+    return fpmodel.Search(query, z3.Or(query.holds, query.fails), RLIMIT).next()[0]
+
+
+def _unfailing_reason(query: Any) -> str:
+    evaluable = _evaluable(query)
+    return TAUTOLOGY if evaluable == "sat" else NEVER_DEFINED if evaluable == "unsat" else NEVER_FALSE
+
+
+def _unpassing_reason(query: Any) -> str:
+    evaluable = _evaluable(query)
+    return CONTRADICTION if evaluable == "sat" else NEVER_DEFINED if evaluable == "unsat" else NEVER_TRUE
 
 
 # --- the concrete search ---------------------------------------------------------------------------
