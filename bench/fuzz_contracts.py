@@ -328,7 +328,7 @@ def run(seed: int, cases: int, cli_every: int, corpus: Path | None, timeout: flo
                 examples.setdefault("hang", []).append((seed, n, round(took, 1)))
             faulthandler.dump_traceback_later(timeout * 30, exit=True)
             stats["cases"] += 1
-            if progress is not None and (n % 500 == 499 or n == cases - 1):
+            if progress is not None and (n % 100 == 99 or n == cases - 1):
                 (progress / f"job{seed}.json").write_text(json.dumps({"stats": stats, "examples": examples,
                                                                       "slowest": slowest}, default=str))
     faulthandler.cancel_dump_traceback_later()
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds for one case before it is a hang")
     parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "corpus")
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--progress", type=Path, help="a folder where each job writes its counts every 500 cases")
+    parser.add_argument("--progress", type=Path, help="a folder where each job writes its counts every 100 cases")
     args = parser.parse_args(argv)
     cli_every = max(1, args.cases // args.cli) if args.cli else 0
     per_job = [(args.seed * 1000 + j, args.cases // args.jobs + (j < args.cases % args.jobs), cli_every, args.corpus,
