@@ -1,7 +1,7 @@
 """pv's own mutation score: plant small bugs in pv's core modules and count those its tests kill.
 
     python scripts/mutation_score.py [--sample 320] [--seed 24] [--timeout 120] [--json out.json]
-                                     [--modules lifecycle,ledger,...] [--only N,N]
+                                     [--modules lifecycle,ledger,...] [--only N,N] [--baseline]
 
 Every mutation point of the core modules is enumerated with libcst (a comparison flipped,
 `and`/`or` swapped, an arithmetic operator changed, a `not` dropped, True/False/None and
@@ -10,8 +10,10 @@ removed, `break`/`continue` swapped; docstrings and other string literals are no
 messages are prose). A seeded sample is run: for each mutant a forked child replaces the module's
 code in place (exec of the mutated source into the module's namespace, so `from pv import
 expr; expr.parse` sees it) and runs the module's tests with pytest in that child; any failure,
-error or timeout kills the mutant. Only the module's own test files run (MODULE_TESTS), so the
-figure is a lower bound on what the whole suite kills.
+error or timeout kills the mutant. Only the module's own test files count (MODULE_TESTS), and of
+those only the test functions that execute the mutated line (measured once with coverage.py,
+one context per test; a line no test reaches at run time, module-level code, gets them all):
+the figure is a lower bound on what the whole suite kills.
 
 Why not mutmut or cosmic-ray: both were tried here. mutmut 3 rewrites the whole package into a
 `mutants/` copy with trampolines and wants every test to pass through it; cosmic-ray needs a
@@ -68,6 +70,7 @@ class Mutant:
     index: int  # the index-th mutation point of the module, in visiting order
     line: int
     what: str
+    end_line: int = 0
 
     def label(self) -> str:
         return f"pv/{self.module}.py:{self.line} {self.what}"
@@ -131,12 +134,14 @@ class _Points(cst.CSTVisitor):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self) -> None:
-        self.points: list[tuple[int, str]] = []
+        self.points: list[tuple[int, int, str]] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         kind = _kind(node)
         if kind is not None:
-            self.points.append((self.get_metadata(PositionProvider, node).start.line, kind))
+            where = self.get_metadata(PositionProvider, node)
+            end = where.start.line if isinstance(node, cst.If) else where.end.line  # an if: its test line
+            self.points.append((where.start.line, end, kind))
         return True
 
 
@@ -144,7 +149,7 @@ def mutation_points(module: str) -> tuple[str, list[Mutant]]:
     source = (REPO / "pv" / f"{module}.py").read_text()
     visitor = _Points()
     MetadataWrapper(cst.parse_module(source)).visit(visitor)
-    return source, [Mutant(module, i, line, what) for i, (line, what) in enumerate(visitor.points)]
+    return source, [Mutant(module, i, line, what, end) for i, (line, end, what) in enumerate(visitor.points)]
 
 
 def mutate_source(source: str, index: int) -> str:
@@ -170,7 +175,55 @@ def mutate_source(source: str, index: int) -> str:
     return tree.visit(Replace()).code
 
 
-def run_mutant(mutant: Mutant, source: str, timeout: int, mutated: str | None = None) -> str:
+class _Contexts:
+    """A pytest plugin that names the coverage context after the running test function."""
+
+    def __init__(self, cov):
+        self.cov = cov
+
+    def pytest_runtest_setup(self, item):
+        self.cov.switch_context(item.nodeid.split("[", 1)[0])
+
+    def pytest_runtest_teardown(self, item):
+        self.cov.switch_context("")
+
+
+def covering_tests(modules: list[str], data_file: Path) -> dict[str, dict[int, set[str]]]:
+    """module -> line -> the test functions (node ids without parameters) that execute it,
+    measured once by running every module's tests under coverage in a forked child."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            import coverage
+            import pytest
+
+            cov = coverage.Coverage(data_file=str(data_file), include=[str(REPO / "pv" / f"{m}.py") for m in modules])
+            cov.start()
+            files = sorted({f for m in modules for f in MODULE_TESTS[m]})
+            pytest.main([*files, "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "--pv-no-ledger",
+                         "-p", "no:xdist"], plugins=[_Contexts(cov)])
+            cov.stop()
+            cov.save()
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(99)
+    os.waitpid(pid, 0)
+    import coverage
+
+    data = coverage.CoverageData(basename=str(data_file))
+    data.read()
+    out: dict[str, dict[int, set[str]]] = {}
+    for module in modules:
+        by_line = data.contexts_by_lineno(str(REPO / "pv" / f"{module}.py"))
+        out[module] = {line: {c for c in contexts if c} for line, contexts in by_line.items()}
+    return out
+
+
+def run_mutant(mutant: Mutant, source: str, timeout: int, mutated: str | None = None,
+               tests: list[str] | None = None) -> str:
     """'killed' | 'survived' | 'timeout' | 'invalid' (the mutant does not compile)."""
     mutated = mutate_source(source, mutant.index) if mutated is None else mutated
     try:
@@ -187,7 +240,7 @@ def run_mutant(mutant: Mutant, source: str, timeout: int, mutated: str | None = 
 
             module = importlib.import_module(f"pv.{mutant.module}")
             exec(code, module.__dict__)
-            status = pytest.main([*MODULE_TESTS[mutant.module], "-x", "-q", "-p", "no:randomly",
+            status = pytest.main([*(tests or MODULE_TESTS[mutant.module]), "-x", "-q", "-p", "no:randomly",
                                   "-p", "no:cacheprovider", "--pv-no-ledger", "-p", "no:xdist"])
             os._exit(int(status))
         except BaseException:  # noqa: BLE001
@@ -212,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modules", default=",".join(CORE))
     parser.add_argument("--only", default="", help="comma-separated sample positions to run (re-checks)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--baseline", action="store_true",
+                        help="first run each module's tests with its own source exec'd in place (must pass)")
     args = parser.parse_args(argv)
     os.chdir(REPO)
     sources: dict[str, str] = {}
@@ -225,16 +280,20 @@ def main(argv: list[str] | None = None) -> int:
     import pytest  # noqa: F401
     import z3  # noqa: F401
 
-    for module, source in sources.items():  # the patching itself must not fail the tests
+    for module, source in (sources.items() if args.baseline else ()):  # patching alone must not fail the tests
         baseline = run_mutant(Mutant(module, -1, 0, "none"), source, args.timeout, mutated=source)
         print(f"baseline {module}: {'ok' if baseline == 'survived' else baseline.upper()}", flush=True)
         if baseline != "survived":
             return 2
+    coverage_map = covering_tests(sorted(sources), Path(os.environ.get("TMPDIR", "/tmp")) / f".pv-mutcov-{os.getpid()}")
     chosen = [int(i) for i in args.only.split(",") if i] or range(len(sample))
     results = []
     for position in chosen:
         mutant = sample[position]
-        status = run_mutant(mutant, sources[mutant.module], args.timeout)
+        lines = coverage_map[mutant.module]
+        tests = sorted(set().union(*[lines.get(n, set()) for n in range(mutant.line, mutant.end_line + 1)]))
+        # tests that execute the mutated line; none (module-level code runs at import) -> all of them
+        status = run_mutant(mutant, sources[mutant.module], args.timeout, tests=tests or None)
         results.append({"position": position, "mutant": mutant.label(), "status": status})
         print(f"{position:4d} {status:8s} {mutant.label()}", flush=True)
     counts = {s: sum(r["status"] == s for r in results) for s in ("killed", "timeout", "survived", "invalid")}
