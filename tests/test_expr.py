@@ -218,3 +218,12 @@ def test_a_judgement_lists_only_the_observations_it_names_and_describes_itself()
 def test_to_float_saturates_huge_integers_both_ways():
     assert expr.to_float(10 ** 400) == math.inf and expr.to_float(-(10 ** 400)) == -math.inf
     assert expr.to_float(3) == 3.0
+
+
+def test_a_syntax_error_points_at_pythons_column_and_a_nul_byte_is_refused():
+    with pytest.raises(ExprError) as info:
+        parse("x < < 1")
+    assert info.value.col == 5 and "syntax error" in info.value.message
+    with pytest.raises(ExprError, match="null bytes") as info:
+        parse("x <\x00 1")
+    assert info.value.col == 0  # Python gives no offset: 0, not None

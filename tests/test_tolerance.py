@@ -93,3 +93,10 @@ def test_the_caps_are_torch_defaults_times_the_factor_and_take_the_loosest_hones
     assert tolerance.merged(at)["float32"]["rtol"] == tolerance.CAPS["float32"]["rtol"]
     assert tolerance.caps_exceeded({"float32": {"rtol": 6e-3, "atol": 1e-5}}) == []  # rope-kernel's bound
     assert tolerance.caps_exceeded({"float32": {"rtol": 0.0131, "atol": 0}, "bogus": 1, "source": "s"}) != []
+
+
+def test_every_dtype_of_an_override_is_checked_against_its_cap_whatever_comes_first():
+    override = {"source": "measured", "float16": "not a mapping", "float32": {"rtol": 1e-5, "atol": 1e-5},
+                "float64": {"rtol": 1.0, "atol": 1.0}}
+    assert tolerance.caps_exceeded(override) == [("float64", "rtol", 1.0), ("float64", "atol", 1.0)]
+    assert tolerance.caps_exceeded(None) == [] and tolerance.caps_exceeded({"float64": {"rtol": True}}) == []
