@@ -179,7 +179,7 @@ def prediction_case(rng: random.Random, stats: Counter, examples: dict) -> None:
         return
     if decision.refused:
         stats["prediction: refused"] += 1
-        cannot_pass = decision.refused in (vacuity.CONTRADICTION, vacuity.NEVER_DEFINED, vacuity.NEVER_TRUE)
+        cannot_pass = decision.refused in (vacuity.CONTRADICTION, vacuity.NEVER_DEFINED)
         if decision.refused == vacuity.NEVER_DEFINED and fails_at is not None:
             stats["FALSE REFUSAL"] += 1  # "never evaluable", yet it evaluated (to false)
             examples.setdefault("false refusal", []).append((text, decision.refused[:40], fails_at))

@@ -52,7 +52,6 @@ CONTRADICTION = "it is false for every value of the observations (a contradictio
 NEVER_DEFINED = "it cannot be evaluated for any observation (every value raises an error), so it can never pass"
 NEVER_FALSE = ("no observation makes it false: it holds, or raises an error, for every value of the "
                "observations; compare an observation with an independent bound")
-NEVER_TRUE = "no observation makes it true: it is false, or raises an error, for every value, so it can never pass"
 NO_OBSERVATION = "it mentions no observation, so no measurement can make it false"
 
 
@@ -107,7 +106,7 @@ def _decide_parsed(parsed: expr.Expression) -> Decision:
     if passes_at is None:
         answer, passes_at = _ask(parsed, query, want=True)
         if answer == "no":
-            return Decision(refused=CONTRADICTION if fails_at is not None else _unpassing_reason(query))
+            return Decision(refused=CONTRADICTION)  # it can fail (fails_at is known by now): it evaluates
         if answer == "unknown":
             return Decision(undecided="can it pass?", fails_at=fails_at)
     return Decision(fails_at=fails_at, passes_at=passes_at)
@@ -145,11 +144,6 @@ def _unfailing_reason(query: Any) -> str:
     return TAUTOLOGY if evaluable == "sat" else NEVER_DEFINED if evaluable == "unsat" else NEVER_FALSE
 
 
-def _unpassing_reason(query: Any) -> str:
-    evaluable = _evaluable(query)
-    return CONTRADICTION if evaluable == "sat" else NEVER_DEFINED if evaluable == "unsat" else NEVER_TRUE
-
-
 # --- the concrete search ---------------------------------------------------------------------------
 
 
@@ -178,7 +172,10 @@ def concrete_witnesses(parsed: expr.Expression) -> tuple[dict[str, Any] | None, 
     rng = random.Random(zlib.crc32(parsed.text.encode()))
     found: dict[bool, dict[str, Any] | None] = {False: None, True: None}
 
-    boolean_names = _boolean_names(parsed.tree.body)
+    # Only a bare name at the top level must be a boolean observation (judge() wants true/false
+    # there); everywhere else Python reads 0.0/1.0 exactly as False/True.
+    body = parsed.tree.body
+    boolean_names = {body.id} if isinstance(body, ast.Name) else set()
 
     def judge(env: dict[str, Any]) -> bool:
         variants = [env]
@@ -203,24 +200,10 @@ def concrete_witnesses(parsed: expr.Expression) -> tuple[dict[str, Any] | None, 
     return found[False], found[True]
 
 
-def _boolean_names(body: ast.AST) -> set[str]:
-    """Names standing where a truth value is read: the top level, `not`'s operand, and/or's."""
-    out, stack = set(), [body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Name) and node.id not in expr.CONSTANTS:
-            out.add(node.id)
-        elif isinstance(node, ast.BoolOp):
-            stack.extend(node.values)
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            stack.append(node.operand)
-    return out
-
-
 def _value_pool(parsed: expr.Expression) -> list[float]:
     pool = list(SPECIALS)
     for node in ast.walk(parsed.tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        if isinstance(node, ast.Constant):  # parse() admits numbers only
             try:
                 c = float(node.value)
             except OverflowError:

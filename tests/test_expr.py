@@ -227,3 +227,16 @@ def test_a_syntax_error_points_at_pythons_column_and_a_nul_byte_is_refused():
     with pytest.raises(ExprError, match="null bytes") as info:
         parse("x <\x00 1")
     assert info.value.col == 0  # Python gives no offset: 0, not None
+
+
+@pytest.mark.parametrize("text", ["log(x, 10)", "ln(x, 2)", "log2(x, 2)", "log10(x, 2)", "exp(x, 1)", "sqrt(x, 1)",
+                                  "abs(x, 1)", "min(x)", "max(x)"])
+def test_each_function_takes_exactly_its_arguments(text):
+    with pytest.raises(ExprError, match=r"takes (1|at least 2) argument"):
+        parse(text)
+
+
+def test_the_delete_character_is_ascii_and_gets_no_ascii_hint():
+    with pytest.raises(ExprError) as info:
+        parse("x <\x7f 1")
+    assert "ASCII" not in info.value.hint

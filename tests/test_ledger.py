@@ -363,3 +363,10 @@ def test_a_line_json_cannot_read_is_reported_without_an_empty_location(tmp_path)
     path.write_text('{"margin": 1' + "0" * 5000 + "}\n")  # over Python's 4,300-digit limit
     (problem,) = ledger.read(path).problems
     assert problem.message.startswith("malformed record: Exceeds the limit")
+
+
+def test_a_record_is_one_line_of_json_with_sorted_keys():
+    line = record(0).to_line()
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    keys = list(json.loads(line))
+    assert keys == sorted(keys)  # the same record is the same bytes, whichever pv wrote it

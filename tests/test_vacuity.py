@@ -162,3 +162,25 @@ def test_validate_refuses_a_disarming_tolerance_naming_dtype_and_cap(vws):
     assert result.exit_code == 1, result.output
     found = [f for f in parse_output(result.output) if f.code == "PV408"]
     assert found and "float32 cap of 0.013" in found[0].message and not found[0].warning, result.output
+
+
+def test_a_solver_candidate_counts_only_if_pv_expr_judges_it_so():
+    flag = expr.parse("flag")
+    assert vacuity.replay(flag, {"flag": 1.0}, True) == {"flag": True}  # a bare name is a boolean observation
+    assert vacuity.replay(flag, {"flag": 0.0}, False) == {"flag": False}
+    assert vacuity.replay(flag, {"flag": 2.0}, True) is None             # 2.0 is no boolean: an error
+    assert vacuity.replay(expr.parse("x < 1"), {"x": 5.0}, True) is None
+    assert vacuity.replay(expr.parse("x < 1"), {"x": 5.0}, False) == {"x": 5.0}
+    assert vacuity.outcome(expr.parse("ln(x) > 0"), {"x": -1.0}) is None
+
+
+def test_a_prediction_that_holds_or_raises_says_so_when_evaluability_is_open(monkeypatch):
+    from pv import fpmodel
+
+    monkeypatch.setattr(vacuity, "_evaluable", lambda query: "unknown")
+    assert vacuity._unfailing_reason(None) == vacuity.NEVER_FALSE
+    monkeypatch.setattr(vacuity, "_evaluable", lambda query: "unsat")
+    assert vacuity._unfailing_reason(None) == vacuity.NEVER_DEFINED
+    monkeypatch.setattr(vacuity, "_evaluable", lambda query: "sat")
+    assert vacuity._unfailing_reason(None) == vacuity.TAUTOLOGY
+    assert fpmodel  # imported: the module loads
