@@ -108,7 +108,7 @@ def module_file(name: str, roots: Iterable[Path]) -> Path | None:
     parts = name.split(".")
     for root in roots:
         base = Path(root).joinpath(*parts)
-        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        for candidate in (base / "__init__.py", base.with_suffix(".py")):  # the path finder's order
             if candidate.is_file():
                 return candidate
     return None
@@ -208,12 +208,26 @@ class TreeDigests:
     def __init__(self, workspace_root: Path):
         self.roots = search_roots(workspace_root)
         self._cache: dict[str, str | None] = {}
+        self._units: object = None
 
     def digest(self, module: str) -> str | None:
         if module not in self._cache:
             path = module_file(module, self.roots)
             self._cache[module] = None if path is None else digest_file(path)
         return self._cache[module]
+
+    def record_changes(self, record: object) -> tuple[str, ...]:
+        """Why a record's code is not the tree's. A record that carries the units it executed
+        (pv.execution) is judged by those; an older one by its module digests."""
+        executed = getattr(record, "executed_code", None)
+        if executed is None:
+            return self.changes(getattr(record, "code_digests", None))
+        if self._units is None:
+            from pv.codeunits import UnitTree
+
+            self._units = UnitTree(self.roots[0], self.roots[1:])
+        return tuple(self._units.changes(executed, getattr(record, "code_origins", None) or {},
+                                         getattr(record, "binding_problems", None) or ()))
 
     def changes(self, recorded: Mapping[str, str] | None) -> tuple[str, ...]:
         """Why a record's code is not the tree's: () when every digest matches."""

@@ -1,7 +1,7 @@
 """Checks beyond the schema: what one file cannot say about itself.
 
 Per file (`check_file`): the schema comment on the first line, the file name, obligation ->
-falsifier references, the expression language (prediction, formula), `check:` bindings
+falsifier references, the expression language (predictions; formulas are prose), `check:` bindings
 (verified statically, see pv.staticcheck), unbound falsifiers, and mutant names.
 Across the contracts dir (`check_all`): ids unique (contract, falsifier and obligation ids),
 `depends_on` targets exist and form no cycle.
@@ -223,21 +223,8 @@ def expressions(loaded: LoadedContract) -> list[Diagnostic]:
                           f"pv could not decide whether prediction {parsed.text!r} {decision.undecided[:-1]} "
                           "(the solver gave up)",
                           "check by hand that some observation makes it false, or simplify it", warning=True))
-    for name, eq in _dict(loaded.data.get(K.EQUATIONS.key)).items():
-        if not isinstance(eq, dict):
-            continue
-        text = eq.get(K.FORMULA.key)
-        if not isinstance(text, str) or not text.strip():
-            continue
-        loc = K.FORMULA.at(name)
-        try:
-            expr.parse(text)
-        except expr.ExprError as exc:
-            out.append(expr_diagnostic(loaded, loc, "PV403", exc, f"formula of {name}"))
-            continue
-        refused = non_ascii_name(loaded, loc, f"formula of {name}")
-        if refused is not None:
-            out.append(refused)
+    # `equations.formula` is documentation (`‖x‖₂`, `∑`, `≈` welcome): never parsed, never
+    # judged. What is checked is the falsifiers' predictions above.
     return out
 
 
@@ -292,6 +279,20 @@ def subject_placement(loaded: LoadedContract, i: int, subject_param: str) -> lis
                f"drop {subject_param!r} from params and list its value under `subjects:`")]
 
 
+def runtime_names(loaded: LoadedContract, i: int, known: dict[str, str]) -> list[Diagnostic]:
+    """PV319: a falsifier's `runtimes:` names a runtime [tool.pv] runtimes does not."""
+    f = _dict(_list(_dict(loaded.data).get(K.FALSIFIERS.key))[i])
+    out = []
+    for k, name in enumerate(_list(f.get(K.RUNTIMES.key))):
+        if isinstance(name, str) and name not in known:
+            near = _near(name, list(known))
+            out.append(_d(loaded, loaded.position(K.RUNTIMES.at(i) + (k,)), "PV319",
+                          f"runtime {name!r} is not one of [tool.pv] runtimes ({', '.join(known) or 'none'})",
+                          f"did you mean {near!r}?" if near else
+                          "name it in [tool.pv] runtimes = {NAME = \"module:factory\"} (docs/adopting.md)"))
+    return out
+
+
 def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     out = []
     status = _status(loaded)
@@ -301,6 +302,7 @@ def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
         fid = f.get(K.FALSIFIER_ID.key)
         fid = fid if isinstance(fid, str) else f"{K.FALSIFIERS}[{i}]"
         out += subject_placement(loaded, i, ctx.workspace.subject_param)
+        out += runtime_names(loaded, i, ctx.workspace.runtimes)
         check = f.get(K.CHECK.key)
         if check is None:
             where = "" if unbound_is_error else " (a warning while the contract is DRAFT)"
@@ -326,7 +328,11 @@ def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
             continue
         keys = [k for k in params if isinstance(k, str) and k not in reserved]
         if f.get(K.SUBJECTS.key) and ctx.workspace.subject_param not in keys:
-            keys.append(ctx.workspace.subject_param)  # the harness fills it with the subject
+            # the harness fills it with the subject (`subject` for a check without that parameter)
+            takes_own = signature.accepts(ctx.workspace.subject_param) or not signature.names("subject")
+            keys.append(ctx.workspace.subject_param if takes_own else "subject")
+        if f.get(K.RUNTIMES.key):
+            keys.append("runtime")  # the harness fills it with the runtime's adapter
         problems = signature.problems(keys)
         if isinstance(f.get(K.TOLERANCE.key), dict) and not signature.names("tolerance"):
             out.append(_d(loaded, loaded.position(K.TOLERANCE.at(i), key=True), "PV317",

@@ -8,7 +8,9 @@ subscripts, other calls, lambdas, comprehensions, strings and dunder names are r
 `judge(prediction, observations)` evaluates a prediction and computes its **margin**: how far
 the observed values are from the bound, positive when the prediction holds. For `a < b` the
 margin is `b - a`; for `a > b` it is `a - b`; for a chain it is the smallest link's margin;
-`and` takes the minimum, `or` the maximum; `==` gives `-|a - b|` (zero when equal).
+`and` takes the minimum, `or` the maximum; `==` gives `-|a - b|` (zero when equal). A boolean
+clause has no distance: the margin of `a < 1 and flag` is that of `a < 1` (the worst numeric
+clause), and pv.explain shows `flag` as held or broken beside it.
 """
 
 from __future__ import annotations
@@ -162,6 +164,14 @@ def _reject(node: ast.AST, what: str, hint: str = "") -> ExprError:
 _ALLOWED_HINT = "allowed: numbers, names, + - * / ** %, comparisons, and/or/not, " + ", ".join(FUNCTIONS)
 
 
+def _fits_float(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
 def _check_node(node: ast.AST, names: set[str]) -> None:
     kind = type(node)
     if kind is ast.Name:
@@ -180,6 +190,8 @@ def _check_node(node: ast.AST, names: set[str]) -> None:
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
             raise _reject(node, f"the literal {node.value!r}", "only numbers are literals; use true/false for booleans")
+        if isinstance(node.value, int) and node.value.bit_length() > 1000 and not _fits_float(node.value):
+            raise _reject(node, "an integer literal past a float's range (1.8e308)", "write a float such as 1e308")
         return
     if isinstance(node, ast.BinOp):
         if type(node.op) not in _BINARY:
@@ -304,10 +316,12 @@ class _Evaluator:
                 left = right
             return min(margins)
         if isinstance(node, ast.BoolOp):
-            parts = [self.margin(v) for v in node.values]
-            if any(p is None for p in parts):
+            # A boolean clause (`flag`, `not x`) has no distance: a mixed prediction's margin is
+            # its numeric clauses' (pv.explain shows the booleans as held/broken beside it).
+            parts = [p for p in (self.margin(v) for v in node.values) if p is not None]
+            if not parts:
                 return None
-            return min(parts) if isinstance(node.op, ast.And) else max(parts)  # type: ignore[type-var]
+            return min(parts) if isinstance(node.op, ast.And) else max(parts)
         return None
 
 

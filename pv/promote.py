@@ -30,6 +30,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -338,3 +339,23 @@ def regenerate(contract_file: Path) -> list[str]:
             write_text(target.path, target.text)
             written.append(workspace.rel(target.path))
     return written
+
+
+def promote_entries(entries: list, loaded: list[LoadedContract], ids: set[str] | None, allow_demote: bool,
+                    target: str | None, echo: Any) -> bool:
+    """`pv status --promote`: plan and apply the promotion of each entry (pv status's report
+    entries: `.path`, `.status`), saying what happened through `echo(text, err=...)`. Returns
+    whether any was refused."""
+    today = datetime.date.today()
+    by_path = {lc.display_path: lc for lc in loaded}
+    refused = False
+    for e in entries:
+        if ids and e.status.id not in ids:
+            continue
+        outcome = plan(by_path[e.path], e.status, today=today, allow_demote=allow_demote,
+                       target=LifecycleStatus(target) if target else None, explicit=bool(ids))
+        if outcome.action == "promoted":
+            apply(outcome)
+        refused |= outcome.action == "refused"
+        echo(outcome.describe(), err=outcome.action == "refused")
+    return refused

@@ -131,7 +131,7 @@ class ModuleIndex:
         except OSError as exc:  # a path too long in all, a permission refused
             raise Unresolved("PV311", f"cannot look up module {dotted[:60]!r}: {exc.strerror or exc}",
                              "name the module of an existing check file") from None
-        return None
+        return installed_module_file(parts)
 
     def module(self, dotted: str) -> _Module | None:
         if dotted in self._modules:
@@ -171,7 +171,7 @@ class ModuleIndex:
             seen.add((dotted, name))
             mod = self.module(dotted)
             if mod is None:
-                raise Unresolved("PV311", f"module {dotted!r} not found under the workspace root",
+                raise Unresolved("PV311", f"module {dotted!r} not found under the workspace root nor in an installed package",
                                  f"expected {dotted.replace('.', '/')}.py or "
                                  f"{dotted.replace('.', '/')}/__init__.py under {self.root}")
             if mod.tree is None:
@@ -253,6 +253,35 @@ class ModuleIndex:
             names = frozenset(collected)
         self._mutants[dotted] = names
         return names
+
+
+def installed_module_file(parts: list[str]) -> tuple[Path, bool] | None:
+    """(file, is_package) of a module of an installed package (e.g. the falsifier pack,
+    `pvpack.checks.forward`), found without importing anything: importlib.util.find_spec of the
+    top-level name only (for a top-level name it consults the finders and runs no code), then
+    the rest of the dotted name followed on disk. The same packages `pv run` imports, so one rule
+    holds in validate, generate and run."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    locations = list(spec.submodule_search_locations or [])
+    if not locations:
+        origin = Path(spec.origin) if spec.origin else None
+        return (origin, False) if len(parts) == 1 and origin and origin.suffix == ".py" else None
+    for location in locations:
+        stem = Path(location).joinpath(*parts[1:])
+        package_init = stem / "__init__.py"
+        if package_init.is_file():
+            return package_init, True
+        single = stem.with_name(stem.name + ".py")
+        if len(parts) > 1 and single.is_file():
+            return single, False
+    return None
 
 
 def parse_module(path: Path) -> tuple[ast.Module | None, SyntaxError | None]:

@@ -215,10 +215,10 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
         return []
     try:
         from pv import ledger, lifecycle
-        from pv.codebind import TreeDigests
+        from pv.identity import EvidenceCheck
 
         records = ledger.read(workspace.ledger).records
-        return lifecycle.declared_status_diagnostics(claiming, records, TreeDigests(workspace.root),
+        return lifecycle.declared_status_diagnostics(claiming, records, EvidenceCheck(workspace, claiming),
                                                      workspace.subject_param)
     except Exception as exc:  # noqa: BLE001
         return [internal_error(display(workspace.ledger), exc)]

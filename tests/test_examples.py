@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO_ROOT / "examples" / "welford"
@@ -136,6 +137,19 @@ def test_welford_example_end_to_end(project: Project):
                      r"falsification_tests\[0\]\.predicton", output), output
     assert "did you mean 'prediction'?" in output
     assert project.run("git", "log", "--format=%s").stdout.split("\n")[0] == "adopt pv"
+
+    # 9. CI: the workflow's own steps (.github/workflows/pv.yml, what `pv init --ci github`
+    # writes), on the committed tree, are green and record nothing
+    project.run("git", "checkout", "HEAD", "--", "contracts/")  # undo the blocked typo
+    ledger_before = (root / "evidence" / "ledger.jsonl").read_text()
+    steps = yaml.safe_load((root / ".github" / "workflows" / "pv.yml").read_text())["jobs"]["pv"]["steps"]
+    ci = [s["run"] for s in steps if "run" in s and s.get("name") != "install"]  # pv is installed here
+    assert len(ci) == 5 and any("--require-fresh" in line for line in ci)
+    for line in ci:
+        project.run("bash", "-c", line)
+    assert (root / "evidence" / "ledger.jsonl").read_text() == ledger_before
+    junit = (root / "pv-junit.xml").read_text()
+    assert 'tests="1" failures="0" errors="0"' in junit and "FALSIFY-WELFORD-VARIANCE-001[cpu]" in junit
 
 
 def guide_commands(sections: tuple[str, ...]) -> list[str]:

@@ -200,7 +200,7 @@ def test_every_operator_constant_and_function_evaluates_as_python_does(text, obs
     ("x < 3", {"x": 1}, 2.0), ("x <= 3", {"x": 4}, -1.0), ("x > 3", {"x": 5}, 2.0), ("x >= 3", {"x": 1}, -2.0),
     ("x == 3", {"x": 1}, -2.0), ("x == 3", {"x": 3}, 0.0), ("x != 3", {"x": 1}, None),
     ("1 < x < 10", {"x": 3}, 2.0), ("x < 1 and y < 10", {"x": 0, "y": 4}, 1.0), ("x < 1 or y < 10", {"x": 0, "y": 4}, 6.0),
-    ("flag", {"flag": True}, None), ("x < 1 and flag", {"x": 0, "flag": True}, None), ("flag == x", {"flag": True, "x": 1}, None),
+    ("flag", {"flag": True}, None), ("x < 1 and flag", {"x": 0, "flag": True}, 1.0), ("flag == x", {"flag": True, "x": 1}, None),
     ("x > 1e308 * 10", {"x": 1}, -math.inf),
 ])
 def test_margins_of_each_form(text, observations, margin):

@@ -279,6 +279,9 @@ class FakeTree:
         tree._cache.update(self.digests)  # noqa: SLF001 - the same comparison, other digests
         return tree.changes(recorded)
 
+    def record_changes(self, record):
+        return self.changes(record.code_digests)
+
 
 def checked(**kw) -> dict:
     """A falsifier bound to a check: its records are evidence about code."""

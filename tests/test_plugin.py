@@ -191,19 +191,26 @@ def test_records_are_bound_to_the_code_the_check_ran(full_run, ws):
     _, records, events = full_run
     by = {(r.falsifier, r.device): r for r in records}
     package = ws.package
-    ran = by["FALSIFY-DEMO-001", "cpu"].code_digests
-    # the check's module and its package; not the mutants module, which this check never imports
-    assert set(ran) == {package, f"{package}.basic"}
+    passed = by["FALSIFY-DEMO-001", "cpu"]
+    ran = passed.executed_code
+    # the function the check ran, and the module-level code of its module and package
+    assert set(ran[f"{package}.basic"]) == {"<module>", "loss"}
+    assert set(ran[package]) == {"<module>"}
+    assert passed.code_digests is None and not passed.binding_problems
+    assert passed.code_origins[f"{package}.basic"] == f"{package}/basic.py"
     from pv.codebind import TreeDigests
 
-    assert TreeDigests(ws.root).changes(ran) == ()
-    assert by["FALSIFY-DEMO-003", "cpu"].code_digests == ran  # an ERROR is evidence about this code too
-    assert by["FALSIFY-DEMO-001", "cuda"].code_digests == ran  # a SKIP before the check ran: what the test imports
+    assert TreeDigests(ws.root).record_changes(passed) == ()
+    errored = by["FALSIFY-DEMO-003", "cpu"]  # an ERROR is evidence about the code it ran too
+    assert set(errored.executed_code[f"{package}.basic"]) == {"<module>", "boom"}
+    # a SKIP before the check ran: bound to what the test module imports (the module rule)
+    assert set(by["FALSIFY-DEMO-001", "cuda"].code_digests) == {package, f"{package}.basic"}
     assert by["FALSIFY-DEMO-004", "cpu"].code_digests is None  # unbound: it ran no code
+    assert by["FALSIFY-DEMO-004", "cpu"].executed_code is None
     # the outcome streamed to `pv run` is the same one the record was made from
     streamed = {(e["falsifier"], e["device"]): e for e in events if e.get("event") == "outcome"}
-    assert streamed["FALSIFY-DEMO-001", "cpu"]["record_id"] == by["FALSIFY-DEMO-001", "cpu"].record_id
-    assert streamed["FALSIFY-DEMO-001", "cpu"]["code_digests"] == ran
+    assert streamed["FALSIFY-DEMO-001", "cpu"]["record_id"] == passed.record_id
+    assert streamed["FALSIFY-DEMO-001", "cpu"]["executed_code"] == ran
 
 
 def test_an_explicit_commit_is_recorded_with_its_source(ws):
@@ -227,7 +234,8 @@ def test_under_a_mutant_the_record_is_bound_to_the_mutant_code_too(ws):
     assert [(r.falsifier, r.device) for r in records] == [("FALSIFY-DEMO-001", "cpu")]
     record = records[0]
     assert record.verdict.value == "FAIL" and record.mutant == "drops_bias"
-    assert f"{ws.package}.mutants" in record.code_digests
+    # the planted bug's own function ran, so the record is bound to it
+    assert "drops_bias" in " ".join(record.executed_code.get(f"{ws.package}.mutants", ()))
 
 
 def test_a_check_past_its_time_limit_is_stopped_and_recorded_as_error(tmp_path):
@@ -256,3 +264,23 @@ def test_the_time_limit_is_restored_after_each_test():
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0 and signal.getsignal(signal.SIGALRM) is before
     with _time_limit(0, "t"):  # 0: no limit
         assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+def test_an_error_in_a_fixture_is_recorded_on_the_tests_device_and_decides(tmp_path, monkeypatch):
+    """A fixture that breaks before the check runs: the ERROR carries the test's real device
+    (it was "?", so the earlier PASS kept deciding the cpu cell)."""
+    from pv_workspace import cli
+
+    ws = make_workspace(tmp_path, mutants=False)
+    ws.add_contract("demo", [falsifier("FALSIFY-DEMO-001")])
+    ws.generate()
+    assert ws.pytest("generated_tests").returncode == 0
+    (ws.generated / "conftest.py").write_text(
+        "import pytest\n\n\n@pytest.fixture(autouse=True)\ndef broken():\n    raise RuntimeError('fixture broke')\n")
+    assert ws.pytest("generated_tests").returncode == 1
+    records = ws.records()
+    assert [(r.verdict.value, r.device) for r in records] == [("PASS", "cpu"), ("ERROR", "cpu")]
+    assert "fixture broke" in records[1].message
+    ws.enter(monkeypatch)
+    data = json.loads(cli("status")("--format", "json").stdout)
+    assert data["contracts"][0]["falsifiers"][0]["state"] == "ERROR"

@@ -9,7 +9,11 @@ Writes, from pv/templates/init/:
 - .pre-commit-config.yaml with pv's four hooks (local, offline);
 - `code_packages`: the project's own packages (root or src/), so an edit to the code under test
   stales the evidence that used it (a commented line when none is found);
-- .pv/contract.schema.json, the schema editors read (what `pv schema --write` writes).
+- .pv/contract.schema.json, the schema editors read (what `pv schema --write` writes);
+- with `--ci github`, .github/workflows/pv.yml: validate, generate --check, the CPU falsifiers
+  without recording, status --check and --require-fresh. In a project that is a pv project
+  already, `pv init --ci github` writes only that file; an existing workflow is replaced only
+  with `--force`.
 
 Nothing that exists is overwritten: if any target exists (or the files pv will write later,
 the ledger and the dashboard), init writes nothing and exits 2 naming them.
@@ -37,6 +41,7 @@ from string import Template
 import click
 
 from pv.commands.schema import PROJECT_SCHEMA, schema_reference
+from pv.ledgermerge import DRIVER_CONFIG
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "init"
 CONTRACT_NAME = "demo-softmax-v1.yaml"
@@ -135,10 +140,25 @@ def pyproject_text(existing: str | None, package: str, code: list[str] | None = 
     return text
 
 
-def plan(root: Path, package: str, today: datetime.date) -> list[Planned]:
+# --template: (contract file, the module of code under test) of each scaffold
+TEMPLATE_FILES = {"softmax": (CONTRACT_NAME, "softmax.py"), "torch": ("demo-rmsnorm-v1.yaml", "rmsnorm.py")}
+
+
+def plan(root: Path, package: str, today: datetime.date, template: str = "softmax") -> list[Planned]:
     from pv.schema import json_schema_text
 
     schema_ref = schema_reference(root / "contracts", root / PROJECT_SCHEMA)
+    if template == "torch":  # a torch project: pv.testing.torch_helpers, one check, one planted bug
+        return [
+            Planned(Path("contracts") / "demo-rmsnorm-v1.yaml", _render("torch/demo-rmsnorm-v1.yaml.tmpl",
+                    package=package, schema=schema_ref, today=today.isoformat())),
+            Planned(Path(package) / "__init__.py", _render("package_init.py.tmpl")),
+            Planned(Path(package) / "rmsnorm.py", _render("torch/rmsnorm.py.tmpl")),
+            Planned(Path(package) / "checks.py", _render("torch/checks.py.tmpl", package=package)),
+            Planned(Path(package) / "mutants.py", _render("torch/mutants.py.tmpl", package=package)),
+            Planned(Path(".pre-commit-config.yaml"), _render("pre-commit-config.yaml.tmpl")),
+            Planned(Path(PROJECT_SCHEMA), json_schema_text()),
+        ]
     return [
         Planned(Path("contracts") / CONTRACT_NAME,
                 _render("demo-softmax-v1.yaml.tmpl", package=package, schema=schema_ref, today=today.isoformat())),
@@ -151,15 +171,61 @@ def plan(root: Path, package: str, today: datetime.date) -> list[Planned]:
     ]
 
 
+WORKFLOW = Path(".github/workflows/pv.yml")
+CI_TEMPLATES = {"github": "github-workflow-pv.yml.tmpl"}
+
+
+def ci_file(ci: str) -> Planned:
+    # read raw, not through string.Template: the workflow's own `$VAR`s are shell text
+    return Planned(WORKFLOW, (TEMPLATES / CI_TEMPLATES[ci]).read_text(encoding="utf-8"))
+
+
+def write_ci_only(root: Path, ci: str, force: bool) -> None:
+    """`pv init --ci github` in a pv project: the workflow file alone."""
+    from pv.atomic import write_text
+
+    planned = ci_file(ci)
+    target = root / planned.path
+    if target.exists() and not force:
+        raise click.UsageError(f"refusing to overwrite {planned.path}: it exists; nothing was written (compare it "
+                               "with pv's template in docs/adopting.md, \"CI\", or use --force to replace it)")
+    if target.exists() and not target.is_file():
+        raise click.UsageError(f"{planned.path} is not a regular file; move it away and run again")
+    existed = target.exists()
+    write_text(target, planned.text)
+    click.echo(f"  {'replaced' if existed else 'created '} {planned.path.as_posix()}")
+    click.echo("Commit it; CI then fails a pull request on invalid contracts, stale generated tests, a falsified CPU "
+               "falsifier, an out-of-date dashboard or stale ship-blocking evidence.")
+
+
 # Files pv writes later with these settings: init refuses when one exists, so that `pv status`
 # or `pv run` never overwrite or append to a file of the project's own.
 LATER = (Path("evidence/ledger.jsonl"), Path("docs/STATUS.md"), Path("generated_tests"))
 
 
+def _ledger_merge_attributes(root: Path) -> str | None:
+    """Add the ledger's merge-driver line to .gitattributes (kept lines; pv.ledgermerge)."""
+    from pv.atomic import write_text
+    from pv.ledgermerge import gitattributes_text
+
+    path = root / ".gitattributes"
+    existing = path.read_text(encoding="utf-8") if path.is_file() else None
+    text = gitattributes_text(existing)
+    if text is None:
+        return None
+    write_text(path, text)
+    return "created" if existing is None else "added to"
+
+
 @click.command(name="init")
 @click.option("--package", "package", metavar="NAME",
               help="Name of the check package to create (default: <project>_checks).")
-def command(package: str | None) -> None:
+@click.option("--ci", type=click.Choice(sorted(CI_TEMPLATES)), default=None,
+              help="Also write a CI workflow (.github/workflows/pv.yml); in a pv project, only that.")
+@click.option("--force", is_flag=True, help="With --ci: replace an existing workflow file.")
+@click.option("--template", type=click.Choice(sorted(TEMPLATE_FILES)), default="softmax", show_default=True,
+              help="The starter: plain-Python softmax, or a torch project (RMSNorm; pv.testing.torch_helpers).")
+def command(package: str | None, ci: str | None, force: bool, template: str) -> None:
     """Make the current directory a pv project: [tool.pv], a first contract, a check package
     with a planted bug, pre-commit hooks and the schema for editors. Overwrites nothing."""
     from pv.atomic import write_text
@@ -168,6 +234,11 @@ def command(package: str | None) -> None:
     root = Path.cwd().resolve()
     pyproject_path = root / "pyproject.toml"
     existing, data = _read_pyproject(pyproject_path)
+    if force and not ci:
+        raise click.UsageError("--force only applies with --ci (pv init never overwrites the scaffold)")
+    if ci and isinstance(data.get("tool"), dict) and "pv" in data["tool"]:
+        write_ci_only(root, ci, force)
+        return
     if isinstance(data.get("tool"), dict) and "pv" in data["tool"]:
         raise click.UsageError("pyproject.toml already has a [tool.pv] table: this is a pv project already")
     try:
@@ -179,8 +250,9 @@ def command(package: str | None) -> None:
     if problem:
         raise click.UsageError(f"{problem}; choose another with --package NAME")
 
-    files = plan(root, package, datetime.date.today())
-    taken = [p for p in [Path(package), *(f.path for f in files), *LATER] if (root / p).exists()]
+    files = plan(root, package, datetime.date.today(), template) + ([ci_file(ci)] if ci else [])
+    taken = [p for p in [Path(package), *(f.path for f in files), *LATER] if (root / p).exists()
+             and not (force and p == WORKFLOW)]
     if taken:
         raise click.UsageError(
             "refusing to overwrite: " + ", ".join(str(p) + ("/" if (root / p).is_dir() else "") for p in taken)
@@ -193,6 +265,7 @@ def command(package: str | None) -> None:
             write_text(root / f.path, f.text)
             written.append(f.path.as_posix())
         write_text(pyproject_path, new_pyproject)
+        attributes = _ledger_merge_attributes(root)
     except OSError as exc:
         raise click.ClickException(f"cannot write: {exc}; written so far: {', '.join(written) or 'nothing'} "
                                    "(remove them before running `pv init` again)") from None
@@ -200,6 +273,10 @@ def command(package: str | None) -> None:
     click.echo(f"  {action} pyproject.toml")
     for f in files:
         click.echo(f"  created  {f.path.as_posix()}")
+    if attributes:
+        click.echo(f"  {attributes} .gitattributes (the ledger's merge driver)")
+    if template == "torch" and importlib.util.find_spec("torch") is None:
+        click.echo("note: torch is not installed in this environment; the torch checks need it (pip install torch)")
     if outer is not None:
         click.echo(f"note: {outer} also has a [tool.pv] table; from here down this project's settings apply")
     click.echo(f"""
@@ -210,5 +287,7 @@ Next steps:
   pv strength --device cpu        # the planted bug in {package}/mutants.py must be killed
   pv status                       # docs/STATUS.md from the evidence
   pre-commit install              # pv's hooks on every commit (pip install pre-commit)
-Then write a contract about your own code: copy contracts/{CONTRACT_NAME}, bind its check to a
+  {DRIVER_CONFIG}
+                                  # once per clone: branches' evidence merges without conflict
+Then write a contract about your own code: copy contracts/{TEMPLATE_FILES[template][0]}, bind its check to a
 function in {package}/, and plant a bug it must catch in {package}/mutants.py.""")

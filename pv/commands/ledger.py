@@ -132,7 +132,7 @@ def check_cmd(ledger: str | None) -> None:
     contents = ledger_mod.read(path)
     problems = [(p.line, p.message) for p in contents.problems]
     problems += [(line, f"duplicate record_id {rid} (first at line {first})")
-                 for line, rid, first in duplicate_ids(path)]
+                 for line, rid, first in duplicate_ids(path) if line not in {p.line for p in contents.problems}]
     now = datetime.datetime.now(datetime.timezone.utc)
     problems += [(line, f"record {r.record_id[:12]} is dated {r.time_utc}, in the future (the ledger's order "
                         "decides which record is latest, but a future date is still false)")
@@ -213,6 +213,19 @@ def _table(records: list[Any]) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
+def _git_driver(files: tuple[str, ...]) -> None:
+    from pv import ledgermerge
+
+    if len(files) != 3:
+        raise click.UsageError("--git-driver takes three files: %O %A %B (ancestor, ours, theirs)")
+    try:
+        ledgermerge.merge_files(*(Path(f) for f in files))
+    except ledgermerge.RewrittenHistory as exc:
+        click.echo(f"pv ledger merge: {exc}; the ledger is append-only, so a person must decide (left ours "
+                   "in place)", err=True)
+        sys.exit(1)
+
+
 def _warn_reordering(existing: list[Any], new: list[Any]) -> None:
     """Merged records go after everything here, so they decide: say so when one is dated
     before the latest local record of the same falsifier x device x mutant."""
@@ -235,9 +248,16 @@ def _warn_reordering(existing: list[Any], new: list[Any]) -> None:
               help="Ledger to append to (default: [tool.pv] ledger).")
 @click.option("--allow-stale", is_flag=True,
               help="Also merge records whose falsifier definition has changed since they were made.")
-def merge_cmd(files: tuple[str, ...], into: str | None, allow_stale: bool) -> None:
+@click.option("--git-driver", is_flag=True,
+              help="Act as git's merge driver: FILES are %O %A %B (ancestor, ours, theirs); the union of "
+                   "both sides' appended records is written to %A (pv.ledgermerge).")
+def merge_cmd(files: tuple[str, ...], into: str | None, allow_stale: bool, git_driver: bool) -> None:
     """Append the records of other ledgers (e.g. the GPU machine's) that are not here yet."""
     from pv import ledger as ledger_mod
+
+    if git_driver:
+        _git_driver(files)
+        return
 
     workspace = _workspace()
     target = _ledger_path(workspace, into)

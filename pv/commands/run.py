@@ -8,13 +8,12 @@
     pv run --contract apr-cpu-forward-sanity --subject-path ~/my-checkpoint
 
 First makes sure generated_tests/ is up to date (regenerating in-process if not, and saying
-so), then runs pytest in a subprocess on the selected generated tests with pv's plugin. One
-progress line is printed per falsifier test as it finishes (streamed from the plugin's
-`--pv-report` file), then a table of verdicts with observed values and margins.
+so), then runs pytest in a subprocess on the selected generated tests with pv's plugin, which
+records only the selected cells (`--pv-cells`). One line per finished falsifier test (streamed
+from the plugin's `--pv-report`), then a table of verdicts with observed values and margins.
 
-Exit status: 0 when nothing was falsified or errored (SKIPs alone exit 0, but are called out
-as "not evidence"); 1 when anything FAILed or ERRORed, or pytest itself broke; 2 for usage
-errors (an unknown falsifier id, with near matches suggested).
+Exit status: 0 when nothing was falsified or errored (SKIPs alone exit 0, but are called out as
+"not evidence"); 1 when anything FAILed or ERRORed, or pytest itself broke; 2 for usage errors.
 """
 
 from __future__ import annotations
@@ -35,7 +34,9 @@ import click
 
 from pv.commands import pass_workspace
 from pv.config import Workspace
+from pv.identity import cells_option
 from pv.outcome import Outcome
+from pv.runview import print_table, progress_line, summary_lines
 
 DEVICES = ("cpu", "cuda", "auto")
 DEFAULT = object()  # "the workspace's ledger"
@@ -48,10 +49,11 @@ class Selected:
     device: str
     nodeid: str
     subject: str | None = None  # None: a falsifier without subjects
+    runtime: str | None = None  # None: a falsifier without runtimes
 
     @property
-    def cell(self) -> tuple[str, str, str | None]:
-        return (self.falsifier, self.device, self.subject)
+    def cell(self) -> tuple[str, str, str | None, str | None]:
+        return (self.falsifier, self.device, self.subject, self.runtime)
 
 
 @dataclass
@@ -92,13 +94,14 @@ def _suggest(word: str, candidates: Iterable[str]) -> str:
 
 
 def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: bool, device: str,
-           subject: str | None = None, skip_subjects: Iterable[str] = ()) -> list[Selected]:
+           subject: str | None = None, skip_subjects: Iterable[str] = (), runtime: str | None = None) -> list[Selected]:
     """The generated tests to run, in contract/falsifier/subject/device order. `subject`: only
     that subject's cells; a `path:DIR` subject (pv.subjects) runs every selected falsifier that
     takes subjects on that checkpoint instead of its declared ones. `skip_subjects`: leave those
     subjects' cells out (a production-scale subject on a machine that cannot build it).
     Raises click.UsageError."""
     from pv.codegen import function_name, test_name
+    from pv.runtimes import cells
     from pv.subjects import is_path_subject
 
     ids, contracts = list(ids), list(contracts)
@@ -138,12 +141,11 @@ def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: 
         if subject is not None:
             subjects = [subject] if (adhoc and f.subjects) or subject in subjects else []
         subjects = [s for s in subjects if s not in skip_subjects]
-        for subj in subjects:
-            for dev in devices:
-                # An ad-hoc subject is not in the generated parametrization: pytest gets the
-                # function and the plugin narrows it (--pv-device, --pv-subject).
-                name = function_name(fid) if adhoc else test_name(fid, dev, subj)
-                selected.append(Selected(fid, target.contract.metadata.id, dev, f"{rel}::{name}", subj))
+        for subj, dev, rt in cells(f.runtimes, subjects, devices, runtime):  # (pv.runtimes)
+            # An ad-hoc subject is not in the generated parametrization: pytest gets the
+            # function and the plugin narrows it (--pv-device, --pv-subject).
+            name = function_name(fid) if adhoc else test_name(fid, dev, subj, rt)
+            selected.append(Selected(fid, target.contract.metadata.id, dev, f"{rel}::{name}", subj, rt))
     named_but_unavailable = [u for u in unavailable if u.split(" ")[0] in set(ids)]
     if named_but_unavailable:
         raise click.UsageError(f"not declared for --device {device}: " + "; ".join(named_but_unavailable))
@@ -180,16 +182,16 @@ def select_stale(workspace: Workspace, plan: Any, ids: Iterable[str], contracts:
     workspace's ledger followed by `ledger_path` when that is another file (on the GPU machine:
     the committed evidence, then what this machine has recorded since)."""
     from pv import ledger as ledger_mod
-    from pv.codebind import TreeDigests
     from pv.commands.status import build_report, load_all, stale_rows
+    from pv.identity import EvidenceCheck
 
     loaded, failures = load_all(workspace)
     records = ledger_mod.read(workspace.ledger).records
     if Path(ledger_path).resolve() != workspace.ledger.resolve():
         records = records + ledger_mod.read(ledger_path).records
     report = build_report(loaded, failures, records, workspace.rel(workspace.ledger), [], None,
-                          TreeDigests(workspace.root), workspace.subject_param)
-    owed = {(f.id, d.device, d.subject) for _, f, d in stale_rows(report)}
+                          EvidenceCheck(workspace, loaded), workspace.subject_param)
+    owed = {(f.id, d.device, d.subject, d.runtime) for _, f, d in stale_rows(report)}
     ids, contracts = list(ids), list(contracts)
     candidates = select(plan, ids, contracts, not (ids or contracts), device, subject)
     return [s for s in candidates if s.cell in owed]
@@ -213,8 +215,8 @@ def plugin_autoloads() -> bool:
 def pytest_command(selected: list[Selected], *, rootdir: Path, report: Path, run_id: str, device: str,
                    ledger: Any, mutant: str | None, keyword: str | None,
                    pytest_args: Iterable[str] = (), subject: str | None = None) -> list[str]:
-    cmd = [sys.executable, "-m", "pytest", *dict.fromkeys(s.nodeid for s in selected),
-           "--pv-report", str(report), "--pv-run-id", run_id, "--pv-device", device,
+    cmd = [sys.executable, "-m", "pytest", *dict.fromkeys(s.nodeid for s in selected), "--pv-cells",
+           cells_option(selected), "--pv-report", str(report), "--pv-run-id", run_id, "--pv-device", device,
            "--tb=short", "-q", "-p", "no:cacheprovider", "--rootdir", str(rootdir)]
     if not plugin_autoloads():  # e.g. pv used from a source tree on PYTHONPATH (the GPU machine)
         cmd[3:3] = ["-p", "pv.plugin"]
@@ -292,7 +294,7 @@ def execute(workspace: Workspace, selected: list[Selected], *, device: str = "au
                 return
             outcome = Outcome.from_json(event)
             outcome.repeat = rep
-            seen.add((outcome.falsifier, outcome.device, outcome.subject))
+            seen.add((outcome.falsifier, outcome.device, outcome.subject, outcome.runtime))
             result.outcomes.append(outcome)
             if on_outcome is not None:
                 on_outcome(outcome, rep)
@@ -315,119 +317,6 @@ def execute(workspace: Workspace, selected: list[Selected], *, device: str = "au
     if ledger is not None:
         result.unrecorded = [o for o in result.outcomes if not o.record_id]
     return result
-
-
-# --- presentation ----------------------------------------------------------------------------
-
-_COLOURS = {"PASS": "green", "FAIL": "red", "ERROR": "red", "SKIP": "yellow"}
-
-
-def _margin(value: Any) -> str:
-    if value is None:
-        return "-"
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    return "0" if number == 0 else f"{number:+.4g}"
-
-
-
-def _observed(observations: dict[str, Any], limit: int = 60) -> str:
-    parts = []
-    for key, value in sorted(observations.items()):
-        parts.append(f"{key}={value:.6g}" if isinstance(value, float) else f"{key}={value}")
-    text = ", ".join(parts)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _short(message: str, limit: int) -> str:
-    """One line of a message for a progress line or a table cell."""
-    first = str(message).strip().split("\n")[0]
-    if first.startswith("unbound falsifier"):
-        return "unbound: the contract gives no `check:`"
-    return first if len(first) <= limit else first[: limit - 1] + "…"
-
-
-def _verdict(verdict: str, mutant: str | None) -> str:
-    text = verdict
-    if mutant and verdict == "FAIL":
-        text = "FAIL (killed)"
-    elif mutant and verdict == "PASS":
-        text = "PASS (survived)"
-    return click.style(text.ljust(5), fg=_COLOURS.get(verdict), bold=verdict != "PASS")
-
-
-def progress_line(event: Outcome, done: int, total: int, mutant: str | None) -> str:
-    verdict = _verdict(event.verdict, mutant)
-    extra = ""
-    if event.verdict in ("SKIP", "ERROR") and event.message:
-        extra = f"  {_short(event.message, 100)}"
-    where = event.device if not event.subject else f"{event.device}[{event.subject}]"
-    return (f"[{done}/{total}] {event.falsifier}  {where:<4}  {verdict}  "
-            f"margin {_margin(event.margin)}  {float(event.duration_s or 0):.2f}s{extra}")
-
-
-def print_table(result: RunResult, mutant: str | None, repeat: int) -> None:
-    rows = []
-    with_subjects = any(e.subject for e in result.outcomes)  # the column only when a subject ran
-    for event in result.outcomes:
-        row = [event.falsifier] + ([event.subject or "—"] if with_subjects else []) + [event.device]
-        if repeat > 1:
-            row.append(str(event.repeat or ""))
-        row += [event.verdict, _margin(event.margin),
-                f"{float(event.duration_s or 0):.2f}s",
-                _observed(event.observations or {}) or _short(event.message or "", 60)]
-        rows.append(row)
-    header = ["FALSIFIER"] + (["SUBJECT"] if with_subjects else []) + ["DEVICE"] + (["#"] if repeat > 1 else []) + ["VERDICT", "MARGIN", "TIME", "OBSERVED"]
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    verdict_col = header.index("VERDICT")
-    click.echo("")
-    click.echo("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
-    for row in rows:
-        cells = []
-        for i, (cell, width) in enumerate(zip(row, widths)):
-            text = str(cell).ljust(width)
-            if i == verdict_col:
-                text = click.style(text, fg=_COLOURS.get(str(cell)), bold=cell != "PASS")
-            cells.append(text)
-        click.echo("  ".join(cells).rstrip())
-    details = [e for e in result.outcomes if e.verdict in ("FAIL", "ERROR", "SKIP") and e.message]
-    unbound = [e for e in details if str(e.message).startswith("unbound falsifier")]
-    if unbound:
-        click.echo("")
-        click.echo(click.style(f"ERROR: {len(unbound)} unbound falsifier test(s) — no `check:` in the contract, so "
-                               "nothing can falsify them yet:", bold=True))
-        for event in unbound:
-            click.echo(f"  {event.falsifier} on {event.device}")
-    skips: dict[str, list[str]] = {}
-    for event in details:
-        if event.verdict == "SKIP":
-            skips.setdefault(str(event.message).strip(), []).append(f"{event.falsifier} on {event.device}")
-    for reason, tests in skips.items():
-        click.echo("")
-        click.echo(click.style(f"SKIP — not evidence ({len(tests)}): {reason}", bold=True, fg="yellow"))
-        click.echo("  " + ", ".join(tests))
-    for event in (e for e in details if e not in unbound and e.verdict != "SKIP"):
-        click.echo("")
-        click.echo(click.style(f"{event.verdict} {event.falsifier} on {event.device}:", bold=True))
-        for line in str(event.message).strip("\n").split("\n"):
-            click.echo(f"  {line}")
-
-
-def summary_lines(result: RunResult, mutant: str | None, ledger_label: str | None) -> list[str]:
-    passed, failed, errored, skipped = (result.count(v) for v in ("PASS", "FAIL", "ERROR", "SKIP"))
-    if mutant:
-        head = f"under mutant {mutant}: {failed} killed (FAIL), {passed} survived (PASS), {errored} errored"
-    else:
-        head = f"{passed} passed, {failed} falsified, {errored} errored"
-    lines = [head]
-    if skipped:
-        lines.append(f"{skipped} skipped — not evidence (a SKIP never discharges a falsifier)")
-    recorded = sum(1 for e in result.outcomes if e.record_id)
-    lines.append("dry run: no ledger records written" if ledger_label is None
-                 else f"{recorded} record(s) appended to {ledger_label} (run {result.run_id})")
-    return lines
 
 
 class _RunCommand(click.Command):
@@ -460,6 +349,7 @@ class _RunCommand(click.Command):
               help="Run only this subject's cells (a name from the falsifiers' `subjects:`).")
 @click.option("--skip-subject", "skip_subjects", multiple=True, metavar="NAME",
               help="Leave this subject's cells out (repeatable); they stay owed on the dashboard.")
+@click.option("--runtime", default=None, metavar="NAME", help="Run only this runtime's cells ([tool.pv] runtimes).")
 @click.option("--subject-path", default=None, metavar="DIR",
               help="Run the selected subject-taking falsifiers on your HF checkpoint DIR (recorded as subject "
                    "path:DIR with a digest; shown under 'Your checkpoints', never counted toward a contract).")
@@ -467,12 +357,17 @@ class _RunCommand(click.Command):
               help="The commit this tree is (wins over git; e.g. on a copy without .git). Or PV_GIT_COMMIT.")
 @click.option("--mutant", default=None, hidden=True, help="Run under a planted bug (used by pv strength).")
 @click.option("-v", "--verbose", is_flag=True, help="Show pytest's own output as it runs.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one JSON document on stdout (every outcome, verdict, observations, margin, explanation).")
+@click.option("--junitxml", type=click.Path(dir_okay=False), default=None, metavar="PATH",
+              help="Also write the outcomes as JUnit XML to PATH (for CI).")
 @click.pass_context
 @pass_workspace
 def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything: bool,
             device: str, repeat: int, keyword: str | None, no_ledger: bool, ledger_path: str | None,
-            stale: bool, subject: str | None, skip_subjects: tuple[str, ...], subject_path: str | None,
-            git_commit: str | None, mutant: str | None, verbose: bool, *, workspace: Workspace) -> None:
+            stale: bool, subject: str | None, skip_subjects: tuple[str, ...], runtime: str | None,
+            subject_path: str | None, git_commit: str | None, mutant: str | None, verbose: bool, fmt: str,
+            junitxml: str | None, *, workspace: Workspace) -> None:
     """Run falsifiers and record the evidence. Arguments after `--` go to pytest.
 
     \b
@@ -482,7 +377,8 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
     Exit status: 0 nothing falsified or errored (SKIPs alone: 0, "not evidence"); 1 a FAIL or
     an ERROR, pytest broke, or a record could not be written; 2 usage error.
     """
-    from pv import codegen
+    from pv import codegen, report
+    from pv.subjects import subject_option
 
     pytest_args = list(ctx.meta.get("pv_pytest_args", []))
     if no_ledger and ledger_path:
@@ -491,18 +387,20 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
         raise click.UsageError("--stale picks its own selection; it excludes --all and --mutant")
     if git_commit is not None and not re.fullmatch(r"[0-9a-fA-F]{7,64}", git_commit):
         raise click.UsageError(f"--git-commit {git_commit!r} is not a commit id (7 to 64 hex digits)")
-    subject = _subject_option(subject, subject_path, stale)
-    plan = codegen.ensure_fresh(workspace)
+    subject = subject_option(subject, subject_path, stale)
+    quiet = fmt == "json"  # stdout carries the JSON document only; progress goes to stderr
+    plan = codegen.ensure_fresh(workspace, echo=lambda line: click.echo(line, err=quiet))
     ledger: Any = None if no_ledger else (Path(ledger_path).resolve() if ledger_path else DEFAULT)
     ledger_file = None if ledger is None else (workspace.ledger if ledger is DEFAULT else ledger)
     if stale:
         selected = select_stale(workspace, plan, falsifiers, contracts, device,
                                 ledger_file or workspace.ledger, subject)
         if not selected:
-            click.echo(f"nothing is stale on {device}: every deciding record matches the current definition and code")
+            click.echo(f"nothing is stale on {device}: every deciding record matches the current definition and code",
+                       err=quiet)
             return
     else:
-        selected = select(plan, falsifiers, contracts, everything, device, subject, skip_subjects)
+        selected = select(plan, falsifiers, contracts, everything, device, subject, skip_subjects, runtime)
     if mutant:
         _check_mutant(workspace, mutant)
 
@@ -514,13 +412,13 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
     what = f"{len(selected)} falsifier test(s)" + (f" x {repeat}" if repeat > 1 else "")
     click.echo(f"running {what} on {device}" + (f" under mutant {mutant}" if mutant else "")
                + (f" with subject {subject}" if subject else "")
-               + ("" if ledger_label else " (dry run)"))
+               + ("" if ledger_label else " (dry run)"), err=quiet)
     done = 0
 
     def on_outcome(event: Outcome, _rep: int) -> None:
         nonlocal done
         done += 1
-        click.echo(progress_line(event, done, total, mutant))
+        click.echo(progress_line(event, done, total, mutant), err=quiet)
 
     result = execute(workspace, selected, device=device, repeat=repeat, ledger=ledger, mutant=mutant,
                      keyword=keyword, pytest_args=pytest_args, on_outcome=on_outcome, git_commit=git_commit,
@@ -528,11 +426,18 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
                      echo_output=(lambda line: click.echo(line, err=True)) if verbose else None)
     if result.broken and not verbose:
         click.echo(result.output.rstrip("\n")[-20000:], err=True)
-    if result.outcomes:
+    if result.outcomes and not quiet:
         print_table(result, mutant, repeat)
-    click.echo("")
+        if repeat > 1:
+            click.echo("\n" + "\n".join(report.spread_lines(report.spreads(result.outcomes))))
+    click.echo("", err=quiet)
     for line in summary_lines(result, mutant, ledger_label):
-        click.echo(click.style(line, bold=True, fg="yellow" if "skipped" in line else None))
+        click.echo(click.style(line, bold=True, fg="yellow" if "skipped" in line else None), err=quiet)
+    if quiet:
+        click.echo(report.document_text(result, device=device, mutant=mutant, ledger=ledger_label, repeat=repeat),
+                   nl=False)
+    if junitxml and not report.write_junit(junitxml, result):
+        sys.exit(1)
     if result.missing:
         click.echo(click.style(f"{len(result.missing)} selected test(s) reported no verdict (see pytest's output "
                                "above):", fg="red", bold=True), err=True)
@@ -548,28 +453,6 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
         click.echo(click.style(f"pytest exited with status {result.returncodes}", fg="red"), err=True)
     if not result.ok:
         sys.exit(1)
-
-
-def _subject_option(subject: str | None, subject_path: str | None, stale: bool) -> str | None:
-    """The subject to pass the plugin: a declared name (--subject), or `path:<abs dir>` of a
-    checked checkpoint directory (--subject-path). Bad input is a usage error naming the path."""
-    from pv import subjects
-    from pv.schema import SUBJECT_PATTERN
-
-    if subject is not None and subject_path is not None:
-        raise click.UsageError("--subject and --subject-path exclude each other")
-    if subject is not None and not re.fullmatch(SUBJECT_PATTERN, subject):
-        hint = "; for a checkpoint directory use --subject-path DIR" if "/" in subject or subjects.is_path_subject(
-            subject) else ""
-        raise click.UsageError(f"--subject {subject!r} is not a subject name (a plain slug like tiny-trained){hint}")
-    if subject_path is None:
-        return subject
-    if stale:
-        raise click.UsageError("--subject-path runs your checkpoint; it excludes --stale")
-    try:
-        return subjects.path_subject(subject_path).name
-    except subjects.SubjectError as exc:
-        raise click.UsageError(f"--subject-path: {exc}") from None
 
 
 def _check_mutant(workspace: Workspace, name: str) -> None:

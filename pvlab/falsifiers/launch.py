@@ -196,4 +196,7 @@ if __name__ == "__main__":
     # CI machine in FSDP ranks) and turn a finished rank into a failed one.
     sys.stdout.flush()
     sys.stderr.flush()
+    from pv.execution import save_before_hard_exit
+
+    save_before_hard_exit()  # os._exit skips atexit: save the code this rank ran for its record
     os._exit(code)

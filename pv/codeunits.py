@@ -1,0 +1,194 @@
+"""Code units: the functions of a module, and its module-level code, each with its own digest.
+
+Evidence is bound to the units a check executed (pv.execution collects which), not to whole
+modules, so adding an unused function, a comment, or editing a function no check ran stales
+nothing, while an edit to one executed function stales exactly the records that ran it.
+
+A module's units, read with `ast` (never imported):
+
+* one per function or method, named by its `__qualname__` (`rms_norm`, `Trainer.step`,
+  `outer.<locals>.inner`); its digest is the syntax tree of the whole `def` (decorators,
+  defaults, body and nested functions) without docstrings and positions, so moving it or
+  editing its docstring changes nothing. Two defs of one qualname (in `if`/`else` branches)
+  are one unit;
+* `<module>`: everything else — imports, constants, class bodies, the statements that run at
+  import — with every function definition removed, so adding or removing a function elsewhere
+  in the module leaves it unchanged.
+
+An executed line belongs to the innermost function whose body holds it, else to `<module>`.
+Source that does not parse is one `<module>` unit digested as bytes.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from pv.codebind import DIGEST_CHARS, _canonical, _strip_docstrings
+
+MODULE_UNIT = "<module>"
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+@dataclass(frozen=True)
+class ModuleUnits:
+    """The units of one module's source: qualname -> digest, and where each function's body is."""
+
+    digests: dict[str, str]
+    # (first body line, last line, qualname) of every function, in source order
+    spans: tuple[tuple[int, int, str], ...] = field(default=())
+
+    def unit_of_line(self, line: int) -> str:
+        """The innermost function whose body holds `line`, else the module-level unit."""
+        best: tuple[int, str] | None = None
+        for start, end, qualname in self.spans:
+            if start <= line <= end and (best is None or start >= best[0]):
+                best = (start, qualname)
+        return MODULE_UNIT if best is None else best[1]
+
+    def units_of_lines(self, lines: Iterable[int]) -> set[str]:
+        return {self.unit_of_line(line) for line in lines}
+
+
+def _digest_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
+
+
+def _functions(tree: ast.Module) -> list[tuple[str, ast.AST]]:
+    """(qualname, def node) of every function, iteratively (no recursion limit)."""
+    found: list[tuple[str, ast.AST]] = []
+    todo: list[tuple[str, ast.AST]] = [("", tree)]
+    while todo:
+        prefix, node = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, _DEFS):
+                qualname = prefix + child.name
+                found.append((qualname, child))
+                todo.append((qualname + ".<locals>.", child))
+            elif isinstance(child, ast.ClassDef):
+                todo.append((prefix + child.name + ".", child))
+            else:  # if/try/with blocks and expressions keep the enclosing prefix
+                todo.append((prefix, child))
+    return found
+
+
+def _without_functions(tree: ast.Module) -> ast.Module:
+    """The module with every function definition outside a function removed (emptied blocks
+    get a `pass`, so the tree stays valid)."""
+    tree = copy.deepcopy(tree)
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        for name, value in ast.iter_fields(node):
+            if isinstance(value, list) and any(isinstance(v, _DEFS) for v in value):
+                kept = [v for v in value if not isinstance(v, _DEFS)]
+                if not kept and name == "body":
+                    kept = [ast.Pass()]
+                setattr(node, name, kept)
+                value = kept
+            if isinstance(value, list):
+                todo.extend(v for v in value if isinstance(v, ast.AST) and not isinstance(v, _DEFS))
+            elif isinstance(value, ast.AST):
+                todo.append(value)
+    return tree
+
+
+def parse_units(data: bytes) -> ModuleUnits:
+    """The units of a module's source bytes."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ModuleUnits({MODULE_UNIT: "raw-" + hashlib.sha256(data).hexdigest()[: DIGEST_CHARS - 4]})
+    return _units_of_tree(tree)
+
+
+def _units_of_tree(tree: ast.Module) -> ModuleUnits:
+    spans = []
+    texts: dict[str, list[str]] = {}
+    for qualname, node in _functions(tree):
+        body = node.body  # type: ignore[attr-defined]
+        spans.append((body[0].lineno, node.end_lineno or body[-1].lineno, qualname))
+        clean = copy.deepcopy(node)
+        _strip_docstrings(clean)
+        texts.setdefault(qualname, []).append(_canonical(clean))
+    digests = {q: _digest_text("def:" + "|".join(parts)) for q, parts in texts.items()}
+    module = _without_functions(tree)
+    _strip_docstrings(module)
+    digests[MODULE_UNIT] = _digest_text("mod:" + _canonical(module))
+    spans.sort()
+    return ModuleUnits(digests, tuple(spans))
+
+
+@functools.lru_cache(maxsize=2048)
+def units_of_source(data: bytes) -> ModuleUnits:
+    """parse_units, once per distinct source (a session binds many records to the same files)."""
+    return parse_units(data)
+
+
+def raw_units(data: bytes) -> ModuleUnits:
+    """A file that is not Python source (an extension module, bytecode): one unit, its bytes."""
+    return ModuleUnits({MODULE_UNIT: "raw-" + hashlib.sha256(data).hexdigest()[: DIGEST_CHARS - 4]})
+
+
+class UnitTree:
+    """The working tree's units, for `pv status` (read, never imported; cached per file)."""
+
+    def __init__(self, workspace_root: Path, search: Iterable[Path] = ()):
+        self.root = Path(os.path.realpath(workspace_root))
+        self.search = [self.root, *search]
+        self._files: dict[tuple[str, str | None], Path | None] = {}
+
+    def file_of(self, module: str, origin: str | None) -> Path | None:
+        """What `module` loads now from the path entry it loaded from then (a module that is
+        gone from there is gone, even if a copy elsewhere would import)."""
+        key = (module, origin)
+        if key not in self._files:
+            from pv.importbind import entry_of, resolve
+
+            if origin:
+                then = Path(origin) if Path(origin).is_absolute() else self.root / origin
+                found = resolve(module, [entry_of(module, then)])
+            else:
+                found = resolve(module, self.search)
+            self._files[key] = found
+        return self._files[key]
+
+    def _shown(self, path: Path) -> str:
+        try:
+            return Path(os.path.realpath(path)).relative_to(self.root).as_posix()
+        except ValueError:
+            return str(Path(os.path.realpath(path)))
+
+    def changes(self, executed: Mapping[str, Mapping[str, str]], origins: Mapping[str, str],
+                problems: Iterable[str]) -> list[str]:
+        """Why a record's executed units are not the tree's: [] when every one is unchanged."""
+        from pv.importbind import is_source
+
+        reasons = [f"binding: {p}" for p in problems]
+        if not executed:
+            reasons.append("records no executed code")
+        for module, units in sorted(executed.items()):
+            origin = origins.get(module)
+            path = self.file_of(module, origin)
+            if path is None or not path.is_file():
+                reasons.append(f"{module} (removed)")
+                continue
+            if origin is not None and self._shown(path) != origin:
+                reasons.append(f"{module} (now loads from {self._shown(path)})")
+                continue
+            data = path.read_bytes()
+            now = units_of_source(data) if is_source(path) else raw_units(data)
+            for qualname, digest in sorted(units.items()):
+                current = now.digests.get(qualname)
+                label = f"{module} (module-level code)" if qualname == MODULE_UNIT else f"{module}:{qualname}"
+                if current is None:
+                    reasons.append(f"{label} (removed)")
+                elif current != digest:
+                    reasons.append(label)
+        return reasons

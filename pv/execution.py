@@ -1,0 +1,278 @@
+"""Which code a check executed: collected with coverage.py while it runs, in this process and
+in every Python process it starts.
+
+    with execution.collecting(packages) as run:
+        observations = check(**kwargs)
+    bound = execution.bind(run, packages, workspace_root)
+
+`bound.executed` is module -> {unit -> digest} (pv.codeunits): every function of the bound
+packages (`[tool.pv] check_packages` + `code_packages`) that ran while the check ran, and the
+module-level code of the modules that ran, of the parent packages Python ran first, and of the
+bound modules they import (their constants and class bodies ran at import and are read by the
+code that ran). `bound.origins` is the file each of those modules loaded from;
+`bound.problems` says what loaded or ran instead of the workspace's source (pv.importbind):
+a record with a problem is never fresh.
+
+Why coverage.py: on Python 3.11 (no sys.monitoring) its C tracer decides once per code file
+whether to trace it, so the code of torch and the standard library runs untraced, and only
+the lines of the bound packages are recorded. A `sys.setprofile`/`sys.settrace` collector in
+Python pays a Python call for every function call anywhere, torch's included
+(bench/bench_binding.py measures both). Coverage also starts itself in child processes: the
+`.pth` file it installs starts measurement in any Python started while
+COVERAGE_PROCESS_CONFIG is set, which this module sets for the duration of the check (torchrun
+ranks, `python -m ...` subprocesses); each child writes its lines to this check's private
+directory when it exits. A child that leaves with `os._exit` calls `save_before_hard_exit()` first.
+
+If coverage.py cannot be imported or fails, the record says so in `problems` (never fresh).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping
+
+from pv import codebind, importbind
+from pv.codeunits import MODULE_UNIT, ModuleUnits, raw_units, units_of_source
+
+# Warnings coverage would print for packages a check never imports: not ours to show.
+_QUIET = ["module-not-imported", "no-data-collected", "module-not-measured", "module-not-python",
+          "include-ignored", "couldnt-parse", "already-imported", "no-ctracer"]
+_ENV = "COVERAGE_PROCESS_CONFIG"
+
+
+@dataclass
+class Run:
+    """What one check executed: file -> line numbers, or why it could not be told."""
+
+    lines: dict[str, set[int]] = field(default_factory=dict)
+    problem: str | None = None
+
+
+@dataclass
+class Bound:
+    executed: dict[str, dict[str, str]]
+    origins: dict[str, str]
+    problems: list[str]
+
+
+_coverage_cache: dict[tuple[str, ...], object] = {}
+
+
+def _coverage(packages: tuple[str, ...]):
+    """One coverage.Coverage per set of packages, reused check after check (its setup costs
+    more than a short check)."""
+    cov = _coverage_cache.get(packages)
+    if cov is None:
+        import coverage
+
+        cov = coverage.Coverage(data_file=None, source_pkgs=list(packages), config_file=False, branch=False)
+        cov.config.disable_warnings = list(_QUIET)
+        _coverage_cache[packages] = cov
+    return cov
+
+
+@contextlib.contextmanager
+def collecting(packages: Iterable[str]) -> Iterator[Run]:
+    """Collect the lines of `packages` executed inside the block, here and in child processes."""
+    packages = tuple(sorted(set(packages)))
+    run = Run()
+    if os.environ.get("PV_EXECUTION") == "off":  # bench/bench_binding.py's baseline only
+        run.problem = "executed code was not collected (PV_EXECUTION=off)"
+        yield run
+        return
+    try:
+        cov = _coverage(packages)
+    except Exception as exc:  # noqa: BLE001 - no collector: the record says so, the check still runs
+        run.problem = f"executed code could not be collected ({type(exc).__name__}: {exc}); install coverage>=7.10"
+        yield run
+        return
+    children = tempfile.mkdtemp(prefix="pv-exec-")
+    child_config = copy.copy(cov.config)
+    child_config.data_file = os.path.join(children, "child")
+    child_config.parallel = True
+    previous = os.environ.get(_ENV)
+    started = False
+    try:
+        cov.erase()
+        os.environ[_ENV] = child_config.serialize()
+        cov.start()
+        started = True
+        yield run
+    finally:
+        try:
+            if started:
+                cov.stop()
+                data = cov.get_data()
+                for name in data.measured_files():
+                    run.lines.setdefault(name, set()).update(data.lines(name) or ())
+            _read_children(children, run)
+        except Exception as exc:  # noqa: BLE001 - never lose the verdict over its binding
+            run.problem = f"executed code could not be collected ({type(exc).__name__}: {exc})"
+        finally:
+            if previous is None:
+                os.environ.pop(_ENV, None)
+            else:
+                os.environ[_ENV] = previous
+            shutil.rmtree(children, ignore_errors=True)
+
+
+def _read_children(directory: str, run: Run) -> None:
+    from coverage import CoverageData
+
+    for path in sorted(Path(directory).glob("child*")):
+        data = CoverageData(basename=str(path))
+        data.read()
+        for name in data.measured_files():
+            run.lines.setdefault(name, set()).update(data.lines(name) or ())
+
+
+def save_before_hard_exit() -> None:
+    """For a child process about to leave with os._exit (no atexit): save what coverage
+    measured in it, if anything measures it."""
+    if _ENV not in os.environ:
+        return
+    try:
+        import coverage
+
+        current = coverage.Coverage.current()
+        if current is not None:
+            current.stop()
+            current.save()
+    except Exception:  # noqa: BLE001 - a child's exit must not fail over this
+        pass
+
+
+def module_for_file(path: str, packages: tuple[str, ...], files: Mapping[str, str]) -> str | None:
+    """The bound module a file is: from the loaded modules, else from its path's tail."""
+    real = os.path.realpath(path)
+    if real in files:
+        return files[real]
+    parts = Path(real).with_suffix("").parts
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    for start in range(len(parts) - 1, -1, -1):
+        name = ".".join(parts[start:])
+        if codebind.in_packages(name, packages):
+            return name
+    return None
+
+
+def _loaded_files(packages: tuple[str, ...], modules: Mapping[str, object]) -> dict[str, str]:
+    files = {}
+    for name, module in list(modules.items()):
+        path = getattr(module, "__file__", None)
+        if path and codebind.in_packages(name, packages):
+            files[os.path.realpath(path)] = name
+    return files
+
+
+def _units(path: str) -> ModuleUnits | None:
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None
+    return units_of_source(data) if importbind.is_source(Path(path)) else raw_units(data)
+
+
+def _static_imports(name: str, path: str) -> set[str]:
+    """The modules a module's import statements name (with `from pkg import sub`'s submodule)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return set()
+    return set(_imports_in(name, Path(path).name.startswith("__init__."), data))
+
+
+@functools.lru_cache(maxsize=2048)
+def _imports_in(name: str, is_package: bool, data: bytes) -> frozenset[str]:
+    import ast
+
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    package = name if is_package else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".") if package else []
+                if node.level - 1 > len(parts):
+                    continue
+                parts = parts[: len(parts) - (node.level - 1)]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            if base:
+                found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+    return frozenset(found)
+
+
+def _relative(path: str, root: Path) -> str:
+    real = Path(os.path.realpath(path))
+    try:
+        return real.relative_to(root).as_posix()
+    except ValueError:
+        return str(real)
+
+
+def bind(run: Run, packages: Iterable[str], workspace_root: Path,
+         modules: Mapping[str, object] | None = None) -> Bound:
+    """The units the run executed, with digests, origins and problems (see the module doc)."""
+    packages = tuple(sorted(set(packages)))
+    modules = sys.modules if modules is None else modules
+    root = Path(os.path.realpath(workspace_root))
+    problems = [run.problem] if run.problem else []
+    loaded = _loaded_files(packages, modules)
+    executed: dict[str, set[str]] = {}
+    files: dict[str, str] = {}
+    for path, lines in sorted(run.lines.items()):
+        name = module_for_file(path, packages, loaded)
+        if not lines or name is None or not codebind.in_packages(name, packages):
+            continue
+        units = _units(path)
+        if units is None:
+            problems.append(f"{name} ran from {path}, which is gone")
+            continue
+        files[name] = os.path.realpath(path)
+        executed.setdefault(name, set()).update(units.units_of_lines(lines) | {MODULE_UNIT})
+    # module-level code: of the modules that ran, their parent packages, and what they import
+    todo = list(executed)
+    seen = set(todo)
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        wanted = [(".".join(parts[:i]), False) for i in range(1, len(parts))]
+        path = files.get(name) or getattr(modules.get(name), "__file__", None)
+        if path and not Path(path).name.startswith("__init__."):
+            wanted += [(n, True) for n in _static_imports(name, path)]
+        for other, expand in wanted:
+            module_path = getattr(modules.get(other), "__file__", None)
+            if other in seen or not codebind.in_packages(other, packages) or not module_path:
+                continue
+            seen.add(other)
+            files[other] = os.path.realpath(module_path)
+            executed.setdefault(other, set()).add(MODULE_UNIT)
+            if expand:
+                todo.append(other)
+    digests: dict[str, dict[str, str]] = {}
+    for name, unit_names in sorted(executed.items()):
+        units = _units(files[name])
+        if units is None:
+            problems.append(f"{name}: {files[name]} could not be read")
+            continue
+        digests[name] = {q: units.digests.get(q, "absent") for q in sorted(unit_names)}
+    origins = {name: _relative(files[name], root) for name in digests}
+    bound_files = set(loaded) | set(files.values())
+    problems += importbind.loaded_problems(digests, modules, root, bound_files)  # type: ignore[arg-type]
+    return Bound(digests, origins, sorted(dict.fromkeys(problems)))
