@@ -406,3 +406,9 @@ def test_a_line_nested_past_the_limit_is_garbage(tmp_path):
     path = tmp_path / "l.jsonl"
     path.write_text('{"a": ' + "[" * (ledger.MAX_DEPTH + 1) + "]" * (ledger.MAX_DEPTH + 1) + "}\n")
     assert [p.message.split(" (")[0] for p in ledger.read(path).problems] == ["garbage line"]
+
+
+@pytest.mark.parametrize("raw, depth", [(b'[[],[]]', 2), (b'{"a":[1],"b":[[1]]}', 3), (b'{"s":"[[[["}', 1),
+                                        (b'{"s":"\\"[["}', 1), (b'[' * 3 + b']' * 3 + b'[' * 2 + b']' * 2, 3)])
+def test_the_nesting_scanner_measures_the_deepest_point_after_siblings_close(raw, depth):
+    assert ledger._depth(raw) == depth
