@@ -34,7 +34,7 @@ import functools
 import math
 import random
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Union
 
 from pv import expr
@@ -63,8 +63,8 @@ class Decision:
 
     refused: str | None = None
     undecided: str | None = None
-    fails_at: dict[str, Any] | None = field(default=None, compare=False)
-    passes_at: dict[str, Any] | None = field(default=None, compare=False)
+    fails_at: dict[str, Any] | None = None
+    passes_at: dict[str, Any] | None = None
 
 
 def cannot_fail(prediction: Union[str, "expr.Expression"]) -> str | None:

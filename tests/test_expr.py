@@ -240,3 +240,9 @@ def test_the_delete_character_is_ascii_and_gets_no_ascii_hint():
     with pytest.raises(ExprError) as info:
         parse("x <\x7f 1")
     assert "ASCII" not in info.value.hint
+
+
+def test_an_arity_error_points_at_the_call():
+    with pytest.raises(ExprError) as info:
+        parse("x < log(x, 2)")
+    assert info.value.col == 5

@@ -109,3 +109,8 @@ def test_versions_read_torch_version_file_without_importing_torch(monkeypatch, t
     assert provenance.versions()["cuda"] is None
     monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: None)  # no torch at all
     assert (provenance.versions()["torch"], provenance.versions()["cuda"]) == (None, None)
+
+
+def test_the_cpu_is_named_by_its_model_and_an_unknown_device_by_nothing():
+    assert provenance.device_name("cpu") == provenance.cpu_name() and provenance.cpu_name()
+    assert provenance.device_name("tpu") is None

@@ -69,7 +69,8 @@ def test_an_open_question_is_undecided_not_accepted(monkeypatch):
     monkeypatch.setattr(vacuity, "RLIMIT", 1)  # a solver that gives up at once
     vacuity._decide_text.cache_clear()
     try:
-        assert vacuity.decide("x*x >= 0") == vacuity.Decision(undecided="can it fail?")
+        decision = vacuity.decide("x*x >= 0")
+        assert decision.undecided == "can it fail?" and decision.refused is None and decision.fails_at is None
     finally:
         vacuity._decide_text.cache_clear()
 
@@ -184,3 +185,10 @@ def test_a_prediction_that_holds_or_raises_says_so_when_evaluability_is_open(mon
     monkeypatch.setattr(vacuity, "_evaluable", lambda query: "sat")
     assert vacuity._unfailing_reason(None) == vacuity.TAUTOLOGY
     assert fpmodel  # imported: the module loads
+
+
+def test_a_failing_value_only_the_solver_finds_is_replayed_and_kept():
+    # the concrete search never tries 3 * 0.123456789, the one value that makes this false
+    decision = vacuity.decide("x != 0.123456789 * 3")
+    assert decision.refused is None and decision.undecided is None
+    assert decision.fails_at == {"x": 0.123456789 * 3} and expr.judge("x != 0.123456789 * 3", decision.fails_at).holds is False
