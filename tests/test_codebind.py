@@ -72,3 +72,12 @@ def test_the_canonical_text_names_only_fields_that_are_present():
     text = codebind._canonical(ast.parse("x = 1\n"))
     assert "type_comment" not in text and "decorator_list" not in text and "=None" not in text
     assert "Assign(" in text and "targets=" in text and "Constant(" in text
+
+
+def test_an_import_binds_the_module_and_every_parent_package(tmp_path):
+    for rel in ("pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/leaf.py", "pkg/other.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    (tmp_path / "main.py").write_text("import pkg.sub.leaf\nfrom . import nothing\nimport pkg.other\n")
+    found = codebind._imports("main", tmp_path / "main.py", [tmp_path])
+    assert {"pkg", "pkg.sub", "pkg.sub.leaf", "pkg.other"} <= set(found)
