@@ -81,3 +81,11 @@ def test_an_import_binds_the_module_and_every_parent_package(tmp_path):
     (tmp_path / "main.py").write_text("import pkg.sub.leaf\nfrom . import nothing\nimport pkg.other\n")
     found = codebind._imports("main", tmp_path / "main.py", [tmp_path])
     assert {"pkg", "pkg.sub", "pkg.sub.leaf", "pkg.other"} <= set(found)
+
+
+def test_modules_are_looked_for_in_the_workspace_first_then_on_the_interpreters_path(tmp_path):
+    import sys
+
+    roots = codebind.search_roots(tmp_path)
+    on_path = [Path(p) for p in sys.path if p and Path(p).is_dir() and Path(p) != tmp_path]
+    assert roots[0] == tmp_path and on_path and roots[1:] == on_path

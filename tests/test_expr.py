@@ -246,3 +246,9 @@ def test_an_arity_error_points_at_the_call():
     with pytest.raises(ExprError) as info:
         parse("x < log(x, 2)")
     assert info.value.col == 5
+
+
+def test_an_expression_of_exactly_max_nodes_parts_parses_and_one_more_does_not():
+    parse("-" * (expr.MAX_NODES - 1) + "x")  # 499 minus signs and a name: 500 parts
+    with pytest.raises(ExprError, match="more than"):
+        parse("-" * expr.MAX_NODES + "x")

@@ -114,3 +114,9 @@ def test_versions_read_torch_version_file_without_importing_torch(monkeypatch, t
 def test_the_cpu_is_named_by_its_model_and_an_unknown_device_by_nothing():
     assert provenance.device_name("cpu") == provenance.cpu_name() and provenance.cpu_name()
     assert provenance.device_name("tpu") is None
+
+
+def test_without_torch_cuda_is_unavailable_with_that_reason(monkeypatch):
+    monkeypatch.delenv("PV_FORCE_NO_CUDA", raising=False)
+    monkeypatch.setattr(provenance, "_torch", lambda import_if_needed: None)
+    assert provenance.cuda_available() == (False, "cuda requested but torch is not installed")
