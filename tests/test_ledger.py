@@ -114,15 +114,28 @@ def test_merge_refuses_an_input_that_is_not_a_regular_file(ws):
 
     import threading
 
-    os.mkfifo("incoming.jsonl")  # reading it would wait for a writer forever
+    fifo = os.path.abspath("incoming.jsonl")  # absolute: later tests chdir elsewhere
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    done = threading.Event()
+
     # a writer that only ever comes if pv opens the FIFO, so that a regression ends (merging
     # nothing, exit 0) instead of hanging the suite
     def writer() -> None:
-        while True:  # each read pv makes gets an empty file
-            open("incoming.jsonl", "wb").close()
+        while not done.is_set():  # each read pv makes gets an empty file
+            open(fifo, "wb").close()
 
-    threading.Thread(target=writer, daemon=True).start()
-    result = CliRunner().invoke(main, ["ledger", "merge", "incoming.jsonl"])
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        result = CliRunner().invoke(main, ["ledger", "merge", "incoming.jsonl"])
+    finally:
+        # Stop the writer: it must not outlive the test (it once kept creating incoming.jsonl in
+        # whatever directory a later test of the same worker had made current).
+        done.set()
+        release = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # lets a writer blocked in open() return
+        thread.join(timeout=10)
+        os.close(release)
+    assert not thread.is_alive()
     assert result.exit_code == 2 and "incoming.jsonl is not a regular file" in result.output
 
 
