@@ -120,3 +120,12 @@ def test_without_torch_cuda_is_unavailable_with_that_reason(monkeypatch):
     monkeypatch.delenv("PV_FORCE_NO_CUDA", raising=False)
     monkeypatch.setattr(provenance, "_torch", lambda import_if_needed: None)
     assert provenance.cuda_available() == (False, "cuda requested but torch is not installed")
+
+
+def test_a_torch_without_a_gpu_makes_cuda_unavailable_with_that_reason(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.delenv("PV_FORCE_NO_CUDA", raising=False)
+    fake = SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: False))
+    monkeypatch.setattr(provenance, "_torch", lambda import_if_needed: fake)
+    assert provenance.cuda_available() == (False, "cuda requested but torch.cuda.is_available() is False")
