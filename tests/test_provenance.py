@@ -129,3 +129,11 @@ def test_a_torch_without_a_gpu_makes_cuda_unavailable_with_that_reason(monkeypat
     fake = SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: False))
     monkeypatch.setattr(provenance, "_torch", lambda import_if_needed: fake)
     assert provenance.cuda_available() == (False, "cuda requested but torch.cuda.is_available() is False")
+
+
+def test_only_cuda_is_named_by_the_gpu(monkeypatch):
+    from types import SimpleNamespace
+
+    cuda = SimpleNamespace(is_available=lambda: True, current_device=lambda: 0, get_device_name=lambda i: "Fake GPU")
+    monkeypatch.setattr(provenance, "_torch", lambda import_if_needed: SimpleNamespace(cuda=cuda))
+    assert provenance.device_name("cuda") == "Fake GPU" and provenance.device_name("tpu") is None
