@@ -43,6 +43,12 @@ class Context:
 
     def __post_init__(self) -> None:
         self.index = ModuleIndex(self.workspace.root)
+        from pv.cache import Cache, installed_version, pv_source_digest
+
+        # What the file-local checks found, per file text (see _file_local); the vacuity check
+        # among them may ask z3, so its version is part of what decided them.
+        self.file_facts = Cache(self.workspace.root, "file-checks",
+                                f"{pv_source_digest()}|z3-solver={installed_version('z3-solver')}")
 
 
 def _d(loaded: LoadedContract, pos: tuple[int, int], code: str, message: str, hint: str = "",
@@ -75,12 +81,32 @@ def check_file(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     other checks of the file still report."""
     if not isinstance(loaded.data, dict):
         return []
-    out: list[Diagnostic] = []
-    for check in (file_name, obligation_references, expressions, tolerance_caps):
-        out += _guarded(check, loaded)
+    out = _file_local(loaded, ctx)
     out += _guarded(schema_comment, loaded, ctx.workspace.root)
     out += _guarded(bindings, loaded, ctx)
     out += _guarded(mutants, loaded, ctx)
+    return out
+
+
+def _file_local(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
+    """The checks that read nothing but the file (its name, its text): remembered in pv.cache
+    under the text, the path as shown and pv's own source, so an unchanged contract is not
+    parsed and analysed again (its expressions are most of a contract's checking)."""
+    from pv.cache import key_of
+
+    key = key_of(loaded.text, loaded.display_path, loaded.path.name)
+    found = ctx.file_facts.get(key)
+    if isinstance(found, list):
+        try:
+            return [Diagnostic(path=d["path"], line=d["line"], col=d["col"], code=d["code"], message=d["message"],
+                               hint=d["hint"], severity=Severity(d["severity"])) for d in found]
+        except (KeyError, TypeError, ValueError):
+            pass
+    out: list[Diagnostic] = []
+    for check in (file_name, obligation_references, expressions, tolerance_caps):
+        out += _guarded(check, loaded)
+    if not any(d.code == "PV199" for d in out):  # a bug in pv is reported every time, never remembered
+        ctx.file_facts.put(key, [d.to_json() for d in out])
     return out
 
 

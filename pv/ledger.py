@@ -263,12 +263,13 @@ def read(path: Path | str) -> LedgerContents:
         try:
             obj = parse_line(raw)
             record = LedgerRecord.model_validate(obj)
-            first = next((seen[key] for key in _identities(record) if key in seen), None)
+            identities = _identities(record)  # once per line: dumping a record is most of reading it
+            first = next((seen[key] for key in identities if key in seen), None)
             if first is not None:  # a copy of an earlier line appended again: it decides nothing
                 contents.problems.append(LedgerProblem(number, f"replayed record: repeats the record of line {first} "
                                                                "(same record id, or same run, time and content); ignored"))
                 continue
-            seen.update((key, number) for key in _identities(record))
+            seen.update((key, number) for key in identities)
             contents.records.append(record)
             contents.lines.append(number)
         except (json.JSONDecodeError, UnicodeDecodeError):

@@ -89,3 +89,14 @@ def test_modules_are_looked_for_in_the_workspace_first_then_on_the_interpreters_
     roots = codebind.search_roots(tmp_path)
     on_path = [Path(p) for p in sys.path if p and Path(p).is_dir() and Path(p) != tmp_path]
     assert roots[0] == tmp_path and on_path and roots[1:] == on_path
+
+
+def test_remembered_digests_follow_the_bytes(tmp_path):
+    _package(tmp_path)
+    bound = codebind.bind(["lab.checks.add"], ["lab.checks", "lab.runtime"], [tmp_path], loaded={})
+    tree = codebind.TreeDigests(tmp_path, persist=True)
+    assert tree.changes(bound) == ()
+    tree.save()
+    assert (tmp_path / ".pv-cache" / "pv" / "code-digests.json").exists()
+    (tmp_path / "lab" / "runtime" / "kernels.py").write_text("def add(a, b):\n    return a - b\n")
+    assert codebind.TreeDigests(tmp_path, persist=True).changes(bound) == ("lab.runtime.kernels",)
