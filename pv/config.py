@@ -36,6 +36,10 @@ class Workspace:
     # Seconds one falsifier's check may run before it is stopped and recorded as ERROR (0: no
     # limit). A hung check must never hang `pv run`, and a stopped one is never a pass.
     check_timeout_s: float = 1800.0
+    # The training runtimes falsifiers may run on: name -> "module:factory" (pv.runtimes); the
+    # first is the default runtime. And the function that hands the pack a subject by name.
+    runtimes: dict[str, str] = field(default_factory=dict)
+    subject_provider: str | None = None
 
     @property
     def bound_packages(self) -> tuple[str, ...]:
@@ -80,6 +84,10 @@ _DEFAULTS = {
     # Wall-clock limit of one falsifier's check, seconds; 0 turns it off. PV_CHECK_TIMEOUT
     # overrides it for one command (e.g. a slow machine, or a quick look with a short limit).
     "check_timeout_s": 1800,
+    # Training runtimes by name, each "module:factory" returning its adapter (pv.runtimes).
+    "runtimes": {},
+    # "module:function" that returns a subject's directory for the falsifier pack (pvpack.subjects).
+    "subject_provider": None,
 }
 _KNOWN_KEYS = set(_DEFAULTS)
 
@@ -141,6 +149,14 @@ def load_workspace(start: Path | None = None) -> Workspace:
         raise ConfigError(f"{pyproject}: [tool.pv] subject_param must be a Python parameter name other than "
                           f"device and tolerance, got {subject_param!r}")
     check_timeout_s = _timeout(pyproject, settings["check_timeout_s"])
+    from pv import runtimes as runtime_table
+
+    try:
+        runtimes = runtime_table.check_table(settings["runtimes"], f"{pyproject}: [tool.pv] runtimes")
+        provider = runtime_table.check_provider(settings["subject_provider"],
+                                                f"{pyproject}: [tool.pv] subject_provider")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     for key in ("contracts_dir", "generated_dir", "ledger", "status_file"):
         if not isinstance(settings[key], str) or not settings[key]:
             raise ConfigError(f"{pyproject}: [tool.pv] {key} must be a non-empty path string")
@@ -159,6 +175,8 @@ def load_workspace(start: Path | None = None) -> Workspace:
         code_packages=tuple(code_packages),
         subject_param=subject_param,
         check_timeout_s=check_timeout_s,
+        runtimes=runtimes,
+        subject_provider=provider,
     )
 
 

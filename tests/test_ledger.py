@@ -114,15 +114,28 @@ def test_merge_refuses_an_input_that_is_not_a_regular_file(ws):
 
     import threading
 
-    os.mkfifo("incoming.jsonl")  # reading it would wait for a writer forever
+    fifo = os.path.abspath("incoming.jsonl")  # absolute: later tests chdir elsewhere
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    done = threading.Event()
+
     # a writer that only ever comes if pv opens the FIFO, so that a regression ends (merging
     # nothing, exit 0) instead of hanging the suite
     def writer() -> None:
-        while True:  # each read pv makes gets an empty file
-            open("incoming.jsonl", "wb").close()
+        while not done.is_set():  # each read pv makes gets an empty file
+            open(fifo, "wb").close()
 
-    threading.Thread(target=writer, daemon=True).start()
-    result = CliRunner().invoke(main, ["ledger", "merge", "incoming.jsonl"])
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        result = CliRunner().invoke(main, ["ledger", "merge", "incoming.jsonl"])
+    finally:
+        # Stop the writer: it must not outlive the test (it once kept creating incoming.jsonl in
+        # whatever directory a later test of the same worker had made current).
+        done.set()
+        release = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # lets a writer blocked in open() return
+        thread.join(timeout=10)
+        os.close(release)
+    assert not thread.is_alive()
     assert result.exit_code == 2 and "incoming.jsonl is not a regular file" in result.output
 
 
@@ -143,7 +156,8 @@ def test_check_reports_duplicate_record_ids(ws):
     ledger.append(ws.ledger, [r, record(2), r])
     result = pv("check")
     assert result.exit_code == 1
-    assert f"evidence/ledger.jsonl:3: duplicate record_id {r.record_id} (first at line 1)" in result.output
+    assert "evidence/ledger.jsonl:3: replayed record: repeats the record of line 1" in result.output
+    assert "duplicate record_id" not in result.output  # one problem per line, said once
 
 
 def test_show_filters_and_limits(ws):
@@ -334,11 +348,12 @@ def test_a_version_2_record_without_a_subject_still_reads(tmp_path):
                                 falsifier_sha256="0" * 64, device="cpu", verdict="PASS", prediction="x < 1",
                                 duration_s=0.1, time_utc="2026-11-22T03:01:02Z")
     data = json.loads(record.to_line())
-    assert data["subject"] is None and data["schema_version"] == ledger.LEDGER_SCHEMA_VERSION == 4
-    old = {k: v for k, v in data.items() if k not in ("subject", "subject_digest")}
+    assert data["subject"] is None and data["runtime"] is None and data["schema_version"] == ledger.LEDGER_SCHEMA_VERSION == 6
+    old = {k: v for k, v in data.items() if k not in ("subject", "subject_digest", "runtime", "runtime_version")}
     old["schema_version"] = 2
     path = tmp_path / "l.jsonl"
-    path.write_text(json.dumps(old) + "\n" + json.dumps({**data, "subject": "path:/c", "subject_digest": "ab"}) + "\n")
+    path.write_text(json.dumps(old) + "\n" + json.dumps({**data, "subject": "path:/c", "subject_digest": "ab",
+                                                           "record_id": "1" * 32}) + "\n")
     contents = ledger.read(path)
     assert not contents.problems and [r.subject for r in contents.records] == [None, "path:/c"]
 
@@ -363,3 +378,50 @@ def test_a_line_json_cannot_read_is_reported_without_an_empty_location(tmp_path)
     path.write_text('{"margin": 1' + "0" * 5000 + "}\n")  # over Python's 4,300-digit limit
     (problem,) = ledger.read(path).problems
     assert problem.message.startswith("malformed record: Exceeds the limit")
+
+
+def test_a_record_is_one_line_of_json_with_sorted_keys():
+    line = record(0).to_line()
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    keys = list(json.loads(line))
+    assert keys == sorted(keys)  # the same record is the same bytes, whichever pv wrote it
+
+
+def test_a_wide_record_and_brackets_in_text_are_not_garbage(tmp_path):
+    """The nesting scanner counts depth, not brackets: a record with many shallow lists, and
+    text full of brackets and escaped quotes, reads back whole."""
+    path = tmp_path / "l.jsonl"
+    wide = record(1, observations={f"o{i}": [[i], {"k": [i]}] for i in range(20)},
+                  message='[[[[{{{{ "\\" ' * 10)
+    ledger.append(path, [wide])
+    assert ledger.MAX_DEPTH < wide.to_line().count(b"[") + wide.to_line().count(b"{")
+    contents = ledger.read(path)
+    assert not contents.problems and contents.records == [wide]
+
+
+def test_whatever_pv_writes_reads_back_however_deep_the_observation(tmp_path):
+    """A check may return nested observations; the record keeps what is deeper than a record
+    may nest as text, so the reader never drops it as garbage."""
+    deep: object = 1.5
+    for _ in range(40):
+        deep = [deep]
+    path = tmp_path / "l.jsonl"
+    written = record(1, observations={"deep": deep, "x": 0.5}, judged_params={"p": deep})
+    ledger.append(path, [written])
+    contents = ledger.read(path)
+    assert not contents.problems and len(contents.records) == 1
+    assert contents.records[0].observations["x"] == 0.5
+    assert isinstance(contents.records[0].observations["deep"], list)
+    assert "[[1.5]]" in json.dumps(contents.records[0].observations["deep"])
+
+
+def test_a_line_nested_past_the_limit_is_garbage(tmp_path):
+    path = tmp_path / "l.jsonl"
+    path.write_text('{"a": ' + "[" * (ledger.MAX_DEPTH + 1) + "]" * (ledger.MAX_DEPTH + 1) + "}\n")
+    assert [p.message.split(" (")[0] for p in ledger.read(path).problems] == ["garbage line"]
+
+
+@pytest.mark.parametrize("raw, depth", [(b'[[],[]]', 2), (b'{"a":[1],"b":[[1]]}', 3), (b'{"s":"[[[["}', 1),
+                                        (b'{"s":"\\"[["}', 1), (b'[' * 3 + b']' * 3 + b'[' * 2 + b']' * 2, 3)])
+def test_the_nesting_scanner_measures_the_deepest_point_after_siblings_close(raw, depth):
+    assert ledger._depth(raw) == depth

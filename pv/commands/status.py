@@ -42,6 +42,7 @@ from pv.lifecycle import (
 from pv.loader import LoadedContract, load_contract
 from pv.markdown import fmt_value, md_code, md_text
 from pv.markdown import table as _table
+from pv.releasegate import ship_blockers
 from pv.schema import DEVICES, STATUS_RANK, LifecycleStatus
 
 STATUS_ORDER = [
@@ -104,7 +105,8 @@ def load_all(ws: Workspace) -> tuple[list[LoadedContract], list[tuple[str, str]]
     loaded, failures = [], []
     for path in ws.contract_files():
         lc, problems = load_contract(path, ws.rel(path))
-        if lc is None or lc.contract is None:
+        problems = [p for p in problems if p.severity.value == "error"]  # e.g. a duplicate key: not judged
+        if lc is None or lc.contract is None or problems:
             first = problems[0].format().splitlines()[0] if problems else "cannot be loaded"
             failures.append((ws.rel(path), first))
         else:
@@ -114,11 +116,11 @@ def load_all(ws: Workspace) -> tuple[list[LoadedContract], list[tuple[str, str]]
 
 def gather(ws: Workspace) -> tuple[Report, list[LoadedContract]]:
     loaded, failures = load_all(ws)
-    from pv.codebind import TreeDigests
+    from pv.identity import EvidenceCheck  # the tree's code, and whether what ran is the contract's
 
     contents = ledger_mod.read(ws.ledger)
     report = build_report(loaded, failures, contents.records, ws.rel(ws.ledger), contents.problems,
-                          contents.lines, TreeDigests(ws.root), ws.subject_param)
+                          contents.lines, EvidenceCheck(ws, loaded), ws.subject_param)
     return report, loaded
 
 
@@ -460,8 +462,8 @@ def _warn(report: Report) -> None:
               help="Set the declared status of the named contracts (default: all) from the evidence.")
 @click.option("--allow-demote", is_flag=True, help="With --promote: allow lowering a declared status.")
 @click.option("--require-fresh", is_flag=True,
-              help="Release gate: exit 1 if a ship-blocking falsifier's deciding evidence is stale on a "
-                   "required device; write nothing.")
+              help="Release gate: exit 1 unless every ship-blocking falsifier is DISCHARGED on fresh "
+                   "evidence (FALSIFIED, ERROR, STALE, PENDING, SKIP block); write nothing.")
 @click.option("--html", "html_dir", type=click.Path(), default=None, metavar="DIR",
               help="Write the dashboard as static HTML into DIR (margin history, drift flags); nothing else.")
 @click.option("--to", "target", type=click.Choice(COMPUTABLE),
@@ -559,17 +561,15 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
 
 
 def _require_fresh(report: Report, ids: set[str] | None) -> None:
-    """Exit 1 when a ship-blocking falsifier's deciding evidence is stale on a required device."""
-    stale = [(f, d) for e, f, d in stale_rows(report)
-             if f.falsifier.ship_blocking and (not ids or e.status.id in ids)]
-    if not stale:
-        click.echo("fresh: no ship-blocking falsifier's deciding evidence is stale")
+    """Exit 1 unless every ship-blocking falsifier is DISCHARGED on fresh evidence (pv.releasegate)."""
+    blocked = ship_blockers(e.status for e in report.entries if not ids or e.status.id in ids)
+    if not blocked:
+        click.echo("fresh: every ship-blocking falsifier is DISCHARGED on fresh evidence")
         return
-    click.echo(f"{len(stale)} ship-blocking falsifier x device row(s) decided by stale evidence:", err=True)
-    for f, d in stale:
-        click.echo(f"  {f.id} on {d.label}: {d.stale_reason()}", err=True)
-    devices = sorted({d.device for _, d in stale})
-    click.echo("re-run them: " + "; ".join(f"pv run --stale --device {dev}" for dev in devices), err=True)
+    click.echo(f"{len(blocked)} ship-blocking falsifier x device row(s) are not a fresh PASS:", err=True)
+    for line in blocked:
+        click.echo(f"  {line}", err=True)
+    click.echo("fix what FAILs or ERRORs; re-run the rest: pv run --stale (STALE), pv run ID (PENDING)", err=True)
     sys.exit(1)
 
 
