@@ -4,6 +4,8 @@ pytest plugin or ledger."""
 
 from __future__ import annotations
 
+import inspect
+
 from pathlib import Path
 
 from pv import expr, tolerance as tolerances
@@ -39,6 +41,14 @@ def observe(contract_id: str, falsifier_id: str, device: str = "cpu", **override
     assert f is not None and f.check, f"{falsifier_id} is not bound"
     check = load_check(f.check)
     kwargs = {**f.params, **overrides, "device": device}
+    if f.runtimes and "runtime" not in kwargs:
+        # a pack check drives the runtime through its adapter: the falsifier's first runtime
+        # (the project's own, pvlab), as its generated test's first cell does
+        from pv import runtimes
+
+        kwargs["runtime"] = runtimes.adapter(f.runtimes[0])
+    if f.subjects and "subject" in inspect.signature(check).parameters and "subject" not in kwargs:
+        kwargs["subject"] = kwargs.pop("checkpoint", f.subjects[0])
     if tolerances.wants_tolerance(check):
         kwargs["tolerance"] = tolerances.merged(f.tolerance)
     observations = check(**kwargs)
