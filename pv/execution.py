@@ -63,20 +63,37 @@ class Bound:
     problems: list[str]
 
 
-_coverage_cache: dict[tuple[str, ...], object] = {}
+class _Collector:
+    """One coverage.Coverage per set of packages, kept for the session and started around each
+    check, each check under its own dynamic context. Never erased: erasing would drop the
+    tracer's per-file decisions (whether a file is measured), and re-deciding them for every
+    file of torch the next check touches cost more than a short check."""
 
-
-def _coverage(packages: tuple[str, ...]):
-    """One coverage.Coverage per set of packages, reused check after check (its setup costs
-    more than a short check)."""
-    cov = _coverage_cache.get(packages)
-    if cov is None:
+    def __init__(self, packages: tuple[str, ...]):
         import coverage
 
-        cov = coverage.Coverage(data_file=None, source_pkgs=list(packages), config_file=False, branch=False)
-        cov.config.disable_warnings = list(_QUIET)
-        _coverage_cache[packages] = cov
-    return cov
+        self.cov = coverage.Coverage(data_file=None, source_pkgs=list(packages), config_file=False, branch=False)
+        self.cov.config.disable_warnings = list(_QUIET)
+        self.checks = 0
+        self.active = False
+
+    def next_context(self) -> str:
+        self.checks += 1
+        return f"pv-check-{self.checks}"
+
+
+_collectors: dict[tuple[str, ...], _Collector] = {}
+
+
+def _collector(packages: tuple[str, ...]) -> _Collector:
+    """The session's collector for `packages`; a fresh one for a check run inside another
+    check (its own collector is busy)."""
+    collector = _collectors.get(packages)
+    if collector is None:
+        collector = _collectors[packages] = _Collector(packages)
+    if collector.active:
+        return _Collector(packages)
+    return collector
 
 
 @contextlib.contextmanager
@@ -89,34 +106,41 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
         yield run
         return
     try:
-        cov = _coverage(packages)
+        collector = _collector(packages)
     except Exception as exc:  # noqa: BLE001 - no collector: the record says so, the check still runs
         run.problem = f"executed code could not be collected ({type(exc).__name__}: {exc}); install coverage>=7.10"
         yield run
         return
+    cov = collector.cov
     children = tempfile.mkdtemp(prefix="pv-exec-")
     child_config = copy.copy(cov.config)
     child_config.data_file = os.path.join(children, "child")
     child_config.parallel = True
     previous = os.environ.get(_ENV)
     started = False
+    context = collector.next_context()
     try:
-        cov.erase()
+        collector.active = True
         os.environ[_ENV] = child_config.serialize()
         cov.start()
         started = True
+        cov.switch_context(context)
         yield run
     finally:
         try:
             if started:
                 cov.stop()
                 data = cov.get_data()
+                data.set_query_context(context)
                 for name in data.measured_files():
-                    run.lines.setdefault(name, set()).update(data.lines(name) or ())
+                    lines = data.lines(name)
+                    if lines:
+                        run.lines.setdefault(name, set()).update(lines)
             _read_children(children, run)
         except Exception as exc:  # noqa: BLE001 - never lose the verdict over its binding
             run.problem = f"executed code could not be collected ({type(exc).__name__}: {exc})"
         finally:
+            collector.active = False
             if previous is None:
                 os.environ.pop(_ENV, None)
             else:
@@ -167,7 +191,10 @@ def module_for_file(path: str, packages: tuple[str, ...], files: Mapping[str, st
 
 def _loaded_files(packages: tuple[str, ...], modules: Mapping[str, object]) -> dict[str, str]:
     files = {}
+    tops = {p.split(".")[0] for p in packages}
     for name, module in list(modules.items()):
+        if name.partition(".")[0] not in tops:  # most of sys.modules (torch's): not ours
+            continue
         path = getattr(module, "__file__", None)
         if path and codebind.in_packages(name, packages):
             files[os.path.realpath(path)] = name
@@ -184,37 +211,30 @@ def _units(path: str) -> ModuleUnits | None:
 
 def _static_imports(name: str, path: str) -> set[str]:
     """The modules a module's import statements name (with `from pkg import sub`'s submodule)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError:
+    units = _units(path)
+    if units is None:
         return set()
-    return set(_imports_in(name, Path(path).name.startswith("__init__."), data))
+    return set(_imports_in(name, Path(path).name.startswith("__init__."), units.imports))
 
 
 @functools.lru_cache(maxsize=2048)
-def _imports_in(name: str, is_package: bool, data: bytes) -> frozenset[str]:
-    import ast
-
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return frozenset()
+def _imports_in(name: str, is_package: bool, statements: tuple[tuple[int, str, tuple[str, ...]], ...]) -> frozenset[str]:
     package = name if is_package else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".") if package else []
-                if node.level - 1 > len(parts):
-                    continue
-                parts = parts[: len(parts) - (node.level - 1)]
-                base = ".".join(parts + ([node.module] if node.module else []))
-            if base:
-                found.add(base)
-                found.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+    for level, module, names in statements:
+        if level < 0:  # import a.b
+            found.update(names)
+            continue
+        base = module
+        if level:
+            parts = package.split(".") if package else []
+            if level - 1 > len(parts):
+                continue
+            parts = parts[: len(parts) - (level - 1)]
+            base = ".".join(parts + ([module] if module else []))
+        if base:
+            found.add(base)
+            found.update(f"{base}.{alias}" for alias in names if alias != "*")
     return frozenset(found)
 
 
