@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from pv import codebind, importbind
+from pv import childtrace, codebind, importbind
 from pv.codeunits import MODULE_UNIT, ModuleUnits, raw_units, units_of_source
 
 # Warnings coverage would print for packages a check never imports: not ours to show.
@@ -83,6 +83,13 @@ class _Collector:
 
 
 _collectors: dict[tuple[str, ...], _Collector] = {}
+_untraced_imports: tuple[str, ...] = ()
+
+
+def set_untraced_imports(modules: Iterable[str]) -> None:
+    """What a child process imports untraced before its first bound module (pv.childtrace)."""
+    global _untraced_imports
+    _untraced_imports = tuple(modules)
 
 
 def _collector(packages: tuple[str, ...]) -> _Collector:
@@ -116,6 +123,12 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
     child_config = copy.copy(cov.config)
     child_config.data_file = os.path.join(children, "child")
     child_config.parallel = True
+    # the bound packages' directories too: a child's `__main__` run from a file of one (a
+    # script) is matched by its path, not by a module name
+    child_config.source = _package_dirs(packages)
+    child_config.plugins = [childtrace.PLUGIN]
+    child_config.plugin_options = {childtrace.PLUGIN: {"packages": list(packages),
+                                                       "untraced_imports": list(_untraced_imports)}}
     previous = os.environ.get(_ENV)
     started = False
     context = collector.next_context()
@@ -148,6 +161,14 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
             shutil.rmtree(children, ignore_errors=True)
 
 
+def _package_dirs(packages: tuple[str, ...]) -> list[str]:
+    dirs = []
+    for name in packages:
+        for entry in getattr(sys.modules.get(name), "__path__", None) or ():
+            dirs.append(os.path.realpath(entry))
+    return list(dict.fromkeys(dirs))
+
+
 def _read_children(directory: str, run: Run) -> None:
     from coverage import CoverageData
 
@@ -156,6 +177,9 @@ def _read_children(directory: str, run: Run) -> None:
         data.read()
         for name in data.measured_files():
             run.lines.setdefault(name, set()).update(data.lines(name) or ())
+    problems = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(Path(directory).glob(childtrace.PROBLEM_PREFIX + "*"))]
+    if problems:
+        run.problem = "; ".join(problems)
 
 
 def save_before_hard_exit() -> None:
