@@ -16,12 +16,15 @@ a record with a problem is never fresh.
 Why coverage.py: on Python 3.11 (no sys.monitoring) its C tracer decides once per code file
 whether to trace it, so the code of torch and the standard library runs untraced, and only
 the lines of the bound packages are recorded. A `sys.setprofile`/`sys.settrace` collector in
-Python pays a Python call for every function call anywhere, torch's included
-(bench/bench_binding.py measures both). Coverage also starts itself in child processes: the
-`.pth` file it installs starts measurement in any Python started while
-COVERAGE_PROCESS_CONFIG is set, which this module sets for the duration of the check (torchrun
-ranks, `python -m ...` subprocesses); each child writes its lines to this check's private
-directory when it exits. A child that leaves with `os._exit` calls `save_before_hard_exit()` first.
+Python pays a Python call for every function call anywhere, torch's included. One collector
+serves the whole session: started and stopped around each check, each check under its own
+dynamic context, never erased (bench/bench_binding.py measures what recording costs).
+Coverage also starts itself in child processes: the `.pth` file it installs starts
+measurement in any Python started while COVERAGE_PROCESS_CONFIG is set, which this module sets
+for the duration of the check (torchrun ranks, `python -m ...` subprocesses), with
+pv.childtrace as a plugin (measure from the child's first bound import); each child writes its
+lines to this check's private directory when it exits. A child that leaves with `os._exit`
+calls `save_before_hard_exit()` first.
 
 If coverage.py cannot be imported or fails, the record says so in `problems` (never fresh).
 """

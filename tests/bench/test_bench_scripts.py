@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +41,15 @@ def test_profile_step_refuses_without_a_gpu():
     assert result.returncode == 2
     assert "needs a CUDA device" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_bench_binding_prints_both_ratios_of_one_run(tmp_path):
+    out = tmp_path / "binding.json"
+    result = run("bench_binding.py", "--repeat", "1", "--tests", "generated_tests/test_softmax_kernel.py",
+                 "-k", "softmax_001", "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "overhead of recording the executed code, cpu time:" in result.stdout
+    assert "overhead of recording the executed code, wall time:" in result.stdout
+    figures = json.loads(out.read_text())
+    assert figures["pytest"].startswith("1 passed")  # the same one test ran in both configurations
+    assert all(t > 0 for mode in ("off", "on") for kind in ("cpu", "wall") for t in figures["runs"][mode][kind])
