@@ -8,7 +8,8 @@ Prints the best and median wall time (and the best CPU time, user + sys) of `pv 
      contracts/, a small falsifiers package with the bound checks and a mutants module);
      each contract has 3 falsifiers bound to checks, 2 obligations, 2 equations, and its own
      numbers in every expression (so no cache can share work between contracts).
-Targets (issue 2): under 0.5 s for the repository, under 2 s for 1,000 contracts.
+Targets (issue 29): under 0.3 s for the repository, under 1 s for 1,000 contracts, both exit 0
+(the generated set is clean: any finding in it is a bug of pv or of this generator).
 Also reports the in-process time of pv.validation.validate() for the generated set, which
 excludes interpreter start-up and imports.
 """
@@ -42,10 +43,10 @@ metadata:
     - {{version: 1.2.0, date: 2026-11-22, change: "Generated."}}
 equations:
   loss_bound:
-    formula: "val_loss < 0.{n} * ln(vocab_size)"
+    formula: "val_loss < 0.{m} * ln(vocab_size)"
     domain: "trained checkpoint, held-out batch"
   parity:
-    formula: "abs(cpu_loss - cuda_loss) <= {n}e-6 * max(1, abs(cpu_loss))"
+    formula: "abs(cpu_loss - cuda_loss) <= {m}e-6 * max(1, abs(cpu_loss))"
 proof_obligations:
   - id: GEN{n}-BND-001
     type: bound
@@ -58,7 +59,7 @@ proof_obligations:
 falsification_tests:
   - id: FALSIFY-GEN{n}-LOSS-001
     rule: Eval loss of a trained checkpoint is well below uniform
-    prediction: "val_loss < 0.{n}7 * ln(vocab_size)"
+    prediction: "val_loss < 0.{m}7 * ln(vocab_size)"
     check: falsifiers.loss:eval_loss
     params: {{checkpoint: tiny-trained, batches: 4, path: fast}}
     devices: [cpu, cuda]
@@ -67,7 +68,7 @@ falsification_tests:
     mutants: [cuda_drops_qkv_bias]
   - id: FALSIFY-GEN{n}-LOSS-002
     rule: Eval and train loss agree at the same model state
-    prediction: "abs(val_loss - train_loss) < 0.{n} and val_loss > 0.01"
+    prediction: "abs(val_loss - train_loss) < 0.{m} and val_loss > 0.01"
     check: falsifiers.loss:eval_train_gap
     params: {{checkpoint: tiny-trained}}
     devices: [cpu]
@@ -75,7 +76,7 @@ falsification_tests:
     mutants: [eval_targets_equal_inputs]
   - id: FALSIFY-GEN{n}-PARITY-001
     rule: The fast path matches the reference path
-    prediction: "max_abs_diff <= {n}e-5 and argmax_agree"
+    prediction: "max_abs_diff <= {m}e-5 and argmax_agree"
     check: falsifiers.parity:forward_parity
     params: {{checkpoint: tiny-trained, seq_len: 32}}
     devices: [cuda]
@@ -118,7 +119,8 @@ def make_workspace(root: Path, count: int) -> Path:
     for n in range(count):
         cid = f"gen-contract-{n:04d}"
         dep = f"gen-contract-{n - 1:04d}" if n else ""
-        text = CONTRACT.format(cid=cid, n=n, dep=dep, schema=os.path.relpath(schema, contracts))
+        # m = n + 1: the bounds are 0.1, 0.2, ... never `< 0.0`, which cannot hold (PV405)
+        text = CONTRACT.format(cid=cid, n=n, m=n + 1, dep=dep, schema=os.path.relpath(schema, contracts))
         (contracts / f"{cid}-v1.yaml").write_text(text)
     return root
 
@@ -149,12 +151,12 @@ def main() -> int:
     repo_files = len(list((REPO / "contracts").glob("*.yaml")))
     best, median, cpu, rc = wall(PV, REPO, args.runs)
     print(f"repo contracts ({repo_files} files): wall best {best:.3f} s, median {median:.3f} s; "
-          f"cpu {cpu:.3f} s; exit {rc}  [target < 0.5 s]")
+          f"cpu {cpu:.3f} s; exit {rc}  [target < 0.3 s, exit 0]")
     with tempfile.TemporaryDirectory() as tmp:
         root = make_workspace(Path(tmp), args.count)
         best, median, cpu, rc = wall(PV, root, args.runs)
         print(f"{args.count} generated contracts: wall best {best:.3f} s, median {median:.3f} s; "
-              f"cpu {cpu:.3f} s; exit {rc}  [target < 2 s]")
+              f"cpu {cpu:.3f} s; exit {rc}  [target < 1 s, exit 0]")
         cwd = os.getcwd()
         os.chdir(root)
         try:

@@ -1,29 +1,35 @@
-"""The runtime against transformers, in one process, on the same batches and the same recipe.
+"""The runtime against transformers at its strongest, in one process, same batches, same recipe.
 
-    python bench/bench_vs_hf.py                                  # qwen2-0.5b shape, 8 x 1024, cuda
-    python bench/bench_vs_hf.py --compile none,layers,model      # the runtime eager and compiled two ways
-    python bench/bench_vs_hf.py --config tiny --batch 4 --seq 128 --device cpu    # a smoke run
+    python bench/bench_vs_hf.py                                       # qwen2-0.5b shape, 8 x 1024, cuda
+    python bench/bench_vs_hf.py --runtime eager,model,model+fused     # runtime configurations, one row each
+    python bench/bench_vs_hf.py --config tiny --batch 4 --seq 128 --device cpu --peers eager   # a smoke run
 
-Recipe for both sides: random weights from one seed (the runtime writes the HF directory that
-transformers opens, so both start from identical fp32 parameters), bf16 autocast over fp32
-master weights, AdamW (fused on CUDA) with decay on matrices only, clipping at global norm 1.0.
-transformers runs with SDPA attention. Both sides hand each step's loss to the host as a float
-(Trainer.train_batch / eval_batch return it; the transformers steps call .item()), so both pay
-one synchronisation per step and produce the same result. The steps and the measurement are
+Recipe for every configuration: random weights from one seed (the runtime writes the HF
+directory that transformers opens, so all start from identical fp32 parameters), bf16 autocast
+over fp32 master weights, AdamW (fused on CUDA) with decay on matrices only, clipping at global
+norm 1.0, SDPA attention; each step's loss handed to the host as a float (one synchronisation per
+step on every side). transformers runs as --peers says: eager, + torch.compile (the one-line
+`torch.compile(model)`), + Liger kernels (where liger_kernel imports and the device is CUDA; its
+row says why when it cannot run). The runtime runs each --runtime configuration
+(pvlab.falsifiers.speed_vs_transformers.RuntimeVariant: a compile scope, then +fused,
++mode=<torch.compile mode>, +attn=<SDPA backend>). A configuration that fails prints its error
+in its row; the others still run. The steps and the measurement are
 pvlab.falsifiers.speed_vs_transformers' (FALSIFY-PERF-HF-001 runs the same comparison as a
 contract). Each figure is the median of >= 5 timed windows after a warm-up
-(pvlab.falsifiers.throughput.measure); a spread over --max-spread aborts the run instead of
-printing a figure. Peak memory is torch.cuda.max_memory_allocated() for each side alone (the
-other side's model is freed first). MFU is against the GPU's dense bf16 peak, printed only for
-GPUs whose peak is known.
+(pvlab.falsifiers.throughput.measure); a spread over --max-spread fails that configuration
+instead of printing a figure. Peak memory is torch.cuda.max_memory_allocated() of each
+configuration alone (the others freed first). MFU is against the GPU's dense bf16 peak, printed
+only for GPUs whose peak is known. Ratios are against the strongest peer for each figure.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -31,29 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from pvlab import runtime  # noqa: E402
-from pvlab.falsifiers import throughput  # noqa: E402
-from pvlab.falsifiers.speed_vs_transformers import (  # noqa: E402
-    make_batches, measure_side, release, runtime_steps, transformers_steps)
-from pvlab.runtime.data import LMBatch  # noqa: E402
+from pvlab.falsifiers import speed_vs_transformers as svt  # noqa: E402
 
-
-def hf_side(directory: Path, device: torch.device, batches: list[LMBatch], args) -> dict:
-    steps = transformers_steps(directory, device, batches)
-    return measure_side(steps, device, batches[0].num_target_tokens, what="transformers", **timing(args))
-
-
-def runtime_side(directory: Path, device: torch.device, batches: list[LMBatch], args, compile_scope: str) -> dict:
-    steps = runtime_steps(directory, device, batches, compile_scope)
-    return measure_side(steps, device, batches[0].num_target_tokens, what=f"runtime (compile {compile_scope})",
-                        **timing(args))
-
-
-def timing(args) -> dict:
-    return dict(warmup=args.warmup, repeats=args.repeats, min_window_s=args.min_window_s, max_spread=args.max_spread)
-
-
-RUNTIME_LABELS = {"none": "runtime fast path", "layers": "runtime fast path + per-layer compile",
-                  "model": "runtime fast path + whole-model compile"}
+DEFAULT_RUNTIME = "eager,model,model+fused,model+fused+mode=reduce-overhead"
 
 
 def main() -> int:
@@ -66,53 +52,109 @@ def main() -> int:
     parser.add_argument("--min-window-s", type=float, default=2.0, help="each timed window lasts at least this long")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-spread", type=float, default=0.25)
-    parser.add_argument("--compile", default="none",
-                        help="comma-separated runtime variants: none (eager), layers (Trainer(compile=True)), "
-                             "model (Trainer(compile='model'): the whole decoder as one graph); one row each")
+    parser.add_argument("--peers", default=",".join(svt.PEERS), help=f"transformers configurations: {', '.join(svt.PEERS)}")
+    parser.add_argument("--runtime", default=DEFAULT_RUNTIME,
+                        help="comma-separated runtime configurations (RuntimeVariant specs), one row each")
+    parser.add_argument("--compile", default=None, help="old spelling of --runtime with scopes only (none, layers, model)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
-    scopes = [scope.strip() for scope in args.compile.split(",") if scope.strip()]
-    if not scopes or any(scope not in ("none", "layers", "model") for scope in scopes):
-        parser.error(f"--compile takes none, layers and/or model, comma-separated; got {args.compile!r}")
+    specs = [s.strip() for s in (args.compile or args.runtime).split(",") if s.strip()]
+    peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    try:
+        variants = [svt.RuntimeVariant.parse(spec) for spec in specs]
+    except ValueError as error:
+        parser.error(str(error))
+    if not variants or not peers or any(p not in svt.PEERS for p in peers):
+        parser.error(f"--peers takes a subset of {', '.join(svt.PEERS)} and --runtime at least one configuration")
 
     device = runtime.resolve_device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     config = runtime.preset(args.config)
-    batches = make_batches(config.vocab_size, args.batch, args.seq)
+    batches = svt.make_batches(config.vocab_size, args.batch, args.seq)
+    timing = dict(warmup=args.warmup, repeats=args.repeats, min_window_s=args.min_window_s, max_spread=args.max_spread)
+    rows: list[tuple[str, str, dict]] = []   # (kind, key, figures or {"unavailable"/"failed": why})
     with tempfile.TemporaryDirectory() as tmp:
         model = runtime.init_model(config=config, weights="random", seed=0, device="cpu")
         params = model.num_parameters()
         runtime.save_checkpoint(model, tmp)
         del model
-        hf = hf_side(Path(tmp), device, batches, args)
-        release(device)
-        runtimes = {}
-        for scope in scopes:
-            runtimes[scope] = runtime_side(Path(tmp), device, batches, args, scope)
-            release(device)
+        print(f"# {args.config} ({params:,} parameters), batch {args.batch} x {args.seq}, {name}, "
+              f"torch {torch.__version__}")
+        print("| configuration | train tok/s | MFU | peak GiB | eval tok/s | set-up + measure s |")
+        print("|---|---|---|---|---|---|", flush=True)
+        # Rows are printed, and the JSON rewritten, as each configuration finishes: a run cut
+        # short by a time limit keeps what it measured.
+        for kind, key in [("peer", p) for p in peers] + [("runtime", v.spec()) for v in variants]:
+            if kind == "peer":
+                side = timed(lambda: svt.measure_peer(Path(tmp), device, batches, key, **timing))
+            else:
+                side = timed(lambda: svt.measure_runtime(Path(tmp), device, batches, svt.RuntimeVariant.parse(key),
+                                                         **timing))
+            rows.append((kind, key, side))
+            print_row(kind, key, side, params=params, config=config, seq=args.seq, device_name=name)
+            if args.json:
+                write_json(args, rows, name, params, ratios_of(rows))
 
-    peak = throughput.dense_bf16_peak(name) if device.type == "cuda" else None
-    flops = throughput.training_flops_per_token(parameters=params, layers=config.num_hidden_layers,
-                                                hidden=config.hidden_size, seq_len=args.seq)
-    print(f"# {args.config} ({params:,} parameters), batch {args.batch} x {args.seq}, {name}, torch {torch.__version__}")
-    print("| | train tok/s | MFU | peak GiB | eval tok/s |")
-    print("|---|---|---|---|---|")
-    rows = [("transformers (SDPA)", hf)] + [(RUNTIME_LABELS[scope], rt) for scope, rt in runtimes.items()]
-    for label, side in rows:
-        mfu = f"{side['train_tok_s'] * flops / peak:.1%}" if peak else "n/a"
-        print(f"| {label} | {side['train_tok_s']:,.0f} (±{side['train_spread']:.0%}) | {mfu} | "
-              f"{side['peak_gib']:.1f} | {side['eval_tok_s']:,.0f} (±{side['eval_spread']:.0%}) |")
-    ratios = {}
-    for scope, rt in runtimes.items():
-        ratios[scope] = {"train": rt["train_tok_s"] / hf["train_tok_s"], "eval": rt["eval_tok_s"] / hf["eval_tok_s"],
-                         "memory": rt["peak_gib"] / hf["peak_gib"] if device.type == "cuda" else float("nan")}
-        print(f"{RUNTIME_LABELS[scope]} / transformers: train {ratios[scope]['train']:.2f}x, "
-              f"eval {ratios[scope]['eval']:.2f}x, peak memory {ratios[scope]['memory']:.2f}x")
+    ratios = ratios_of(rows)
+    measured_peers = {key: side for kind, key, side in rows if kind == "peer" and "train_tok_s" in side}
+    if measured_peers:
+        best = svt.strongest(measured_peers)
+        print(f"\nstrongest transformers configuration: train {svt.PEER_LABELS[best['train']]}, "
+              f"eval {svt.PEER_LABELS[best['eval']]}, memory {svt.PEER_LABELS[best['memory']]}")
+        for key, ratio in ratios.items():
+            print(f"{svt.RuntimeVariant.parse(key).label()} / strongest transformers: train {ratio['train']:.2f}x, "
+                  f"eval {ratio['eval']:.2f}x, peak memory {ratio['memory']:.2f}x")
+    else:
+        print("\nno transformers configuration could be measured: no ratios")
     if args.json:
-        args.json.write_text(json.dumps({"config": args.config, "device": name, "params": params,
-                                         "batch": args.batch, "seq": args.seq, "transformers": hf,
-                                         "runtime": runtimes, "ratios": ratios, "dense_bf16_peak": peak}, indent=1))
-    return 0
+        write_json(args, rows, name, params, ratios)
+    return 0 if ratios else 1
+
+
+def print_row(kind: str, key: str, side: dict, *, params: int, config, seq: int, device_name: str) -> None:
+    label = svt.PEER_LABELS[key] if kind == "peer" else svt.RuntimeVariant.parse(key).label()
+    why = side.get("unavailable") or side.get("failed")
+    if why:
+        state = "not available" if "unavailable" in side else "FAILED"
+        print(f"| {label} | {state}: {why} | | | | {side['seconds']:.0f} |", flush=True)
+        return
+    side["mfu"] = svt.mfu(side["train_tok_s"], parameters=params, config=config, seq=seq, device_name=device_name)
+    mfu = "n/a" if math.isnan(side["mfu"]) else f"{side['mfu']:.1%}"
+    print(f"| {label} | {side['train_tok_s']:,.0f} (±{side['train_spread']:.0%}) | {mfu} | {side['peak_gib']:.1f} | "
+          f"{side['eval_tok_s']:,.0f} (±{side['eval_spread']:.0%}) | {side['seconds']:.0f} |", flush=True)
+
+
+def ratios_of(rows: list) -> dict:
+    """Each measured runtime configuration over the strongest peer, per figure."""
+    peers = {key: side for kind, key, side in rows if kind == "peer" and "train_tok_s" in side}
+    if not peers:
+        return {}
+    best = svt.strongest(peers)
+    return {key: {"train": side["train_tok_s"] / peers[best["train"]]["train_tok_s"],
+                  "eval": side["eval_tok_s"] / peers[best["eval"]]["eval_tok_s"],
+                  "memory": side["peak_gib"] / peers[best["memory"]]["peak_gib"]}
+            for kind, key, side in rows if kind == "runtime" and "train_tok_s" in side}
+
+
+def write_json(args, rows: list, device_name: str, params: int, ratios: dict) -> None:
+    peers = {k: s for kind, k, s in rows if kind == "peer" and "train_tok_s" in s}
+    args.json.write_text(json.dumps({
+        "config": args.config, "device": device_name, "torch": torch.__version__, "params": params,
+        "batch": args.batch, "seq": args.seq, "peers": {k: s for kind, k, s in rows if kind == "peer"},
+        "runtime": {k: s for kind, k, s in rows if kind == "runtime"},
+        "strongest": svt.strongest(peers) if peers else None, "ratios": ratios,
+        "dense_bf16_peak": svt.throughput.dense_bf16_peak(device_name)}, indent=1, default=str))
+
+
+def timed(measure) -> dict:
+    """A configuration's figures (and the seconds it took, compilation included), or why it failed."""
+    started = time.perf_counter()
+    try:
+        side = measure()
+    except Exception as error:  # noqa: BLE001 - one configuration failing must not hide the others
+        side = {"failed": f"{type(error).__name__}: {str(error)[:300]}"}
+    side["seconds"] = time.perf_counter() - started
+    return side
 
 
 if __name__ == "__main__":

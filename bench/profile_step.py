@@ -3,6 +3,8 @@
     python bench/profile_step.py                               # runtime fast path, whole-model compile, train
     python bench/profile_step.py --side transformers           # the same step in transformers
     python bench/profile_step.py --mode eval --compile none    # the eager fast path's eval step
+    python bench/profile_step.py --runtime model+fused          # a runtime configuration (bench_vs_hf.py --runtime)
+    python bench/profile_step.py --side transformers --peer compile   # transformers + torch.compile
 
 The batches, weights and recipe are bench/bench_vs_hf.py's (pvlab.falsifiers.speed_vs_transformers) (same seed, same HF directory). After
 `--warmup` steps, `--steps` steps run under torch.profiler (CUDA activity only) and every kernel's
@@ -26,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from pvlab import runtime  # noqa: E402
-from pvlab.falsifiers.speed_vs_transformers import make_batches, runtime_steps, transformers_steps  # noqa: E402
+from pvlab.falsifiers.speed_vs_transformers import (  # noqa: E402
+    PEER_LABELS, PEERS, RuntimeVariant, make_batches, runtime_steps, transformers_steps)
 
 # First match wins: kernel names are lower-cased before matching.
 CATEGORIES = [
@@ -74,6 +77,9 @@ def main() -> int:
     parser.add_argument("--side", choices=("runtime", "transformers"), default="runtime")
     parser.add_argument("--compile", choices=("none", "layers", "model"), default="model",
                         help="the runtime's compile scope (bench_vs_hf.py --compile)")
+    parser.add_argument("--runtime", default=None,
+                        help="a runtime configuration (RuntimeVariant spec, e.g. model+fused); wins over --compile")
+    parser.add_argument("--peer", choices=PEERS, default="eager", help="the transformers configuration (--side transformers)")
     parser.add_argument("--mode", default="train", help="train, eval, or both (train,eval): one profile each")
     parser.add_argument("--config", default="qwen2-0.5b", choices=sorted(runtime.PRESETS))
     parser.add_argument("--batch", type=int, default=8)
@@ -86,6 +92,10 @@ def main() -> int:
     modes = [mode.strip() for mode in args.mode.split(",") if mode.strip()]
     if not modes or any(mode not in ("train", "eval") for mode in modes):
         parser.error(f"--mode takes train and/or eval, comma-separated; got {args.mode!r}")
+    try:
+        variant = RuntimeVariant.parse(args.runtime or args.compile)
+    except ValueError as error:
+        parser.error(str(error))
     if not torch.cuda.is_available():
         parser.error("profiling kernels needs a CUDA device")
 
@@ -97,11 +107,11 @@ def main() -> int:
         runtime.save_checkpoint(model, tmp)
         del model
         if args.side == "runtime":
-            train_step, eval_step, owner = runtime_steps(Path(tmp), device, batches, args.compile)
-            label = f"runtime fast path, compile {args.compile}"
+            train_step, eval_step, owner = runtime_steps(Path(tmp), device, batches, variant)
+            label = variant.label()
         else:
-            train_step, eval_step, owner = transformers_steps(Path(tmp), device, batches)
-            label = "transformers (SDPA)"
+            train_step, eval_step, owner = transformers_steps(Path(tmp), device, batches, args.peer)
+            label = PEER_LABELS[args.peer]
     for mode in modes:
         step = train_step if mode == "train" else eval_step
         torch.cuda.reset_peak_memory_stats()

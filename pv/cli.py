@@ -20,6 +20,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "status": ("pv.commands.status", "command", "Compute lifecycle status from evidence; write the dashboard."),
     "measure": ("pv.commands.measure", "command", "Sweep a falsifier's check over seeds: worst case, spread, a suggested bound."),
     "strength": ("pv.commands.strength", "command", "Run falsifiers against planted bugs (mutants); kill matrix."),
+    "mutate": ("pv.commands.mutate", "command", "Mutate the code falsifiers bind (automatic mutants); mutation score."),
     "bisect": ("pv.commands.bisect", "command", "Localise a divergence between two backends, op by op."),
     "ledger": ("pv.commands.ledger", "command", "Inspect, check and merge evidence ledgers."),
     "schema": ("pv.commands.schema", "command", "Print the contract JSON Schema or write it into the project (editors)."),

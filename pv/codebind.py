@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 DIGEST_CHARS = 24  # 96 bits of sha256: a second preimage is out of reach
+# Names the digest computation for pv.cache: change it whenever _strip_docstrings/_canonical change.
+DIGEST_ALGORITHM = "ast-canonical-1"
 BEFORE_BINDING = "recorded before code binding"
 
 
@@ -109,6 +111,25 @@ def module_file(name: str, roots: Iterable[Path]) -> Path | None:
     for root in roots:
         base = Path(root).joinpath(*parts)
         for candidate in (base / "__init__.py", base.with_suffix(".py")):  # the path finder's order
+            if candidate.is_file():
+                return candidate
+    return _installed_file(parts)
+
+
+def _installed_file(parts: list[str]) -> Path | None:
+    """A module of a package that no search root holds as a folder: an editable install
+    (`pip install -e`) is found by its import hook, not on sys.path. Asking for the top-level
+    package's spec runs that hook without importing the package."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        base = Path(location).joinpath(*parts[1:])
+        for candidate in ((base / "__init__.py", base.with_suffix(".py")) if parts[1:] else (base / "__init__.py",)):
             if candidate.is_file():
                 return candidate
     return None
@@ -203,18 +224,47 @@ def bind(start: Iterable[str], packages: Iterable[str], roots: list[Path],
 
 
 class TreeDigests:
-    """The working tree's digests, computed on demand and cached (one `pv status` run)."""
+    """The working tree's digests, computed on demand and cached (one `pv status` run).
 
-    def __init__(self, workspace_root: Path):
+    With `persist=True` a digest is also kept in pv.cache under the sha256 of the module's
+    bytes, so the next run reads a file and hashes it instead of parsing and walking its tree
+    (the bulk of `pv validate`'s time on a repository of bound evidence); `save()` writes it."""
+
+    def __init__(self, workspace_root: Path, persist: bool = False):
         self.roots = search_roots(workspace_root)
         self._cache: dict[str, str | None] = {}
         self._units: object = None
+        self._store = None
+        if persist:
+            from pv.cache import Cache
+
+            self._store = Cache(workspace_root, "code-digests", DIGEST_ALGORITHM)
+
+    def _digest_path(self, path: Path) -> str | None:
+        data = _read(path)
+        if data is None:
+            return None
+        if self._store is None:
+            return _digest_cached(data)
+        from pv.cache import key_of
+
+        key = key_of(data)
+        found = self._store.get(key)
+        if isinstance(found, str):
+            return found
+        digest = _digest_cached(data)
+        self._store.put(key, digest)
+        return digest
 
     def digest(self, module: str) -> str | None:
         if module not in self._cache:
             path = module_file(module, self.roots)
-            self._cache[module] = None if path is None else digest_file(path)
+            self._cache[module] = None if path is None else self._digest_path(path)
         return self._cache[module]
+
+    def save(self) -> None:
+        if self._store is not None:
+            self._store.save()
 
     def record_changes(self, record: object) -> tuple[str, ...]:
         """Why a record's code is not the tree's. A record that carries the units it executed

@@ -33,7 +33,7 @@ SHA_PREFIX = "# contract-sha256: "
 TEMPLATE = "test_module.py.j2"
 # Names the generated module binds; a check function with one of these names is aliased.
 # "device", "subject": the test's parameters; the others: what the module imports and declares
-RESERVED = {"falsify", "unbound", "falsifier_marks", "PV_FALSIFIER", "device", "subject"}
+RESERVED = {"falsify", "unbound", "falsifier_marks", "PV_FALSIFIER", "device", "subject", "runtime"}
 WIDTH = 96
 LONG_LINE = 10_000  # params and tolerance literals stay on one line however long
 
@@ -157,12 +157,13 @@ def function_name(falsifier_id: str) -> str:
     return str(identifier(f"test_{falsifier_id}"))
 
 
-def test_name(falsifier_id: str, device: str, subject: str | None = None) -> str:
-    """The pytest name of one falsifier x device (x subject) test (what a node id ends with):
-    device and subject are the function's parameters, so pytest names it
-    `test_<falsifier>[<device>]`, or `test_<falsifier>[<device>-<subject>]` for a falsifier
-    with `subjects:`."""
-    return f"{function_name(falsifier_id)}[{device}{'' if subject is None else '-' + subject}]"
+def test_name(falsifier_id: str, device: str, subject: str | None = None, runtime: str | None = None) -> str:
+    """The pytest name of one falsifier x device (x subject) (x runtime) test (what a node id
+    ends with): device, subject and runtime are the function's parameters, so pytest names it
+    `test_<falsifier>[<device>]`, `test_<falsifier>[<device>-<subject>]` for a falsifier with
+    `subjects:`, and `...-<runtime>]` last for one with `runtimes:`."""
+    parts = [device, *(p for p in (subject, runtime) if p is not None)]
+    return f"{function_name(falsifier_id)}[{'-'.join(parts)}]"
 
 
 def module_name(contract_id: str) -> str:
@@ -243,6 +244,10 @@ def render(loaded: LoadedContract, workspace: Workspace) -> str:
             "subject_sha256": None if f.subjects is None else literal(
                 {s: f.definition_sha256(s, workspace.subject_param) for s in f.subjects}, width=LONG_LINE),
             "subject_param": literal(workspace.subject_param),
+            # a falsifier with `runtimes:` is also parametrized by runtime (pv.harness passes the adapter)
+            "runtimes_kw": Code("" if f.runtimes is None else f", runtimes={literal(list(f.runtimes))}"),
+            "runtime_param": Code("" if f.runtimes is None else ", runtime: str"),
+            "runtime_arg": Code("" if f.runtimes is None else ", runtime=runtime"),
         }
         if f.check:
             any_bound = True

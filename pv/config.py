@@ -39,6 +39,10 @@ class Workspace:
     # Modules a check's child process imports untraced before its first bound module
     # (pv.childtrace): heavy third-party imports such as torch.
     untraced_imports: tuple[str, ...] = ()
+    # The training runtimes falsifiers may run on: name -> "module:factory" (pv.runtimes); the
+    # first is the default runtime. And the function that hands the pack a subject by name.
+    runtimes: dict[str, str] = field(default_factory=dict)
+    subject_provider: str | None = None
 
     @property
     def bound_packages(self) -> tuple[str, ...]:
@@ -86,6 +90,10 @@ _DEFAULTS = {
     # Modules (e.g. ["torch"]) a check's child process imports, untraced, before its first
     # import of a bound package (pv.childtrace): no bound code exists yet, so none is missed.
     "untraced_imports": [],
+    # Training runtimes by name, each "module:factory" returning its adapter (pv.runtimes).
+    "runtimes": {},
+    # "module:function" that returns a subject's directory for the falsifier pack (pvpack.subjects).
+    "subject_provider": None,
 }
 _KNOWN_KEYS = set(_DEFAULTS)
 
@@ -150,6 +158,14 @@ def load_workspace(start: Path | None = None) -> Workspace:
         raise ConfigError(f"{pyproject}: [tool.pv] subject_param must be a Python parameter name other than "
                           f"device and tolerance, got {subject_param!r}")
     check_timeout_s = _timeout(pyproject, settings["check_timeout_s"])
+    from pv import runtimes as runtime_table
+
+    try:
+        runtimes = runtime_table.check_table(settings["runtimes"], f"{pyproject}: [tool.pv] runtimes")
+        provider = runtime_table.check_provider(settings["subject_provider"],
+                                                f"{pyproject}: [tool.pv] subject_provider")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     for key in ("contracts_dir", "generated_dir", "ledger", "status_file"):
         if not isinstance(settings[key], str) or not settings[key]:
             raise ConfigError(f"{pyproject}: [tool.pv] {key} must be a non-empty path string")
@@ -169,6 +185,8 @@ def load_workspace(start: Path | None = None) -> Workspace:
         subject_param=subject_param,
         check_timeout_s=check_timeout_s,
         untraced_imports=tuple(untraced_imports),
+        runtimes=runtimes,
+        subject_provider=provider,
     )
 
 

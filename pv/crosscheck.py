@@ -43,6 +43,12 @@ class Context:
 
     def __post_init__(self) -> None:
         self.index = ModuleIndex(self.workspace.root)
+        from pv.cache import Cache, installed_version, pv_source_digest
+
+        # What the file-local checks found, per file text (see _file_local); the vacuity check
+        # among them may ask z3, so its version is part of what decided them.
+        self.file_facts = Cache(self.workspace.root, "file-checks",
+                                f"{pv_source_digest()}|z3-solver={installed_version('z3-solver')}")
 
 
 def _d(loaded: LoadedContract, pos: tuple[int, int], code: str, message: str, hint: str = "",
@@ -75,12 +81,32 @@ def check_file(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     other checks of the file still report."""
     if not isinstance(loaded.data, dict):
         return []
-    out: list[Diagnostic] = []
-    for check in (file_name, obligation_references, expressions):
-        out += _guarded(check, loaded)
+    out = _file_local(loaded, ctx)
     out += _guarded(schema_comment, loaded, ctx.workspace.root)
     out += _guarded(bindings, loaded, ctx)
     out += _guarded(mutants, loaded, ctx)
+    return out
+
+
+def _file_local(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
+    """The checks that read nothing but the file (its name, its text): remembered in pv.cache
+    under the text, the path as shown and pv's own source, so an unchanged contract is not
+    parsed and analysed again (its expressions are most of a contract's checking)."""
+    from pv.cache import key_of
+
+    key = key_of(loaded.text, loaded.display_path, loaded.path.name)
+    found = ctx.file_facts.get(key)
+    if isinstance(found, list):
+        try:
+            return [Diagnostic(path=d["path"], line=d["line"], col=d["col"], code=d["code"], message=d["message"],
+                               hint=d["hint"], severity=Severity(d["severity"])) for d in found]
+        except (KeyError, TypeError, ValueError):
+            pass
+    out: list[Diagnostic] = []
+    for check in (file_name, obligation_references, expressions):
+        out += _guarded(check, loaded)
+    if not any(d.code == "PV199" for d in out):  # a bug in pv is reported every time, never remembered
+        ctx.file_facts.put(key, [d.to_json() for d in out])
     return out
 
 
@@ -264,6 +290,20 @@ def subject_placement(loaded: LoadedContract, i: int, subject_param: str) -> lis
                f"drop {subject_param!r} from params and list its value under `subjects:`")]
 
 
+def runtime_names(loaded: LoadedContract, i: int, known: dict[str, str]) -> list[Diagnostic]:
+    """PV319: a falsifier's `runtimes:` names a runtime [tool.pv] runtimes does not."""
+    f = _dict(_list(_dict(loaded.data).get(K.FALSIFIERS.key))[i])
+    out = []
+    for k, name in enumerate(_list(f.get(K.RUNTIMES.key))):
+        if isinstance(name, str) and name not in known:
+            near = _near(name, list(known))
+            out.append(_d(loaded, loaded.position(K.RUNTIMES.at(i) + (k,)), "PV319",
+                          f"runtime {name!r} is not one of [tool.pv] runtimes ({', '.join(known) or 'none'})",
+                          f"did you mean {near!r}?" if near else
+                          "name it in [tool.pv] runtimes = {NAME = \"module:factory\"} (docs/adopting.md)"))
+    return out
+
+
 def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     out = []
     status = _status(loaded)
@@ -273,6 +313,7 @@ def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
         fid = f.get(K.FALSIFIER_ID.key)
         fid = fid if isinstance(fid, str) else f"{K.FALSIFIERS}[{i}]"
         out += subject_placement(loaded, i, ctx.workspace.subject_param)
+        out += runtime_names(loaded, i, ctx.workspace.runtimes)
         check = f.get(K.CHECK.key)
         if check is None:
             where = "" if unbound_is_error else " (a warning while the contract is DRAFT)"
@@ -298,7 +339,11 @@ def bindings(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
             continue
         keys = [k for k in params if isinstance(k, str) and k not in reserved]
         if f.get(K.SUBJECTS.key) and ctx.workspace.subject_param not in keys:
-            keys.append(ctx.workspace.subject_param)  # the harness fills it with the subject
+            # the harness fills it with the subject (`subject` for a check without that parameter)
+            takes_own = signature.accepts(ctx.workspace.subject_param) or not signature.names("subject")
+            keys.append(ctx.workspace.subject_param if takes_own else "subject")
+        if f.get(K.RUNTIMES.key):
+            keys.append("runtime")  # the harness fills it with the runtime's adapter
         problems = signature.problems(keys)
         if isinstance(f.get(K.TOLERANCE.key), dict) and not signature.names("tolerance"):
             out.append(_d(loaded, loaded.position(K.TOLERANCE.at(i), key=True), "PV317",

@@ -164,6 +164,14 @@ def _reject(node: ast.AST, what: str, hint: str = "") -> ExprError:
 _ALLOWED_HINT = "allowed: numbers, names, + - * / ** %, comparisons, and/or/not, " + ", ".join(FUNCTIONS)
 
 
+def _fits_float(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
 def _check_node(node: ast.AST, names: set[str]) -> None:
     kind = type(node)
     if kind is ast.Name:
@@ -182,6 +190,8 @@ def _check_node(node: ast.AST, names: set[str]) -> None:
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
             raise _reject(node, f"the literal {node.value!r}", "only numbers are literals; use true/false for booleans")
+        if isinstance(node.value, int) and node.value.bit_length() > 1000 and not _fits_float(node.value):
+            raise _reject(node, "an integer literal past a float's range (1.8e308)", "write a float such as 1e308")
         return
     if isinstance(node, ast.BinOp):
         if type(node.op) not in _BINARY:

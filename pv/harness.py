@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import contextvars
+import copy
 import importlib
 import math
 import os
@@ -32,12 +33,17 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from pv import codebind, execution, explain, expr, mutation, provenance, tolerance as tolerances, vacuity
+from pv import codebind, execution, explain, expr, identity, mutation, provenance, tolerance as tolerances, vacuity
 from pv.outcome import Outcome
 
 
 class DeviceUnavailable(Exception):
     """Raised by a check (or the harness) when the requested device is absent: SKIP."""
+
+
+class CapabilityMissing(Exception):
+    """Raised by a check when the runtime under test lacks a capability it needs: SKIP naming
+    it (the falsifier pack's pvpack.protocol.CapabilityMissing is one), never a discharge."""
 
 
 class FalsifierError(Exception):
@@ -124,7 +130,8 @@ def falsifier_marks(*, contract: str, contract_version: str) -> Callable[..., Ca
 
     def falsifier_test(falsifier: str, *, sha256: str, prediction: str, devices: list[str],
                        subjects: list[str] | None = None,
-                       subject_sha256: Mapping[str, str] | None = None) -> Callable[[Any], Any]:
+                       subject_sha256: Mapping[str, str] | None = None,
+                       runtimes: list[str] | None = None) -> Callable[[Any], Any]:
         identity: dict[str, Any] = {"contract": contract, "contract_version": contract_version,
                                     "falsifier": falsifier, "sha256": sha256, "prediction": prediction}
         if subject_sha256 is not None:
@@ -137,6 +144,8 @@ def falsifier_marks(*, contract: str, contract_version: str) -> Callable[..., Ca
             test = pytest.mark.parametrize("device", list(devices))(test)
             if parametrize_subject is not None:
                 test = parametrize_subject(test)
+            if runtimes is not None:  # the runtime is the id's last part
+                test = pytest.mark.parametrize("runtime", list(runtimes))(test)
             return pytest.mark.pv_falsifier(**identity)(test)
 
         return mark
@@ -335,6 +344,7 @@ def falsify(
     if_fails: str = "",
     subject: str | None = None,
     subject_param: str = "subject",
+    runtime: str | None = None,
 ) -> Outcome:
     """Call `check(device=..., **params)`, judge `prediction` on what it observed. With a
     `subject`, the check also receives it as `subject_param` (the directory of a `path:`
@@ -349,8 +359,10 @@ def falsify(
     params = dict(params)
     mutant = active_mutant()
     outcome = _record(Outcome(falsifier=falsifier, device=device, prediction=prediction, verdict="ERROR",
-                              seed=seed_of(params), mutant=mutant, subject=subject))
-    label = f"{falsifier or 'falsifier'} on {device}" + (f" with subject {subject}" if subject else "")
+                              seed=seed_of(params), mutant=mutant, subject=subject, judged_params=copy.deepcopy(params),
+                              judged_tolerance=copy.deepcopy(identity.tolerance_numbers(tolerance)), runtime=runtime))
+    label = (f"{falsifier or 'falsifier'} on {device}" + (f" with subject {subject}" if subject else "")
+             + (f" on runtime {runtime}" if runtime else ""))
 
     if device == "cuda":
         available, reason = provenance.cuda_available()
@@ -373,7 +385,19 @@ def falsify(
         if subject_param in kwargs:
             outcome.message = f"params must not set {subject_param!r} (the falsifier's subjects fill it)"
             raise FalsifierError(f"{label}: {outcome.message}")
-        kwargs[subject_param] = param_value(subject)
+        kwargs[_subject_argument(check, subject_param)] = param_value(subject)
+    if runtime is not None:
+        from pv import runtimes
+
+        if runtimes.RUNTIME_PARAM in kwargs:
+            outcome.message = "params must not set 'runtime' (the falsifier's runtimes fill it)"
+            raise FalsifierError(f"{label}: {outcome.message}")
+        try:
+            kwargs[runtimes.RUNTIME_PARAM] = runtimes.adapter(runtime)
+            outcome.runtime_version = runtimes.version(runtime)
+        except runtimes.RuntimeUnavailable as exc:
+            outcome.message = str(exc)
+            raise FalsifierError(f"{label}: {outcome.message}") from None
     if tolerances.wants_tolerance(check):
         try:
             kwargs["tolerance"] = tolerances.merged(tolerance)
@@ -398,6 +422,9 @@ def falsify(
             observations = check(**kwargs)
     except DeviceUnavailable as exc:
         outcome.verdict, outcome.message = "SKIP", f"device absent: {exc}"
+        pytest.skip(f"{label}: {outcome.message} — not evidence")
+    except CapabilityMissing as exc:
+        outcome.verdict, outcome.message = "SKIP", f"capability missing: {exc}"
         pytest.skip(f"{label}: {outcome.message} — not evidence")
     except Exception as exc:  # noqa: BLE001 - any failure to measure is an ERROR
         outcome.message = f"check raised {type(exc).__name__}: {exc}{_where(exc)}"
@@ -435,6 +462,18 @@ def falsify(
     outcome.verdict = "FAIL"
     outcome.message = "\n".join(lines)
     raise Falsified(outcome.message)
+
+
+def _subject_argument(check: Callable[..., Any], subject_param: str) -> str:
+    """The parameter a subject fills: `subject_param`, or `subject` for a check that takes no
+    parameter of the project's name but one called `subject` (the falsifier pack's checks)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(check).parameters
+    except (TypeError, ValueError):
+        return subject_param
+    return "subject" if subject_param not in parameters and "subject" in parameters else subject_param
 
 
 def unbound(falsifier: str, device: str = "cpu", prediction: str = "") -> None:

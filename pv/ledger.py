@@ -27,9 +27,9 @@ from typing import Any, Iterable
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # 2: records may carry code_digests, git_commit_source and merged_from; 3: subject and
-# subject_digest; 4: executed_code, code_origins and binding_problems (all optional, so older
-# lines still read).
-LEDGER_SCHEMA_VERSION = 4
+# subject_digest; 4: executed_code, code_origins and binding_problems; 5: test_node, test_sha256,
+# judged_params, judged_tolerance; 6: runtime and runtime_version (all optional, so older lines still read).
+LEDGER_SCHEMA_VERSION = 6
 # A record is a flat object with a few small mappings; anything nested deeper is not ours.
 MAX_DEPTH = 16
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
@@ -70,6 +70,11 @@ class LedgerRecord(BaseModel):
     # user's checkpoint (pv.subjects), None for a falsifier without subjects.
     subject: str | None = None
     subject_digest: str | None = None  # sha256 of a path subject's config.json + weight headers
+    # The training runtime the check drove ([tool.pv] runtimes name) and what its adapter said it
+    # was (e.g. "transformers 4.57.1"); None on records of falsifiers without `runtimes:` and on
+    # records older than schema 4 (those count as the project's default runtime: pv.lifecycle).
+    runtime: str | None = None
+    runtime_version: str | None = None
     verdict: Verdict
     observations: dict[str, Any] = Field(default_factory=dict)
     prediction: str
@@ -97,6 +102,13 @@ class LedgerRecord(BaseModel):
     binding_problems: list[str] | None = None
     # Set by `pv ledger merge`: which file the record came from and when it was merged.
     merged_from: dict[str, str] | None = None
+    # What ran (pv.identity): the test (`<path from the workspace root>::<pytest name>`), the
+    # digest of that test as collected, and the params and tolerance numbers the harness judged
+    # (`prediction` above is the prediction it judged). None on older records: they never count.
+    test_node: str | None = None
+    test_sha256: str | None = None
+    judged_params: dict[str, Any] | None = None
+    judged_tolerance: dict[str, Any] | None = None
 
     @field_validator("schema_version")
     @classmethod
@@ -131,21 +143,31 @@ class LedgerContents:
     lines: list[int] = field(default_factory=list)  # the line number of each record
 
 
-def _sanitize(value: Any) -> Any:
-    """JSON has no NaN/Inf: keep them as strings so the evidence is not lost."""
+# How deep a value inside a record may nest: the record's own object and the field's mapping
+# take two levels, so whatever pv writes reads back under MAX_DEPTH (never dropped as garbage).
+VALUE_DEPTH = MAX_DEPTH - 2
+
+
+def _sanitize(value: Any, depth: int = 1) -> Any:
+    """JSON has no NaN/Inf: keep them as strings so the evidence is not lost. A container
+    nested deeper than VALUE_DEPTH is kept as its text."""
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         return repr(value)
+    if isinstance(value, (dict, list, tuple)) and depth > VALUE_DEPTH:
+        text = repr(value)
+        return text if len(text) <= 1_000 else text[:1_000] + "…"
     if isinstance(value, dict):
-        return {str(k): _sanitize(v) for k, v in value.items()}
+        return {str(k): _sanitize(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_sanitize(v) for v in value]
+        return [_sanitize(v, depth + 1) for v in value]
     return value
 
 
 def make_record(**fields: Any) -> LedgerRecord:
     """Build a record, turning non-finite observations and margins into JSON-safe values."""
-    if "observations" in fields:
-        fields["observations"] = _sanitize(fields["observations"])
+    for name in ("observations", "judged_params", "judged_tolerance"):
+        if fields.get(name) is not None:
+            fields[name] = _sanitize(fields[name])
     margin = fields.get("margin")
     if isinstance(margin, float) and (margin != margin or abs(margin) == float("inf")):
         fields["margin"] = None
@@ -211,8 +233,16 @@ def parse_line(raw: bytes) -> Any:
     return json.loads(raw)
 
 
+def _identities(record: LedgerRecord) -> list[Any]:
+    """What no two records of one ledger share: the record id (pv writes a fresh one per record),
+    and everything else but it (one run's record of one cell at one time, with its content)."""
+    content = record.model_dump(mode="json", exclude={"record_id", "merged_from"})
+    return [("id", record.record_id), ("content", json.dumps(content, sort_keys=True))]
+
+
 def read(path: Path | str) -> LedgerContents:
-    """Every well-formed record, and a problem for every torn or malformed line."""
+    """Every well-formed record, and a problem for every torn, malformed or replayed line (a copy
+    of an earlier record appended again is reported and left out: it never decides a cell)."""
     path = Path(path)
     contents = LedgerContents()
     if not path.exists():
@@ -225,13 +255,22 @@ def read(path: Path | str) -> LedgerContents:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
     lines = data.split(b"\n")
     torn_tail = bool(data) and not data.endswith(b"\n")
+    seen: dict[Any, int] = {}  # a record's identities -> the line that first had them
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         is_last = number == len(lines)
         try:
             obj = parse_line(raw)
-            contents.records.append(LedgerRecord.model_validate(obj))
+            record = LedgerRecord.model_validate(obj)
+            identities = _identities(record)  # once per line: dumping a record is most of reading it
+            first = next((seen[key] for key in identities if key in seen), None)
+            if first is not None:  # a copy of an earlier line appended again: it decides nothing
+                contents.problems.append(LedgerProblem(number, f"replayed record: repeats the record of line {first} "
+                                                               "(same record id, or same run, time and content); ignored"))
+                continue
+            seen.update((key, number) for key in identities)
+            contents.records.append(record)
             contents.lines.append(number)
         except (json.JSONDecodeError, UnicodeDecodeError):
             what = "torn last line (a writer crashed mid-record)" if is_last and torn_tail else "corrupt line (not JSON)"

@@ -43,12 +43,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from pv.codebind import BEFORE_BINDING
 from pv.diagnostics import Diagnostic
 from pv.ledger import LedgerRecord, Verdict
+from pv.runtimes import cell_runtime
 from pv.schema import STATUS_RANK, Contract, FalsificationTest, LifecycleStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from pv.loader import LoadedContract
 
 DEFINITION_CHANGED = "definition changed"
+NOT_COUNTED = "not counted: "  # a stale_because entry: why the record is refused (pv.identity)
 HAND_SET = frozenset({LifecycleStatus.RETIRED, LifecycleStatus.SUPERSEDED})
 
 
@@ -103,11 +105,14 @@ class DeviceEvidence:
     # or the modules whose code changed since the record.
     stale_because: tuple[str, ...] = ()
     subject: str | None = None  # None: the falsifier has no subjects
+    runtime: str | None = None  # None: the falsifier has no `runtimes:`
 
     @property
     def label(self) -> str:
-        """`cpu`, or `cpu[tiny-trained]` for a subject's cell (as in the test's node id)."""
-        return self.device if self.subject is None else f"{self.device}[{self.subject}]"
+        """`cpu`, `cpu[tiny-trained]` for a subject's cell (as in the test's node id), and
+        `cpu[tiny-trained]@transformers` for a runtime's."""
+        label = self.device if self.subject is None else f"{self.device}[{self.subject}]"
+        return label if self.runtime is None else f"{label}@{self.runtime}"
 
     def stale_reason(self) -> str:
         """Why this device's evidence is stale, in words."""
@@ -116,6 +121,8 @@ class DeviceEvidence:
             return "evidence for an older definition"
         if why == [BEFORE_BINDING]:
             return "recorded before code binding (no digest of the code it ran)"
+        if len(why) == 1 and why[0].startswith(NOT_COUNTED):
+            return why[0][len(NOT_COUNTED):]
         return "code changed since: " + ", ".join(why)
 
 
@@ -166,6 +173,11 @@ class FalsifierStatus:
     @property
     def has_fresh_evidence(self) -> bool:
         return any(d.state in (DeviceState.PASS, DeviceState.FAIL, DeviceState.ERROR) for d in self.devices)
+
+    def runtimes_discharged(self) -> list[str]:
+        """The runtimes on which every required cell PASSes (the falsifier's `runtimes:` order)."""
+        return [rt for rt in (self.falsifier.runtimes or []) if all(
+            d.state is DeviceState.PASS for d in self.devices if d.runtime == rt)]
 
     def device(self, name: str) -> DeviceEvidence | None:
         return next((d for d in self.devices if d.device == name), None)
@@ -285,18 +297,31 @@ def code_changes(record: LedgerRecord, code: Any, falsifier: FalsificationTest |
     return tuple(code.record_changes(record))
 
 
+def refused(record: LedgerRecord, code: Any, falsifier: FalsificationTest) -> str | None:
+    """Why a record never counts (pv.identity.EvidenceCheck.refuses: not the contract's generated
+    test, or not its definition judged); None when it may, or `code` does not judge that."""
+    refuses = getattr(code, "refuses", None)
+    return None if refuses is None else refuses(record, falsifier)
+
+
 def _cell(device: str, subject: str | None, here: list[Indexed], sha: str, code: Any,
-          falsifier: FalsificationTest) -> DeviceEvidence:
-    """The evidence of one cell from its records (`here`: the cell's non-mutant records)."""
-    fresh = _latest((i, r) for i, r in here if r.falsifier_sha256 == sha)
+          falsifier: FalsificationTest, runtime: str | None = None) -> DeviceEvidence:
+    """The evidence of one cell from its records (`here`: the cell's non-mutant records). A
+    record `refused` never decides; when only such records are left the cell is STALE."""
+    current = [(i, r) for i, r in here if r.falsifier_sha256 == sha]
+    fresh = _latest((i, r) for i, r in current if refused(r, code, falsifier) is None)
+    if fresh is None and current:
+        latest = _latest(current)
+        return DeviceEvidence(device, DeviceState.STALE, latest, (NOT_COUNTED + str(refused(latest, code, falsifier)),),
+                              subject, runtime)
     changed = () if fresh is None else code_changes(fresh, code, falsifier)
     if fresh is not None and changed:
-        return DeviceEvidence(device, DeviceState.STALE, fresh, changed, subject)
+        return DeviceEvidence(device, DeviceState.STALE, fresh, changed, subject, runtime)
     if fresh is not None:
-        return DeviceEvidence(device, _VERDICT_STATE[fresh.verdict], fresh, subject=subject)
+        return DeviceEvidence(device, _VERDICT_STATE[fresh.verdict], fresh, subject=subject, runtime=runtime)
     if here:
-        return DeviceEvidence(device, DeviceState.STALE, _latest(here), (DEFINITION_CHANGED,), subject)
-    return DeviceEvidence(device, DeviceState.PENDING, subject=subject)
+        return DeviceEvidence(device, DeviceState.STALE, _latest(here), (DEFINITION_CHANGED,), subject, runtime)
+    return DeviceEvidence(device, DeviceState.PENDING, subject=subject, runtime=runtime)
 
 
 def cell_subject(record: LedgerRecord, cell_sha: dict[str | None, str]) -> str | None:
@@ -314,15 +339,15 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
     (pv.codebind.TreeDigests) says whether a record's code is the tree's; `subject_param`
     ([tool.pv]) names the parameter a subject fills, which its cell's definition hash covers."""
     sha = falsifier.definition_sha256()
-    cells = falsifier.cells()
+    cells = falsifier.runtime_cells()  # (runtime, subject, device)
     required = set(cells)
-    cell_sha = {s: sha if s is None else falsifier.definition_sha256(s, subject_param) for s, _ in cells}
-    placed = [(i, r, cell_subject(r, cell_sha)) for i, r in records]
-    relevant = [(i, r, s) for i, r, s in placed if (s, r.device) in required]
-    runtime = [(i, r, s) for i, r, s in relevant if r.mutant is None]
+    cell_sha = {s: sha if s is None else falsifier.definition_sha256(s, subject_param) for _, s, _ in cells}
+    placed = [(i, r, cell_subject(r, cell_sha), cell_runtime(r.runtime, falsifier.runtimes)) for i, r in records]
+    relevant = [(i, r, s, rt) for i, r, s, rt in placed if (rt, s, r.device) in required]
+    runtime = [(i, r, s, rt) for i, r, s, rt in relevant if r.mutant is None]
 
-    devices = [_cell(device, subject, [(i, r) for i, r, s in runtime if (s, r.device) == (subject, device)],
-                     cell_sha[subject], code, falsifier) for subject, device in cells]
+    devices = [_cell(device, subject, [(i, r) for i, r, s, rt in runtime if (rt, s, r.device) == (rt_, subject, device)],
+                     cell_sha[subject], code, falsifier, rt_) for rt_, subject, device in cells]
 
     states = {d.state for d in devices}
     if DeviceState.FAIL in states:
@@ -340,14 +365,15 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
 
     mutants = []
     for mutant in falsifier.mutants:
-        under = [(i, r, s) for i, r, s in relevant if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s]]
+        under = [(i, r, s, rt) for i, r, s, rt in relevant
+                 if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s] and refused(r, code, falsifier) is None]
         per_device = []
-        for subject, device in cells:
-            latest = _latest((i, r) for i, r, s in under if (s, r.device) == (subject, device))
+        for rt_, subject, device in cells:
+            latest = _latest((i, r) for i, r, s, rt in under if (rt, s, r.device) == (rt_, subject, device))
             if latest is not None:
                 changed = code_changes(latest, code, falsifier)
                 state_here = DeviceState.STALE if changed else _VERDICT_STATE[latest.verdict]
-                per_device.append(DeviceEvidence(device, state_here, latest, changed, subject))
+                per_device.append(DeviceEvidence(device, state_here, latest, changed, subject, rt_))
         seen = {d.state for d in per_device}
         if DeviceState.FAIL in seen:
             mstate = MutantState.KILLED

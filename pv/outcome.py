@@ -34,6 +34,8 @@ class Outcome:
     seed: int | None = None
     mutant: str | None = None
     subject: str | None = None  # the model and data it drove (None: a falsifier without subjects)
+    runtime: str | None = None  # the runtime it drove ([tool.pv] runtimes; None: no runtime dimension)
+    runtime_version: str | None = None  # what the adapter says it drives, e.g. "transformers 4.57.1"
     subject_digest: str | None = None  # an ad-hoc (path) subject's checkpoint digest (pv.subjects)
     code_digests: dict[str, str] | None = None  # module -> syntax-tree digest (pv.codebind)
     executed_code: dict[str, dict[str, str]] | None = None  # module -> unit -> digest (pv.execution)
@@ -44,6 +46,11 @@ class Outcome:
     contract_version: str | None = None
     falsifier_sha256: str | None = None
     nodeid: str | None = None
+    # What ran (pv.identity): the test's node and digest (the plugin), and what the harness judged.
+    test_node: str | None = None
+    test_sha256: str | None = None
+    judged_params: dict[str, Any] | None = None
+    judged_tolerance: dict[str, Any] | None = None
     # Set once the record is written.
     record_id: str | None = None
     ledger: str | None = None
@@ -54,6 +61,7 @@ class Outcome:
         self.contract = marker.get("contract")
         self.contract_version = marker.get("contract_version")
         self.subject = marker.get("subject", self.subject)
+        self.runtime = marker.get("runtime") or self.runtime
         # a subject cell has its own definition hash; an ad-hoc subject's is the plain one
         self.falsifier_sha256 = (marker.get("subject_sha256") or {}).get(self.subject) or marker.get("sha256")
         self.falsifier = self.falsifier or marker.get("falsifier")
@@ -73,6 +81,8 @@ class Outcome:
             mutant=self.mutant,
             subject=self.subject,
             subject_digest=self.subject_digest,
+            runtime=self.runtime,
+            runtime_version=self.runtime_version,
             verdict=self.verdict,
             observations=dict(self.observations),
             prediction=self.prediction or "",
@@ -84,6 +94,10 @@ class Outcome:
             executed_code=self.executed_code,
             code_origins=self.code_origins,
             binding_problems=self.binding_problems,
+            test_node=self.test_node,
+            test_sha256=self.test_sha256,
+            judged_params=self.judged_params,
+            judged_tolerance=self.judged_tolerance,
             **provenance,
         )
 

@@ -57,6 +57,13 @@ class _State:
         self._report_handle: Any = None
         self._bound = False
         self.outcomes: list[dict[str, Any]] = []
+        # Generated modules as collected, read before pytest imports them (pv.identity digests
+        # the test that ran from this text, which the module's own code cannot rewrite).
+        self.sources: dict[str, str] = {}
+        # `--pv-cells`: the (contract, falsifier, device, subject) cells `pv run` selected; only
+        # their tests record evidence. None: every generated test of the workspace may.
+        self.cells: set[tuple[Any, ...]] | None = _read_cells(opt.pv_cells)
+        self.not_recorded: list[str] = []  # falsifier tests whose outcome is no evidence, and why
         self.ledger_warnings: list[str] = []
         self.written = 0
 
@@ -137,6 +144,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run id stored in every record (default: a fresh one per session)")
     group.addoption("--pv-report", metavar="PATH", default=None,
                     help="write one JSON line per finished falsifier test (for `pv run`)")
+    group.addoption("--pv-cells", metavar="JSON", default=None,
+                    help="a JSON list of [contract, falsifier, device, subject]: record only these (for `pv run`)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -158,6 +167,30 @@ def pytest_configure(config: pytest.Config) -> None:
                       "mutant": state.mutant, "pid": os.getpid()})
     if not state.is_worker:
         _check_ledger(state)
+
+
+def _read_cells(text: str | None) -> set[tuple[Any, ...]] | None:
+    if text is None:
+        return None
+    try:
+        return {tuple(cell) for cell in json.loads(text)}
+    except (ValueError, TypeError) as exc:
+        raise pytest.UsageError(f"--pv-cells: not a JSON list of [contract, falsifier, device, subject]: {exc}") from None
+
+
+def pytest_collect_file(file_path: Path, parent: Any) -> None:
+    """Keep the text of every generated module as it is collected, before it is imported."""
+    if file_path.suffix != ".py":
+        return None
+    from pv.codegen import HEADER_PREFIX
+
+    try:
+        text = file_path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if text.startswith(HEADER_PREFIX):
+        _state(parent.config).sources[str(file_path.resolve())] = text
+    return None
 
 
 def _put_project_root_on_path(config: pytest.Config) -> None:
@@ -373,10 +406,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     state = _state(item.config)
     outcome = item.stash.get(OUTCOME, None) if call.when == "call" else None
     if outcome is None:  # setup failed, or the test never reached the harness
-        outcome = Outcome(falsifier=marker.kwargs.get("falsifier"), device="?", prediction="",
-                          duration_s=call.duration)
-    kwargs = dict(marker.kwargs, device=marker_device(item, marker), subject=marker_subject(item))
+        outcome = Outcome(falsifier=marker.kwargs.get("falsifier"), device=marker_device(item, marker) or "?",
+                          prediction="", duration_s=call.duration)
+    kwargs = dict(marker.kwargs, device=marker_device(item, marker), subject=marker_subject(item),
+                  runtime=getattr(getattr(item, "callspec", None), "params", {}).get("runtime"))
     outcome.identify(kwargs, item.nodeid)
+    refused = _identify_test(state, item, outcome)
+    if refused is not None:  # not the falsifier's own generated test, or not selected: no evidence
+        state.not_recorded.append(f"{item.nodeid}: {refused}")
+        return report
     outcome.mutant = state.mutant
     if state.subject_digest is not None and outcome.subject == state.subject:
         outcome.subject_digest = state.subject_digest
@@ -404,6 +442,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
         outcome.message = (outcome.message + "\n" if outcome.message else "") + str(report.longrepr)
     report.user_properties.append((PROPERTY, outcome.to_json()))
     return report
+
+
+def _identify_test(state: _State, item: pytest.Item, outcome: Any) -> str | None:
+    """Fill in the test that ran (pv.identity); why its outcome is not evidence, or None."""
+    from pv import identity
+    from pv.config import ConfigError
+
+    cell = (outcome.contract, outcome.falsifier, outcome.device, outcome.subject)
+    if state.cells is not None and cell not in state.cells:
+        return "not a falsifier this `pv run` selected"
+    try:
+        ws = state.workspace()
+    except ConfigError as exc:
+        return f"no pv workspace to record it in ({exc})"
+    path = Path(str(item.path))
+    function = getattr(item, "originalname", None) or item.name
+    source = state.sources.get(str(path.resolve()))
+    outcome.test_node, outcome.test_sha256, refused = identity.ran_test(
+        ws, path, item.name, function, outcome.contract, outcome.falsifier, source)
+    return refused
 
 
 def _record(state: _State, outcome: Any) -> None:
@@ -474,12 +532,14 @@ def _counts(outcomes: list[dict[str, Any]]) -> dict[str, int]:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = _state(config)
-    if state.is_worker or (not state.outcomes and not state.ledger_warnings):
+    if state.is_worker or (not state.outcomes and not state.ledger_warnings and not state.not_recorded):
         return
     tr = terminalreporter
     tr.section("pv falsifiers")
     for warning in state.ledger_warnings:
         tr.write_line(warning, yellow=True, bold=True)
+    for line in state.not_recorded:
+        tr.write_line(f"not evidence, not recorded: {line}", yellow=True, bold=True)
     if not state.outcomes:
         return
     counts = _counts(state.outcomes)

@@ -265,7 +265,7 @@ class _Builder:
                 return node.value
             try:
                 return constructor(self.constructor, node)
-            except (ValueError, TypeError, OverflowError) as exc:  # e.g. date: 2026-13-45
+            except (ValueError, TypeError, KeyError, ArithmeticError) as exc:  # date: 2026-13-45, !!bool foo
                 raise yaml.constructor.ConstructorError(
                     None, None, f"cannot read {node.value!r} as {tag.rsplit(':', 1)[-1]}: {exc}", node.start_mark
                 ) from None

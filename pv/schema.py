@@ -62,6 +62,8 @@ SemVer = Annotated[str, StringConstraints(pattern=SEMVER_PATTERN)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 MutantName = Annotated[str, StringConstraints(pattern=MUTANT_PATTERN)]
 SubjectName = Annotated[str, StringConstraints(pattern=SUBJECT_PATTERN)]
+RUNTIME_PATTERN = r"^[a-z0-9][a-z0-9_.-]*$"
+RuntimeName = Annotated[str, StringConstraints(pattern=RUNTIME_PATTERN)]
 
 # Values a check may receive as params: plain JSON-like data, nothing executable.
 ParamScalar = str | int | float | bool | None
@@ -221,6 +223,11 @@ class FalsificationTest(Strict):
         default=None, min_length=1,
         description="The named subjects (model and data) the falsifier must pass on; each fills the check "
                     "parameter named by [tool.pv] subject_param. Order-free, like devices.")
+    runtimes: list[RuntimeName] | None = Field(
+        default=None, min_length=1,
+        description="The training runtimes ([tool.pv] runtimes) the falsifier must pass on; each fills the "
+                    "check's `runtime` parameter with its adapter. The first is the one records written "
+                    "before records named a runtime count for. Order-free otherwise, like devices.")
     if_fails: NonEmpty = Field(description="What a failure means and where to look.")
     ship_blocking: bool = False
     mutants: list[MutantName] = Field(
@@ -229,7 +236,7 @@ class FalsificationTest(Strict):
     tolerance: Tolerance | None = None
     counter_example_classes: list[NonEmpty] = Field(default_factory=list)
 
-    @field_validator("devices", "mutants", "subjects")
+    @field_validator("devices", "mutants", "subjects", "runtimes")
     @classmethod
     def _no_repeats(cls, value: list[str] | None) -> list[str] | None:
         if value is None:
@@ -264,6 +271,11 @@ class FalsificationTest(Strict):
         """(subject, device) of every required cell: subjects x devices, or devices alone (subject
         None) for a falsifier without `subjects:`."""
         return [(s, d) for s in (self.subjects or [None]) for d in self.devices]
+
+    def runtime_cells(self) -> list[tuple[str | None, str | None, str]]:
+        """(runtime, subject, device) of every required cell: runtimes x subjects x devices
+        (runtime None for a falsifier without `runtimes:`)."""
+        return [(rt, s, d) for rt in (self.runtimes or [None]) for s, d in self.cells()]
 
 
 class Contract(Strict):

@@ -16,11 +16,14 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pv import mutation
 
 MAX_REEXPORT_HOPS = 8
 MAX_MODULE_BYTES = 2_000_000  # a check module is a few kilobytes; more is not worth parsing
+MUTANT_SCAN_VERSION = f"mutant-names-1|{MAX_MODULE_BYTES}"  # pv.cache: change with the scan
+FACTS_VERSION = f"module-facts-1|{MAX_MODULE_BYTES}"  # pv.cache: change with _signature/_top_level_binding
 MAX_NAME_BYTES = 255  # one path component, the longest most file systems allow
 
 
@@ -90,6 +93,7 @@ class _Module:
     tree: ast.Module | None
     error: SyntaxError | None = None
     is_package: bool = False
+    source: bytes | None = None  # the bytes `tree` was parsed from
 
 
 @dataclass
@@ -100,6 +104,8 @@ class ModuleIndex:
     _modules: dict[str, _Module | None] = field(default_factory=dict)
     _mutants: dict[str, frozenset[str] | None] = field(default_factory=dict)
     _functions: dict[tuple[str, str], "Signature | Unresolved"] = field(default_factory=dict)
+    _store: Any = None  # pv.cache.Cache of mutant names per file, opened on first use
+    _facts: Any = None  # pv.cache.Cache of check signatures per file, opened on first use
 
     # --- modules ---------------------------------------------------------------------------
 
@@ -125,7 +131,7 @@ class ModuleIndex:
         except OSError as exc:  # a path too long in all, a permission refused
             raise Unresolved("PV311", f"cannot look up module {dotted[:60]!r}: {exc.strerror or exc}",
                              "name the module of an existing check file") from None
-        return None
+        return installed_module_file(parts)
 
     def module(self, dotted: str) -> _Module | None:
         if dotted in self._modules:
@@ -134,8 +140,12 @@ class ModuleIndex:
         mod: _Module | None = None
         if found is not None:
             path, is_package = found
-            tree, error = parse_module(path)
-            mod = _Module(dotted, path, tree, error=error, is_package=is_package)
+            try:
+                source = path.read_bytes() if path.stat().st_size <= MAX_MODULE_BYTES else None
+            except OSError:
+                source = None
+            tree, error = parse_module(path, source)
+            mod = _Module(dotted, path, tree, error=error, is_package=is_package, source=source)
         self._modules[dotted] = mod
         return mod
 
@@ -148,13 +158,59 @@ class ModuleIndex:
         answer = self._functions.get(key)
         if answer is None:
             try:
-                answer = self._find_function(dotted, name)
+                answer = self._remembered_def(dotted, name) or self._find_function(dotted, name)
             except Unresolved as exc:
                 answer = exc
             self._functions[key] = answer
         if isinstance(answer, Unresolved):
             raise answer
         return answer
+
+    def _open_store(self) -> Any:
+        if self._facts is None:
+            from pv.cache import Cache
+
+            self._facts = Cache(self.root, "module-facts", FACTS_VERSION)
+        return self._facts
+
+    def _remembered_def(self, dotted: str, name: str) -> Signature | None:
+        """The signature of a function its own module defines, remembered in pv.cache under the
+        module's bytes (parsing a check module is most of a binding check). None: not remembered,
+        so the full resolution below runs (and remembers a plain `def` it finds)."""
+        try:
+            found = self.module_file(dotted)
+            data = found[0].read_bytes() if found is not None else None
+        except (Unresolved, OSError):
+            return None
+        if data is None:
+            return None
+        from pv.cache import key_of
+
+        row = self._open_store().get(key_of("def", name, data))
+        if not (isinstance(row, list) and len(row) == 5):
+            return None
+        try:
+            line, posonly, keywordable, var_keyword, is_async = row
+            return Signature(name=name, path=found[0], line=int(line),
+                             positional_only=tuple(Param(str(n), bool(d)) for n, d in posonly),
+                             keywordable=tuple(Param(str(n), bool(d)) for n, d in keywordable),
+                             var_keyword=bool(var_keyword), is_async=bool(is_async))
+        except (TypeError, ValueError):
+            return None
+
+    def _remember_def(self, mod: "_Module", name: str, signature: Signature) -> None:
+        try:
+            data = mod.path.read_bytes()
+        except OSError:
+            return
+        if mod.source is None or data != mod.source:  # changed since parsed: never remember under other bytes
+            return
+        from pv.cache import key_of
+
+        self._open_store().put(key_of("def", name, data), [
+            signature.line, [[p.name, p.has_default] for p in signature.positional_only],
+            [[p.name, p.has_default] for p in signature.keywordable], signature.var_keyword, signature.is_async])
+        self._facts.save()
 
     def _find_function(self, dotted: str, name: str) -> Signature:
         seen: set[tuple[str, str]] = set()
@@ -165,7 +221,7 @@ class ModuleIndex:
             seen.add((dotted, name))
             mod = self.module(dotted)
             if mod is None:
-                raise Unresolved("PV311", f"module {dotted!r} not found under the workspace root",
+                raise Unresolved("PV311", f"module {dotted!r} not found under the workspace root nor in an installed package",
                                  f"expected {dotted.replace('.', '/')}.py or "
                                  f"{dotted.replace('.', '/')}/__init__.py under {self.root}")
             if mod.tree is None:
@@ -191,7 +247,10 @@ class ModuleIndex:
                 raise Unresolved("PV312", f"{dotted!r} has no top-level function {name!r}", hint)
             kind = binding[0]
             if kind == "def":
-                return _signature(binding[1], mod.path)
+                signature = _signature(binding[1], mod.path)
+                if len(seen) == 1:  # defined in the module named: decided by its bytes alone
+                    self._remember_def(mod, name, signature)
+                return signature
             if kind == "alias":
                 name = binding[1]
                 continue
@@ -238,26 +297,85 @@ class ModuleIndex:
             files = sorted(path.parent.rglob("*.py")) if is_package else [path]
             collected: set[str] = set()
             for file in files:
-                if parse_module(file)[0] is None:
-                    continue  # an unparsable module declares nothing pv can see
-                try:
-                    collected.update(decl.name for decl in mutation.scan_mutant_names(file))
-                except mutation.MutationError:
-                    continue
+                collected.update(self._file_mutant_names(file))
             names = frozenset(collected)
+            if self._store is not None:
+                self._store.save()
         self._mutants[dotted] = names
         return names
 
+    def _file_mutant_names(self, file: Path) -> list[str]:
+        """The mutant names one file declares; remembered in pv.cache under the file's bytes
+        (scanning parses the file, and a mutants package is scanned whole for every contract)."""
+        try:
+            data = file.read_bytes()
+        except OSError:
+            data = None
+        if data is not None and self._store is None:
+            from pv.cache import Cache
 
-def parse_module(path: Path) -> tuple[ast.Module | None, SyntaxError | None]:
+            self._store = Cache(self.root, "mutant-names", MUTANT_SCAN_VERSION)
+        key = None
+        if data is not None:
+            from pv.cache import key_of
+
+            key = key_of(data)
+            found = self._store.get(key)
+            if isinstance(found, list) and all(isinstance(n, str) for n in found):
+                return found
+        names: list[str] = []
+        if parse_module(file)[0] is not None:  # an unparsable module declares nothing pv can see
+            try:
+                names = [decl.name for decl in mutation.scan_mutant_names(file)]
+            except mutation.MutationError:
+                names = []
+        try:
+            unchanged = data is not None and file.read_bytes() == data
+        except OSError:
+            unchanged = False
+        if key is not None and unchanged:  # never remember names under bytes they were not read from
+            self._store.put(key, names)
+        return names
+
+
+def installed_module_file(parts: list[str]) -> tuple[Path, bool] | None:
+    """(file, is_package) of a module of an installed package (e.g. the falsifier pack,
+    `pvpack.checks.forward`), found without importing anything: importlib.util.find_spec of the
+    top-level name only (for a top-level name it consults the finders and runs no code), then
+    the rest of the dotted name followed on disk. The same packages `pv run` imports, so one rule
+    holds in validate, generate and run."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    locations = list(spec.submodule_search_locations or [])
+    if not locations:
+        origin = Path(spec.origin) if spec.origin else None
+        return (origin, False) if len(parts) == 1 and origin and origin.suffix == ".py" else None
+    for location in locations:
+        stem = Path(location).joinpath(*parts[1:])
+        package_init = stem / "__init__.py"
+        if package_init.is_file():
+            return package_init, True
+        single = stem.with_name(stem.name + ".py")
+        if len(parts) > 1 and single.is_file():
+            return single, False
+    return None
+
+
+def parse_module(path: Path, source: bytes | None = None) -> tuple[ast.Module | None, SyntaxError | None]:
     """(tree, None) or (None, why not). Never raises: Python's parser recurses on the C stack,
     so a 3,000-deep expression raises RecursionError (or MemoryError) rather than
     SyntaxError; those, an unreadable file and one too large to be a check module become a
     SyntaxError that names the problem (PV315 for the binding that needs the module)."""
     try:
-        if path.stat().st_size > MAX_MODULE_BYTES:
+        if (len(source) if source is not None else path.stat().st_size) > MAX_MODULE_BYTES:
             return None, SyntaxError(f"over {MAX_MODULE_BYTES:,} bytes, too large to be a check module")
-        return ast.parse(path.read_bytes(), filename=str(path)), None
+        return ast.parse(path.read_bytes() if source is None else source, filename=str(path)), None
     except SyntaxError as exc:
         return None, exc
     except (RecursionError, MemoryError):

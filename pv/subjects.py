@@ -21,6 +21,7 @@ by name and size.
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,3 +103,27 @@ def checkpoint_digest(directory: Path) -> str:
     except OSError as exc:
         raise SubjectError(f"{directory}: cannot read the checkpoint ({exc.strerror or exc})") from None
     return digest.hexdigest()
+
+
+def subject_option(subject: str | None, subject_path: str | None, stale: bool) -> str | None:
+    """The subject to pass the plugin: a declared name (--subject), or `path:<abs dir>` of a
+    checked checkpoint directory (--subject-path). Bad input is a usage error naming the path.
+    (pv run's options, here so that the verb's module holds wiring only.)"""
+    import click
+
+    from pv.schema import SUBJECT_PATTERN
+
+    if subject is not None and subject_path is not None:
+        raise click.UsageError("--subject and --subject-path exclude each other")
+    if subject is not None and not re.fullmatch(SUBJECT_PATTERN, subject):
+        hint = "; for a checkpoint directory use --subject-path DIR" if "/" in subject or is_path_subject(
+            subject) else ""
+        raise click.UsageError(f"--subject {subject!r} is not a subject name (a plain slug like tiny-trained){hint}")
+    if subject_path is None:
+        return subject
+    if stale:
+        raise click.UsageError("--subject-path runs your checkpoint; it excludes --stale")
+    try:
+        return path_subject(subject_path).name
+    except SubjectError as exc:
+        raise click.UsageError(f"--subject-path: {exc}") from None

@@ -122,7 +122,9 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
     items = [(resolved, path, display(path), resolved in chosen) for resolved, path in scope.items()]
     shown = {name for _, _, name, is_selected in items if is_selected}
     diagnostics: list[Diagnostic] = []
-    for (resolved, _, _, _), (loaded, found) in zip(items, _check_files(items, ctx, jobs)):
+    checked = _check_files(items, ctx, jobs)
+    ctx.file_facts.save()
+    for (resolved, _, _, _), (loaded, found) in zip(items, checked):
         diagnostics += found
         if loaded is not None:
             report.loaded[resolved] = loaded
@@ -168,7 +170,7 @@ def _worker(item) -> tuple:
     loaded, found = _check_one(item, _WORKER_CTX)
     if loaded is not None:
         loaded.node = None  # the parent re-composes the few files whose positions it needs
-    return loaded, found
+    return loaded, found, _WORKER_CTX.file_facts.take_added()  # the parent remembers them
 
 
 def jobs_for(count: int) -> int:
@@ -197,7 +199,10 @@ def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
 
             _WORKER_CTX = ctx
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
-                return pool.map(_worker, items, chunksize=max(1, len(items) // (jobs * 4)))
+                results = pool.map(_worker, items, chunksize=max(1, len(items) // (jobs * 4)))
+            for _, _, facts in results:
+                ctx.file_facts.merge(facts)
+            return [(loaded, found) for loaded, found, _ in results]
         except Exception:  # noqa: BLE001 - no fork, no semaphores, a worker lost: check them here
             pass
         finally:
@@ -216,10 +221,15 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
     try:
         from pv import ledger, lifecycle
         from pv.codebind import TreeDigests
+        from pv.identity import EvidenceCheck
 
+        # Module digests are remembered across runs by the bytes they came from (pv.cache).
+        tree = TreeDigests(workspace.root, persist=True)
         records = ledger.read(workspace.ledger).records
-        return lifecycle.declared_status_diagnostics(claiming, records, TreeDigests(workspace.root),
-                                                     workspace.subject_param)
+        found = lifecycle.declared_status_diagnostics(claiming, records, EvidenceCheck(workspace, claiming, tree),
+                                                      workspace.subject_param)
+        tree.save()
+        return found
     except Exception as exc:  # noqa: BLE001
         return [internal_error(display(workspace.ledger), exc)]
 

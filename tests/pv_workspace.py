@@ -236,3 +236,19 @@ def make_workspace(tmp_path: Path, *, mutants: bool = True, extra_pyproject: str
     (pkg / "basic.py").write_text(CHECKS, encoding="utf-8")
     (pkg / "mutants.py").write_text(MUTANTS.format(package=package), encoding="utf-8")
     return Ws(root, package)
+
+
+def what_ran(root: Path, loaded: Any, fid: str, device: str = "cpu", subject: str | None = None) -> dict[str, Any]:
+    """The fields pv's plugin records about what ran (pv.identity) when the falsifier's own
+    generated test runs on the contract's current definition: for hand-made records that
+    should count as evidence."""
+    from pv import codegen, identity
+    from pv.config import load_workspace
+
+    ws = load_workspace(root)
+    f = loaded.contract.falsifier(fid)
+    prefix, digest = identity.EvidenceCheck(ws, [loaded]).expected(loaded.contract.metadata.id, fid)
+    name = codegen.test_name(fid, device, subject).split("[", 1)[1]
+    override = f.tolerance.model_dump(exclude_none=True) if f.tolerance else None
+    return {"test_node": f"{prefix}[{name}", "test_sha256": digest, "judged_params": dict(f.params),
+            "judged_tolerance": identity.tolerance_numbers(override)}

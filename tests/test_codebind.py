@@ -62,3 +62,44 @@ def test_records_without_digests_are_stale_with_a_reason(tmp_path):
     tree = codebind.TreeDigests(tmp_path)
     assert tree.changes(None) == ("recorded before code binding",)
     assert tree.changes({}) == ("records no code digest",)
+
+
+def test_a_module_of_an_editable_install_is_found_through_its_import_hook(tmp_path, monkeypatch):
+    """`pip install -e` of a package whose folder is not on sys.path (pv-pack maps `pvpack` to
+    its own directory) is found by a meta-path hook: module_file asks for the top-level spec
+    (the hook runs, the package is not imported) and finds the module under it."""
+    import importlib.abc
+    import importlib.util
+    import sys
+
+    from pv.codebind import module_file
+
+    package = tmp_path / "somewhere" / "checkout"
+    (package / "checks").mkdir(parents=True)
+    (package / "__init__.py").write_text("raise RuntimeError('never imported')\n")
+    (package / "checks" / "__init__.py").write_text("")
+    (package / "checks" / "forward.py").write_text("X = 1\n")
+
+    class EditableFinder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name != "pv_editable_probe":
+                return None
+            return importlib.util.spec_from_file_location(name, package / "__init__.py",
+                                                          submodule_search_locations=[str(package)])
+
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, EditableFinder()])
+    assert module_file("pv_editable_probe.checks.forward", [tmp_path]) == package / "checks" / "forward.py"
+    assert module_file("pv_editable_probe", [tmp_path]) == package / "__init__.py"
+    assert module_file("pv_editable_probe.absent", [tmp_path]) is None
+    assert "pv_editable_probe" not in sys.modules
+
+
+def test_remembered_digests_follow_the_bytes(tmp_path):
+    _package(tmp_path)
+    bound = codebind.bind(["lab.checks.add"], ["lab.checks", "lab.runtime"], [tmp_path], loaded={})
+    tree = codebind.TreeDigests(tmp_path, persist=True)
+    assert tree.changes(bound) == ()
+    tree.save()
+    assert (tmp_path / ".pv-cache" / "pv" / "code-digests.json").exists()
+    (tmp_path / "lab" / "runtime" / "kernels.py").write_text("def add(a, b):\n    return a - b\n")
+    assert codebind.TreeDigests(tmp_path, persist=True).changes(bound) == ("lab.runtime.kernels",)

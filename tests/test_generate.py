@@ -38,7 +38,8 @@ def test_node_ids_are_what_pv_run_selects_and_the_plugin_sees_each_device(ws):
     wanted = [f"generated_tests/test_demo.py::{codegen.test_name(fid, dev)}"
               for fid, dev in (("FALSIFY-DEMO-001", "cpu"), ("FALSIFY-DEMO-001", "cuda"), ("FALSIFY-DEMO-002", "cuda"))]
     collected = ws.pytest("--collect-only", "-q", "generated_tests/test_demo.py")
-    assert [ln for ln in collected.stdout.splitlines() if "::" in ln] == wanted, collected.stdout
+    # sorted: pytest-randomly, active in the subprocess too, shuffles the collection order
+    assert sorted(ln for ln in collected.stdout.splitlines() if "::" in ln) == sorted(wanted), collected.stdout
     only_cpu = ws.pytest("--collect-only", "-q", "--pv-device", "cpu", "generated_tests/test_demo.py")
     assert [ln for ln in only_cpu.stdout.splitlines() if "::" in ln] == wanted[:1], only_cpu.stdout
     one = ws.pytest("-q", "--pv-no-ledger", "--pv-device", "cpu", wanted[0])  # selection by node id runs

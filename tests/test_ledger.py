@@ -143,7 +143,8 @@ def test_check_reports_duplicate_record_ids(ws):
     ledger.append(ws.ledger, [r, record(2), r])
     result = pv("check")
     assert result.exit_code == 1
-    assert f"evidence/ledger.jsonl:3: duplicate record_id {r.record_id} (first at line 1)" in result.output
+    assert "evidence/ledger.jsonl:3: replayed record: repeats the record of line 1" in result.output
+    assert "duplicate record_id" not in result.output  # one problem per line, said once
 
 
 def test_show_filters_and_limits(ws):
@@ -334,11 +335,12 @@ def test_a_version_2_record_without_a_subject_still_reads(tmp_path):
                                 falsifier_sha256="0" * 64, device="cpu", verdict="PASS", prediction="x < 1",
                                 duration_s=0.1, time_utc="2026-11-22T03:01:02Z")
     data = json.loads(record.to_line())
-    assert data["subject"] is None and data["schema_version"] == ledger.LEDGER_SCHEMA_VERSION == 4
-    old = {k: v for k, v in data.items() if k not in ("subject", "subject_digest")}
+    assert data["subject"] is None and data["runtime"] is None and data["schema_version"] == ledger.LEDGER_SCHEMA_VERSION == 6
+    old = {k: v for k, v in data.items() if k not in ("subject", "subject_digest", "runtime", "runtime_version")}
     old["schema_version"] = 2
     path = tmp_path / "l.jsonl"
-    path.write_text(json.dumps(old) + "\n" + json.dumps({**data, "subject": "path:/c", "subject_digest": "ab"}) + "\n")
+    path.write_text(json.dumps(old) + "\n" + json.dumps({**data, "subject": "path:/c", "subject_digest": "ab",
+                                                           "record_id": "1" * 32}) + "\n")
     contents = ledger.read(path)
     assert not contents.problems and [r.subject for r in contents.records] == [None, "path:/c"]
 
@@ -363,3 +365,37 @@ def test_a_line_json_cannot_read_is_reported_without_an_empty_location(tmp_path)
     path.write_text('{"margin": 1' + "0" * 5000 + "}\n")  # over Python's 4,300-digit limit
     (problem,) = ledger.read(path).problems
     assert problem.message.startswith("malformed record: Exceeds the limit")
+
+
+def test_a_wide_record_and_brackets_in_text_are_not_garbage(tmp_path):
+    """The nesting scanner counts depth, not brackets: a record with many shallow lists, and
+    text full of brackets and escaped quotes, reads back whole."""
+    path = tmp_path / "l.jsonl"
+    wide = record(1, observations={f"o{i}": [[i], {"k": [i]}] for i in range(20)},
+                  message='[[[[{{{{ "\\" ' * 10)
+    ledger.append(path, [wide])
+    assert ledger.MAX_DEPTH < wide.to_line().count(b"[") + wide.to_line().count(b"{")
+    contents = ledger.read(path)
+    assert not contents.problems and contents.records == [wide]
+
+
+def test_whatever_pv_writes_reads_back_however_deep_the_observation(tmp_path):
+    """A check may return nested observations; the record keeps what is deeper than a record
+    may nest as text, so the reader never drops it as garbage."""
+    deep: object = 1.5
+    for _ in range(40):
+        deep = [deep]
+    path = tmp_path / "l.jsonl"
+    written = record(1, observations={"deep": deep, "x": 0.5}, judged_params={"p": deep})
+    ledger.append(path, [written])
+    contents = ledger.read(path)
+    assert not contents.problems and len(contents.records) == 1
+    assert contents.records[0].observations["x"] == 0.5
+    assert isinstance(contents.records[0].observations["deep"], list)
+    assert "[[1.5]]" in json.dumps(contents.records[0].observations["deep"])
+
+
+def test_a_line_nested_past_the_limit_is_garbage(tmp_path):
+    path = tmp_path / "l.jsonl"
+    path.write_text('{"a": ' + "[" * (ledger.MAX_DEPTH + 1) + "]" * (ledger.MAX_DEPTH + 1) + "}\n")
+    assert [p.message.split(" (")[0] for p in ledger.read(path).problems] == ["garbage line"]

@@ -264,3 +264,23 @@ def test_the_time_limit_is_restored_after_each_test():
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0 and signal.getsignal(signal.SIGALRM) is before
     with _time_limit(0, "t"):  # 0: no limit
         assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+def test_an_error_in_a_fixture_is_recorded_on_the_tests_device_and_decides(tmp_path, monkeypatch):
+    """A fixture that breaks before the check runs: the ERROR carries the test's real device
+    (it was "?", so the earlier PASS kept deciding the cpu cell)."""
+    from pv_workspace import cli
+
+    ws = make_workspace(tmp_path, mutants=False)
+    ws.add_contract("demo", [falsifier("FALSIFY-DEMO-001")])
+    ws.generate()
+    assert ws.pytest("generated_tests").returncode == 0
+    (ws.generated / "conftest.py").write_text(
+        "import pytest\n\n\n@pytest.fixture(autouse=True)\ndef broken():\n    raise RuntimeError('fixture broke')\n")
+    assert ws.pytest("generated_tests").returncode == 1
+    records = ws.records()
+    assert [(r.verdict.value, r.device) for r in records] == [("PASS", "cpu"), ("ERROR", "cpu")]
+    assert "fixture broke" in records[1].message
+    ws.enter(monkeypatch)
+    data = json.loads(cli("status")("--format", "json").stdout)
+    assert data["contracts"][0]["falsifiers"][0]["state"] == "ERROR"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pv_workspace import hand_written_contract
+from pv_workspace import hand_written_contract, what_ran
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PV = Path(sys.executable).with_name("pv")
@@ -154,7 +154,7 @@ def _record(root: Path, **fields):
     base = dict(contract="demo", contract_version="1.0.0", falsifier=f.id, falsifier_sha256=f.definition_sha256(),
                 device="cpu", verdict="PASS", observations={"loss": 0.5}, prediction=f.prediction, margin=0.5,
                 duration_s=0.1, time_utc="2026-11-22T00:00:00Z",
-                code_digests=bind(["checks.basic"], ["checks"], [root], loaded={}))
+                code_digests=bind(["checks.basic"], ["checks"], [root], loaded={}), **what_ran(root, loaded, f.id))
     base.update(fields)
     return make_record(**base)
 

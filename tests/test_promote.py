@@ -17,6 +17,7 @@ from pv.lifecycle import contract_status, declared_status_diagnostics
 from pv.loader import load_contract
 from pv.promote import PromotionError, _verify, bump_minor, rewrite
 from pv.schema import LifecycleStatus
+from pv_workspace import what_ran
 
 PYPROJECT = '[tool.pv]\ncontracts_dir = "contracts"\nledger = "evidence/ledger.jsonl"\n'
 
@@ -76,6 +77,7 @@ def evidence(root: Path, verdict: str, mutant: str | None = None) -> None:
         observations={"loss": 0.5}, prediction=f.prediction, margin=0.5, duration_s=0.1,
         time_utc=f"2026-02-01T00:{n // 60 % 60:02d}:{n % 60:02d}Z",
         code_digests={"demo_checks": digest_file(root / "demo_checks.py")},  # the code it ran: fresh
+        **what_ran(root, loaded, f.id),  # its own generated test ran it
     )])
 
 

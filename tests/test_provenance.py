@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,41 @@ def test_an_explicit_commit_wins_over_git_and_dirty_is_measured_against_it(tmp_p
     assert state(repo) == (second, False, "PV_GIT_COMMIT")
     (repo / "code.py").write_text("x = 3\n")
     assert state(repo) == (second, True, "PV_GIT_COMMIT")
+
+
+def test_versions_read_an_imported_torch_and_its_cuda(monkeypatch):
+    """A check that imported torch: its version and CUDA build are recorded (a fake module, so
+    the test never imports torch)."""
+    import types
+
+    from pv import provenance
+
+    fake = types.ModuleType("torch")
+    fake.__version__ = "9.9.9+cu999"
+    fake.version = types.SimpleNamespace(cuda="99.9")
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    got = provenance.versions()
+    assert (got["torch"], got["cuda"]) == ("9.9.9+cu999", "99.9")
+    fake.version = types.SimpleNamespace(cuda=None)  # a CPU build
+    assert provenance.versions()["cuda"] is None
+
+
+def test_versions_read_torch_version_file_without_importing_torch(monkeypatch, tmp_path):
+    """torch not imported: its installed version.py is read as text, never imported."""
+    import importlib.machinery
+
+    from pv import provenance
+
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "version.py").write_text("raise SystemExit('imported!')\n__version__: str = '8.8.8'\ncuda = '12.8'\n")
+    spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
+    spec.submodule_search_locations = [str(package)]
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
+    got = provenance.versions()
+    assert (got["torch"], got["cuda"]) == ("8.8.8", "12.8")
+    (package / "version.py").write_text("__version__ = '8.8.8'\ncuda = None\n")
+    assert provenance.versions()["cuda"] is None
+    monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: None)  # no torch at all
+    assert (provenance.versions()["torch"], provenance.versions()["cuda"]) == (None, None)

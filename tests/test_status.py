@@ -15,6 +15,7 @@ from pv.cli import main
 from pv.ledger import append, make_record
 from pv.loader import load_contract
 from pv.commands.status import build_report, md_code, md_text, render_markdown
+from pv_workspace import what_ran
 
 PYPROJECT = """\
 [tool.pv]
@@ -110,7 +111,7 @@ def record(root: Path, cid: str, fid: str, verdict: str, device: str = "cpu", mu
         observations={} if observations is None else observations, prediction=f.prediction,
         margin=0.25 if verdict in ("PASS", "FAIL") else None, message=message, duration_s=0.5,
         time_utc=time or _time(), git_commit="0123456789abcdef", git_dirty=False,
-        code_digests=code_digests(root),
+        code_digests=code_digests(root), **what_ran(root, loaded, fid, device),
     )
 
 
@@ -347,7 +348,7 @@ def test_a_docstring_edit_stales_nothing(ws: Path):
 def test_a_stale_fail_is_not_shown_as_current(ws: Path):
     add(ws, record(ws, "beta", "FALSIFY-BETA-001", "FAIL"))
     (ws / "demo_checks.py").write_text(DEMO_CHECKS.replace("2.5", "3.5"))
-    data = json.loads(pv("--format", "json").output)
+    data = json.loads(pv("--format", "json").stdout)
     beta = next(c for c in data["contracts"] if c["id"] == "beta")
     device = beta["falsifiers"][0]["devices"]["cpu"]
     assert device["state"] == "STALE" and device["stale_because"] == ["demo_checks"]
@@ -359,12 +360,63 @@ def test_require_fresh_fails_on_stale_ship_blocking_evidence(ws: Path):
         record(ws, "alpha", "FALSIFY-ALPHA-001", "PASS", "cpu"),
         record(ws, "alpha", "FALSIFY-ALPHA-001", "PASS", "cuda"))
     result = pv("--require-fresh")
-    assert result.exit_code == 0 and "fresh: no ship-blocking" in result.output
+    assert result.exit_code == 0 and "fresh: every ship-blocking falsifier is DISCHARGED" in result.output
     (ws / "demo_checks.py").write_text(DEMO_CHECKS.replace("2.5", "3.5"))
     result = pv("--require-fresh")
     assert result.exit_code == 1
-    assert "FALSIFY-ALPHA-001 on cuda: code changed since: demo_checks" in result.output
-    assert "FALSIFY-BETA-001 on cpu: code changed since: demo_checks" in result.output
-    assert "pv run --stale --device cpu; pv run --stale --device cuda" in result.output
+    assert "FALSIFY-ALPHA-001 on cuda: STALE (code changed since: demo_checks)" in result.output
+    assert "FALSIFY-BETA-001 on cpu: STALE (code changed since: demo_checks)" in result.output
+    assert "pv run --stale" in result.output
     assert not (ws / "docs" / "STATUS.md").exists()  # a gate writes nothing
     assert pv("--require-fresh", "--check").exit_code == 2
+
+
+@pytest.mark.parametrize("latest, shown", [
+    ("FAIL", "FALSIFY-BETA-001 on cpu: FAIL"), ("ERROR", "FALSIFY-BETA-001 on cpu: ERROR (it broke)"),
+    ("SKIP", "FALSIFY-BETA-001 on cpu: SKIP"), (None, "FALSIFY-BETA-001 on cpu: PENDING (no evidence)"),
+])
+def test_the_release_gate_fails_on_every_ship_blocking_cell_that_is_not_a_fresh_pass(ws: Path, latest, shown):
+    """Not only STALE: a ship-blocking falsifier FALSIFIED, ERROR, SKIP or PENDING blocks too."""
+    add(ws, record(ws, "alpha", "FALSIFY-ALPHA-001", "PASS", "cpu"),
+        record(ws, "alpha", "FALSIFY-ALPHA-001", "PASS", "cuda"))
+    if latest is not None:
+        add(ws, record(ws, "beta", "FALSIFY-BETA-001", "PASS"),
+            record(ws, "beta", "FALSIFY-BETA-001", latest, message="it broke" if latest == "ERROR" else ""))
+    result = pv("--require-fresh")
+    assert result.exit_code == 1, result.output
+    assert shown in result.output
+    assert "FALSIFY-ALPHA-001" not in result.output  # discharged: not a blocker
+
+
+def test_a_replayed_pass_after_a_fail_is_flagged_and_decides_nothing(ws: Path):
+    """The attack: a real PASS, then a real FAIL, then the PASS line copied to the end."""
+    passed = record(ws, "beta", "FALSIFY-BETA-001", "PASS")
+    add(ws, passed, record(ws, "beta", "FALSIFY-BETA-001", "FAIL"))
+    ledger_file = ws / "evidence" / "ledger.jsonl"
+    with open(ledger_file, "ab") as handle:
+        handle.write(passed.to_line())
+    data = json.loads(pv("--format", "json").stdout)
+    beta = next(c for c in data["contracts"] if c["id"] == "beta")["falsifiers"][0]
+    assert beta["state"] == "FALSIFIED"
+    assert any(p["line"] == 3 and p["message"].startswith("replayed record") for p in data["ledger"]["problems"])
+    markdown = pv("--stdout").output
+    assert "line 3: replayed record: repeats the record of line 1" in markdown
+    # the copy with a new record id (same run, time and content) is a replay too
+    with open(ledger_file, "ab") as handle:
+        handle.write(passed.model_copy(update={"record_id": "f" * 32}).to_line())
+    assert "line 4: replayed record" in pv("--stdout").output
+
+
+DUPLICATED = ALPHA.replace("    prediction: loss < 10\n", "    prediction: loss < 10\n    prediction: loss < 1e9\n")
+
+
+def test_a_contract_with_a_duplicate_key_is_flagged_not_judged(ws: Path):
+    """YAML keeps the last of two `prediction:` keys; validate refuses the file, and status must
+    not judge it silently either: it is a load failure (exit 1, named on the dashboard)."""
+    assert DUPLICATED != ALPHA
+    (ws / "contracts" / "alpha-v1.yaml").write_text(DUPLICATED)
+    result = pv()
+    assert result.exit_code == 1
+    assert "duplicate key 'prediction'" in result.output
+    text = (ws / "docs" / "STATUS.md").read_text()
+    assert "alpha-v1.yaml" in text and "PV205" in text

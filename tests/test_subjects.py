@@ -163,10 +163,10 @@ def test_subject_param_must_be_a_parameter_name(tmp_path):
 
 def test_generated_tests_run_once_per_device_and_subject(ws):
     result = ws.pytest("generated_tests/test_subj.py", "--collect-only", "-q")
-    ids = [line for line in result.stdout.splitlines() if "::" in line]
-    assert ids == ["generated_tests/test_subj.py::test_falsify_subj_001[cpu-good]",
-                   "generated_tests/test_subj.py::test_falsify_subj_001[cpu-bad]",
-                   "generated_tests/test_subj.py::test_falsify_subj_002[cpu]"]
+    ids = sorted(line for line in result.stdout.splitlines() if "::" in line)  # pytest-randomly shuffles them
+    assert ids == sorted(["generated_tests/test_subj.py::test_falsify_subj_001[cpu-good]",
+                          "generated_tests/test_subj.py::test_falsify_subj_001[cpu-bad]",
+                          "generated_tests/test_subj.py::test_falsify_subj_002[cpu]"])
 
 
 def test_each_cell_records_its_subject_and_its_own_definition_hash(ws):

@@ -20,7 +20,7 @@ def open_workspace(start: Path | None = None) -> Workspace:
 
     Outside a project — no pyproject.toml with a [tool.pv] table here or above — a verb would
     otherwise write a ledger or a dashboard into a random directory, so it stops with a usage
-    error (exit 2) that says how to make one.
+    error (exit 2) that says how to make one; so does a project whose contracts_dir is missing.
     """
     here = Path.cwd() if start is None else Path(start)
     try:
@@ -33,6 +33,13 @@ def open_workspace(start: Path | None = None) -> Workspace:
         raise click.UsageError(
             f"not inside a pv project: no pyproject.toml with a [tool.pv] table in {here.resolve()} "
             "or any directory above it. Run `pv init` to make this directory one, or cd into your project."
+        )
+    if not workspace.contracts_dir.is_dir():
+        # Without it every verb would read "no contracts": generate would delete every generated
+        # module, status would write an empty dashboard. Stop before anything is written.
+        raise click.UsageError(
+            f"[tool.pv] contracts_dir {workspace.rel(workspace.contracts_dir)!r} (in {workspace.pyproject}) is not a "
+            "directory: create it, or point contracts_dir at your contracts; nothing was read or written"
         )
     return workspace
 

@@ -47,7 +47,7 @@ def command(check_only: bool, *, workspace: Workspace) -> None:
         click.echo("pv generate: refusing to overwrite files it did not generate", err=True)
         sys.exit(1)
     changed = apply(plan)
-    tests = sum(len(f.cells()) for t in plan.targets for f in t.contract.falsification_tests)  # subject x device
+    tests = sum(len(f.runtime_cells()) for t in plan.targets for f in t.contract.falsification_tests)  # runtime x subject x device
     if changed:
         click.echo(f"{where}: {changed} file(s) changed; {total} module(s), {tests} test(s) from {total} contract(s)")
     else:

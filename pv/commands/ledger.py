@@ -132,7 +132,7 @@ def check_cmd(ledger: str | None) -> None:
     contents = ledger_mod.read(path)
     problems = [(p.line, p.message) for p in contents.problems]
     problems += [(line, f"duplicate record_id {rid} (first at line {first})")
-                 for line, rid, first in duplicate_ids(path)]
+                 for line, rid, first in duplicate_ids(path) if line not in {p.line for p in contents.problems}]
     now = datetime.datetime.now(datetime.timezone.utc)
     problems += [(line, f"record {r.record_id[:12]} is dated {r.time_utc}, in the future (the ledger's order "
                         "decides which record is latest, but a future date is still false)")

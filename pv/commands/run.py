@@ -8,13 +8,12 @@
     pv run --contract apr-cpu-forward-sanity --subject-path ~/my-checkpoint
 
 First makes sure generated_tests/ is up to date (regenerating in-process if not, and saying
-so), then runs pytest in a subprocess on the selected generated tests with pv's plugin. One
-progress line is printed per falsifier test as it finishes (streamed from the plugin's
-`--pv-report` file), then a table of verdicts with observed values and margins.
+so), then runs pytest in a subprocess on the selected generated tests with pv's plugin, which
+records only the selected cells (`--pv-cells`). One line per finished falsifier test (streamed
+from the plugin's `--pv-report`), then a table of verdicts with observed values and margins.
 
-Exit status: 0 when nothing was falsified or errored (SKIPs alone exit 0, but are called out
-as "not evidence"); 1 when anything FAILed or ERRORed, or pytest itself broke; 2 for usage
-errors (an unknown falsifier id, with near matches suggested).
+Exit status: 0 when nothing was falsified or errored (SKIPs alone exit 0, but are called out as
+"not evidence"); 1 when anything FAILed or ERRORed, or pytest itself broke; 2 for usage errors.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ import click
 
 from pv.commands import pass_workspace
 from pv.config import Workspace
+from pv.identity import cells_option
 from pv.outcome import Outcome
 from pv.runview import print_table, progress_line, summary_lines
 
@@ -49,10 +49,11 @@ class Selected:
     device: str
     nodeid: str
     subject: str | None = None  # None: a falsifier without subjects
+    runtime: str | None = None  # None: a falsifier without runtimes
 
     @property
-    def cell(self) -> tuple[str, str, str | None]:
-        return (self.falsifier, self.device, self.subject)
+    def cell(self) -> tuple[str, str, str | None, str | None]:
+        return (self.falsifier, self.device, self.subject, self.runtime)
 
 
 @dataclass
@@ -93,13 +94,14 @@ def _suggest(word: str, candidates: Iterable[str]) -> str:
 
 
 def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: bool, device: str,
-           subject: str | None = None, skip_subjects: Iterable[str] = ()) -> list[Selected]:
+           subject: str | None = None, skip_subjects: Iterable[str] = (), runtime: str | None = None) -> list[Selected]:
     """The generated tests to run, in contract/falsifier/subject/device order. `subject`: only
     that subject's cells; a `path:DIR` subject (pv.subjects) runs every selected falsifier that
     takes subjects on that checkpoint instead of its declared ones. `skip_subjects`: leave those
     subjects' cells out (a production-scale subject on a machine that cannot build it).
     Raises click.UsageError."""
     from pv.codegen import function_name, test_name
+    from pv.runtimes import cells
     from pv.subjects import is_path_subject
 
     ids, contracts = list(ids), list(contracts)
@@ -139,12 +141,11 @@ def select(plan: Any, ids: Iterable[str], contracts: Iterable[str], everything: 
         if subject is not None:
             subjects = [subject] if (adhoc and f.subjects) or subject in subjects else []
         subjects = [s for s in subjects if s not in skip_subjects]
-        for subj in subjects:
-            for dev in devices:
-                # An ad-hoc subject is not in the generated parametrization: pytest gets the
-                # function and the plugin narrows it (--pv-device, --pv-subject).
-                name = function_name(fid) if adhoc else test_name(fid, dev, subj)
-                selected.append(Selected(fid, target.contract.metadata.id, dev, f"{rel}::{name}", subj))
+        for subj, dev, rt in cells(f.runtimes, subjects, devices, runtime):  # (pv.runtimes)
+            # An ad-hoc subject is not in the generated parametrization: pytest gets the
+            # function and the plugin narrows it (--pv-device, --pv-subject).
+            name = function_name(fid) if adhoc else test_name(fid, dev, subj, rt)
+            selected.append(Selected(fid, target.contract.metadata.id, dev, f"{rel}::{name}", subj, rt))
     named_but_unavailable = [u for u in unavailable if u.split(" ")[0] in set(ids)]
     if named_but_unavailable:
         raise click.UsageError(f"not declared for --device {device}: " + "; ".join(named_but_unavailable))
@@ -181,16 +182,16 @@ def select_stale(workspace: Workspace, plan: Any, ids: Iterable[str], contracts:
     workspace's ledger followed by `ledger_path` when that is another file (on the GPU machine:
     the committed evidence, then what this machine has recorded since)."""
     from pv import ledger as ledger_mod
-    from pv.codebind import TreeDigests
     from pv.commands.status import build_report, load_all, stale_rows
+    from pv.identity import EvidenceCheck
 
     loaded, failures = load_all(workspace)
     records = ledger_mod.read(workspace.ledger).records
     if Path(ledger_path).resolve() != workspace.ledger.resolve():
         records = records + ledger_mod.read(ledger_path).records
     report = build_report(loaded, failures, records, workspace.rel(workspace.ledger), [], None,
-                          TreeDigests(workspace.root), workspace.subject_param)
-    owed = {(f.id, d.device, d.subject) for _, f, d in stale_rows(report)}
+                          EvidenceCheck(workspace, loaded), workspace.subject_param)
+    owed = {(f.id, d.device, d.subject, d.runtime) for _, f, d in stale_rows(report)}
     ids, contracts = list(ids), list(contracts)
     candidates = select(plan, ids, contracts, not (ids or contracts), device, subject)
     return [s for s in candidates if s.cell in owed]
@@ -214,8 +215,8 @@ def plugin_autoloads() -> bool:
 def pytest_command(selected: list[Selected], *, rootdir: Path, report: Path, run_id: str, device: str,
                    ledger: Any, mutant: str | None, keyword: str | None,
                    pytest_args: Iterable[str] = (), subject: str | None = None) -> list[str]:
-    cmd = [sys.executable, "-m", "pytest", *dict.fromkeys(s.nodeid for s in selected),
-           "--pv-report", str(report), "--pv-run-id", run_id, "--pv-device", device,
+    cmd = [sys.executable, "-m", "pytest", *dict.fromkeys(s.nodeid for s in selected), "--pv-cells",
+           cells_option(selected), "--pv-report", str(report), "--pv-run-id", run_id, "--pv-device", device,
            "--tb=short", "-q", "-p", "no:cacheprovider", "--rootdir", str(rootdir)]
     if not plugin_autoloads():  # e.g. pv used from a source tree on PYTHONPATH (the GPU machine)
         cmd[3:3] = ["-p", "pv.plugin"]
@@ -293,7 +294,7 @@ def execute(workspace: Workspace, selected: list[Selected], *, device: str = "au
                 return
             outcome = Outcome.from_json(event)
             outcome.repeat = rep
-            seen.add((outcome.falsifier, outcome.device, outcome.subject))
+            seen.add((outcome.falsifier, outcome.device, outcome.subject, outcome.runtime))
             result.outcomes.append(outcome)
             if on_outcome is not None:
                 on_outcome(outcome, rep)
@@ -348,6 +349,7 @@ class _RunCommand(click.Command):
               help="Run only this subject's cells (a name from the falsifiers' `subjects:`).")
 @click.option("--skip-subject", "skip_subjects", multiple=True, metavar="NAME",
               help="Leave this subject's cells out (repeatable); they stay owed on the dashboard.")
+@click.option("--runtime", default=None, metavar="NAME", help="Run only this runtime's cells ([tool.pv] runtimes).")
 @click.option("--subject-path", default=None, metavar="DIR",
               help="Run the selected subject-taking falsifiers on your HF checkpoint DIR (recorded as subject "
                    "path:DIR with a digest; shown under 'Your checkpoints', never counted toward a contract).")
@@ -363,9 +365,9 @@ class _RunCommand(click.Command):
 @pass_workspace
 def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything: bool,
             device: str, repeat: int, keyword: str | None, no_ledger: bool, ledger_path: str | None,
-            stale: bool, subject: str | None, skip_subjects: tuple[str, ...], subject_path: str | None,
-            git_commit: str | None, mutant: str | None, verbose: bool, fmt: str, junitxml: str | None, *,
-            workspace: Workspace) -> None:
+            stale: bool, subject: str | None, skip_subjects: tuple[str, ...], runtime: str | None,
+            subject_path: str | None, git_commit: str | None, mutant: str | None, verbose: bool, fmt: str,
+            junitxml: str | None, *, workspace: Workspace) -> None:
     """Run falsifiers and record the evidence. Arguments after `--` go to pytest.
 
     \b
@@ -376,6 +378,7 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
     an ERROR, pytest broke, or a record could not be written; 2 usage error.
     """
     from pv import codegen, report
+    from pv.subjects import subject_option
 
     pytest_args = list(ctx.meta.get("pv_pytest_args", []))
     if no_ledger and ledger_path:
@@ -384,7 +387,7 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
         raise click.UsageError("--stale picks its own selection; it excludes --all and --mutant")
     if git_commit is not None and not re.fullmatch(r"[0-9a-fA-F]{7,64}", git_commit):
         raise click.UsageError(f"--git-commit {git_commit!r} is not a commit id (7 to 64 hex digits)")
-    subject = _subject_option(subject, subject_path, stale)
+    subject = subject_option(subject, subject_path, stale)
     quiet = fmt == "json"  # stdout carries the JSON document only; progress goes to stderr
     plan = codegen.ensure_fresh(workspace, echo=lambda line: click.echo(line, err=quiet))
     ledger: Any = None if no_ledger else (Path(ledger_path).resolve() if ledger_path else DEFAULT)
@@ -397,7 +400,7 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
                        err=quiet)
             return
     else:
-        selected = select(plan, falsifiers, contracts, everything, device, subject, skip_subjects)
+        selected = select(plan, falsifiers, contracts, everything, device, subject, skip_subjects, runtime)
     if mutant:
         _check_mutant(workspace, mutant)
 
@@ -450,28 +453,6 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
         click.echo(click.style(f"pytest exited with status {result.returncodes}", fg="red"), err=True)
     if not result.ok:
         sys.exit(1)
-
-
-def _subject_option(subject: str | None, subject_path: str | None, stale: bool) -> str | None:
-    """The subject to pass the plugin: a declared name (--subject), or `path:<abs dir>` of a
-    checked checkpoint directory (--subject-path). Bad input is a usage error naming the path."""
-    from pv import subjects
-    from pv.schema import SUBJECT_PATTERN
-
-    if subject is not None and subject_path is not None:
-        raise click.UsageError("--subject and --subject-path exclude each other")
-    if subject is not None and not re.fullmatch(SUBJECT_PATTERN, subject):
-        hint = "; for a checkpoint directory use --subject-path DIR" if "/" in subject or subjects.is_path_subject(
-            subject) else ""
-        raise click.UsageError(f"--subject {subject!r} is not a subject name (a plain slug like tiny-trained){hint}")
-    if subject_path is None:
-        return subject
-    if stale:
-        raise click.UsageError("--subject-path runs your checkpoint; it excludes --stale")
-    try:
-        return subjects.path_subject(subject_path).name
-    except subjects.SubjectError as exc:
-        raise click.UsageError(f"--subject-path: {exc}") from None
 
 
 def _check_mutant(workspace: Workspace, name: str) -> None:

@@ -22,7 +22,9 @@ import click
 
 from pv import ledger as ledger_mod
 from pv.commands import pass_workspace
+from pv.automutate.report import status_markdown as mutation_section
 from pv.config import Workspace
+from pv.killmatrix import kill_matrix_section
 from pv.ledger import LedgerProblem, LedgerRecord
 from pv.lifecycle import (
     ContractStatus,
@@ -31,7 +33,6 @@ from pv.lifecycle import (
     FalsifierState,
     FalsifierStatus,
     AdhocCell,
-    MutantState,
     adhoc_cells,
     compute,
     orphans,
@@ -41,6 +42,7 @@ from pv.lifecycle import (
 from pv.loader import LoadedContract, load_contract
 from pv.markdown import fmt_value, md_code, md_text
 from pv.markdown import table as _table
+from pv.releasegate import ship_blockers
 from pv.schema import DEVICES, STATUS_RANK, LifecycleStatus
 
 STATUS_ORDER = [
@@ -103,7 +105,8 @@ def load_all(ws: Workspace) -> tuple[list[LoadedContract], list[tuple[str, str]]
     loaded, failures = [], []
     for path in ws.contract_files():
         lc, problems = load_contract(path, ws.rel(path))
-        if lc is None or lc.contract is None:
+        problems = [p for p in problems if p.severity.value == "error"]  # e.g. a duplicate key: not judged
+        if lc is None or lc.contract is None or problems:
             first = problems[0].format().splitlines()[0] if problems else "cannot be loaded"
             failures.append((ws.rel(path), first))
         else:
@@ -113,11 +116,11 @@ def load_all(ws: Workspace) -> tuple[list[LoadedContract], list[tuple[str, str]]
 
 def gather(ws: Workspace) -> tuple[Report, list[LoadedContract]]:
     loaded, failures = load_all(ws)
-    from pv.codebind import TreeDigests
+    from pv.identity import EvidenceCheck  # the tree's code, and whether what ran is the contract's
 
     contents = ledger_mod.read(ws.ledger)
     report = build_report(loaded, failures, contents.records, ws.rel(ws.ledger), contents.problems,
-                          contents.lines, TreeDigests(ws.root), ws.subject_param)
+                          contents.lines, EvidenceCheck(ws, loaded), ws.subject_param)
     return report, loaded
 
 
@@ -388,26 +391,7 @@ def render_markdown(report: Report) -> str:
 
     out += _checkpoints_section(report)
 
-    out += ["## Kill matrix", ""]
-    mutants = sorted({m for e in report.entries for f in e.status.falsifiers for m in f.falsifier.mutants})
-    falsifiers = [(e, f) for e in report.entries for f in e.status.falsifiers]
-    if not falsifiers:
-        out += ["No falsifiers.", ""]
-    else:
-        out += [
-            "Each falsifier run under each planted bug it declares: KILLED (it failed, as it must), "
-            "SURVIVED (it passed: blind to that bug), ERROR, STALE (run on code that has changed since), "
-            "— (not run yet). Blank: not declared.",
-            "",
-        ]
-        cell = {MutantState.KILLED: "KILLED", MutantState.SURVIVED: "**SURVIVED**",
-                MutantState.ERROR: "ERROR", MutantState.STALE: "STALE", MutantState.NOT_RUN: "—"}
-        rows = []
-        for e, f in falsifiers:
-            states = {m.mutant: cell[m.state] for m in f.mutants}
-            rows.append([md_code(f.id), f.strength] + [states.get(m, "") for m in mutants])
-        out += _table(["falsifier", "killed"] + [md_code(m) for m in mutants], rows)
-        out.append("")
+    out += kill_matrix_section(report.entries)
     return "\n".join(out)
 
 
@@ -478,8 +462,8 @@ def _warn(report: Report) -> None:
               help="Set the declared status of the named contracts (default: all) from the evidence.")
 @click.option("--allow-demote", is_flag=True, help="With --promote: allow lowering a declared status.")
 @click.option("--require-fresh", is_flag=True,
-              help="Release gate: exit 1 if a ship-blocking falsifier's deciding evidence is stale on a "
-                   "required device; write nothing.")
+              help="Release gate: exit 1 unless every ship-blocking falsifier is DISCHARGED on fresh "
+                   "evidence (FALSIFIED, ERROR, STALE, PENDING, SKIP block); write nothing.")
 @click.option("--html", "html_dir", type=click.Path(), default=None, metavar="DIR",
               help="Write the dashboard as static HTML into DIR (margin history, drift flags); nothing else.")
 @click.option("--to", "target", type=click.Choice(COMPUTABLE),
@@ -528,7 +512,7 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
                 raise (click.UsageError if exc.usage else click.ClickException)(str(exc)) from None
             click.echo(f"wrote {Path(html_dir) / 'index.html'} ({flagged} margin(s) shrinking toward zero)")
             return
-        markdown = render_markdown(report)
+        markdown = render_markdown(report) + mutation_section(ws)
         if to_stdout:
             click.echo(markdown, nl=False)
             return
@@ -558,7 +542,7 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
 
             refused = promote_entries(report.entries, loaded, ids, allow_demote, target, click.echo)
             report, loaded = gather(ws)  # declared statuses changed
-            markdown = render_markdown(report)
+            markdown = render_markdown(report) + mutation_section(ws)
 
         click.echo(terminal_summary(report, ids))
         current = ws.status_file.read_text(encoding="utf-8") if ws.status_file.is_file() else None
@@ -577,17 +561,15 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
 
 
 def _require_fresh(report: Report, ids: set[str] | None) -> None:
-    """Exit 1 when a ship-blocking falsifier's deciding evidence is stale on a required device."""
-    stale = [(f, d) for e, f, d in stale_rows(report)
-             if f.falsifier.ship_blocking and (not ids or e.status.id in ids)]
-    if not stale:
-        click.echo("fresh: no ship-blocking falsifier's deciding evidence is stale")
+    """Exit 1 unless every ship-blocking falsifier is DISCHARGED on fresh evidence (pv.releasegate)."""
+    blocked = ship_blockers(e.status for e in report.entries if not ids or e.status.id in ids)
+    if not blocked:
+        click.echo("fresh: every ship-blocking falsifier is DISCHARGED on fresh evidence")
         return
-    click.echo(f"{len(stale)} ship-blocking falsifier x device row(s) decided by stale evidence:", err=True)
-    for f, d in stale:
-        click.echo(f"  {f.id} on {d.label}: {d.stale_reason()}", err=True)
-    devices = sorted({d.device for _, d in stale})
-    click.echo("re-run them: " + "; ".join(f"pv run --stale --device {dev}" for dev in devices), err=True)
+    click.echo(f"{len(blocked)} ship-blocking falsifier x device row(s) are not a fresh PASS:", err=True)
+    for line in blocked:
+        click.echo(f"  {line}", err=True)
+    click.echo("fix what FAILs or ERRORs; re-run the rest: pv run --stale (STALE), pv run ID (PENDING)", err=True)
     sys.exit(1)
 
 

@@ -219,6 +219,7 @@ def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants
     the cells of `skip_subjects` are left out."""
     from pv.codegen import test_name
     from pv.commands.run import Selected
+    from pv.runtimes import cells as runtime_cells
 
     index = plan.falsifiers()
     out: dict[str, list[Any]] = {}
@@ -233,11 +234,11 @@ def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants
             usable = [d for d in devices if acts_on is None or d in acts_on]
             if devices and not usable:
                 result.not_applicable[(fid, mutant)] = f"acts on {', '.join(acts_on or ())} only"
-            for subject in [s for s in falsifier.subjects or [None] if s not in skip_subjects]:
-                for dev in usable:
-                    tests.append(Selected(fid, contract_file.contract.metadata.id, dev,
-                                          f"{workspace.rel(contract_file.path)}::{test_name(fid, dev, subject)}",
-                                          subject))
+            subjects = [s for s in falsifier.subjects or [None] if s not in skip_subjects]
+            for subject, dev, rt in runtime_cells(falsifier.runtimes, subjects, usable):  # pv.runtimes
+                tests.append(Selected(fid, contract_file.contract.metadata.id, dev,
+                                      f"{workspace.rel(contract_file.path)}::{test_name(fid, dev, subject, rt)}",
+                                      subject, rt))
         if tests:
             out[mutant] = tests
     return out
@@ -400,7 +401,7 @@ def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: 
     latest fresh record run under that mutant (same definition, same code). Cells never run, or
     whose latest record ran code that has changed since, stay blank."""
     from pv import ledger as ledger_file
-    from pv.codebind import TreeDigests
+    from pv.identity import EvidenceCheck
     from pv.lifecycle import cell_subject
 
     index = plan.falsifiers()
@@ -412,6 +413,8 @@ def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: 
                      for s in (index[fid][1].subjects or [None])} for fid in selected_ids}
     wanted = set(mutants)
     latest: dict[tuple[str, str, str], Any] = {}
+    # a record not run by the contract's generated test, on its definition, never counts
+    tree = EvidenceCheck(plan.workspace, [t.loaded for t in plan.targets])
     for record in ledger_file.read(path).records:
         cells = current.get(record.falsifier, {})
         subject = cell_subject(record, cells)  # a record from before subjects: by its hash
@@ -419,11 +422,11 @@ def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: 
                 or subject not in cells or record.falsifier_sha256 != cells[subject]
                 or (device != "auto" and record.device != device)
                 or record.device not in index[record.falsifier][1].devices
-                or (not matrix and record.mutant not in declared[record.falsifier])):
+                or (not matrix and record.mutant not in declared[record.falsifier])
+                or tree.refuses(record, index[record.falsifier][1])):
             continue
         # The ledger's order decides which record is the latest, never the typed-in time.
         latest[(record.falsifier, record.mutant, _cell(record.device, subject))] = record
-    tree = TreeDigests(plan.workspace.root)  # a latest record that ran other code is stale: blank
     latest = {key: r for key, r in latest.items() if not tree.record_changes(r)}
     for (fid, mutant, dev), record in sorted(latest.items()):
         result.verdicts.setdefault((fid, mutant), {})[dev] = record.verdict.value

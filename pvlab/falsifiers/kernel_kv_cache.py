@@ -67,7 +67,10 @@ def cached_greedy_matches_uncached(*, device: str, path: str = "reference", prom
     agreeing = new_tokens
     for i in range(prompts):
         ids = _tokens(model.config.vocab_size, prompt, seed + 100 + i)[0].tolist()
-        with_cache = generate(model, ids, max_new_tokens=new_tokens, temperature=0.0, use_cache=True).new_ids
+        # model.KVCache through the eager decoder (on CUDA the default would be the graph decoder's
+        # static cache, a different cache: FALSIFY-PERF-DECODE-004 compares the two)
+        with_cache = generate(model, ids, max_new_tokens=new_tokens, temperature=0.0, use_cache=True,
+                              use_graph=False).new_ids
         without = generate(model, ids, max_new_tokens=new_tokens, temperature=0.0, use_cache=False).new_ids
         prefix = 0
         for a, b in zip(with_cache, without):

@@ -36,13 +36,13 @@ def _model(config: str, device: str, path: str):
 
 
 def _decode_rate(model, *, prompt_tokens: int, new_tokens: int, repeats: int, max_spread: float,
-                 sync, what: str) -> throughput.Throughput:
+                 sync, what: str, use_graph: bool | None = None) -> throughput.Throughput:
     from pvlab import runtime
 
     prompt = torch.randint(0, model.config.vocab_size, (prompt_tokens,), generator=torch.Generator().manual_seed(0))
 
     def decode() -> None:
-        produced = runtime.generate(model, prompt.tolist(), max_new_tokens=new_tokens).new_ids
+        produced = runtime.generate(model, prompt.tolist(), max_new_tokens=new_tokens, use_graph=use_graph).new_ids
         if len(produced) != new_tokens:  # an early stop would make the rate meaningless
             raise RuntimeError(f"{what}: generate() gave {len(produced)} tokens, asked for {new_tokens}")
 
@@ -52,12 +52,15 @@ def _decode_rate(model, *, prompt_tokens: int, new_tokens: int, repeats: int, ma
 
 def decode_speed_vs_cpu(*, device: str, config: str = "qwen2-0.5b", prompt_tokens: int = 32,
                         new_tokens: int = 32, repeats: int = 5, max_spread: float = 0.3,
-                        gpu: str | None = None) -> dict:
-    """Greedy decoding with the KV cache, the same model (random weights, seed 0) on the CPU
-    (its default fp32 reference path) and on the GPU (its default bf16 fast path).
+                        gpu: str | None = None, use_graph: bool | None = None) -> dict:
+    """Greedy decoding with the KV cache through runtime.generate, the same model (random weights,
+    seed 0) on the CPU (its default fp32 reference path) and on the GPU (its default bf16 fast
+    path; use_graph as runtime.generate takes it: None its default, the CUDA-graph decoder;
+    False the eager loop, launch-bound).
 
     Observations: cuda_tokens_per_s, cpu_tokens_per_s (medians), speedup (their ratio),
-    cuda_spread, cpu_spread, new_tokens. The bug hunt's GPU decode was 7.4x slower than the CPU."""
+    cuda_spread, cpu_spread, new_tokens, cuda_decoder ("graph" or "eager"). The bug hunt's GPU
+    decode was 7.4x slower than the CPU."""
     _gpu_named(device, gpu)
     cpu_model = _model(config, "cpu", "reference")
     cpu = _decode_rate(cpu_model, prompt_tokens=prompt_tokens, new_tokens=new_tokens, repeats=repeats,
@@ -65,9 +68,11 @@ def decode_speed_vs_cpu(*, device: str, config: str = "qwen2-0.5b", prompt_token
     del cpu_model
     gpu_model = _model(config, device, "fast")
     cuda = _decode_rate(gpu_model, prompt_tokens=prompt_tokens, new_tokens=new_tokens, repeats=repeats,
-                        max_spread=max_spread, sync=torch.cuda.synchronize, what="cuda greedy decode")
+                        max_spread=max_spread, sync=torch.cuda.synchronize, what="cuda greedy decode",
+                        use_graph=use_graph)
     return {"cuda_tokens_per_s": cuda.median, "cpu_tokens_per_s": cpu.median, "speedup": cuda.median / cpu.median,
-            "cuda_spread": cuda.spread, "cpu_spread": cpu.spread, "new_tokens": new_tokens}
+            "cuda_spread": cuda.spread, "cpu_spread": cpu.spread, "new_tokens": new_tokens,
+            "cuda_decoder": "eager" if use_graph is False else "graph"}
 
 
 def decode_feeds_one_token_per_step(*, device: str, config: str = "tiny", prompt_tokens: int = 16,
@@ -89,7 +94,9 @@ def decode_feeds_one_token_per_step(*, device: str, config: str = "tiny", prompt
     hook = model.model.register_forward_pre_hook(lambda module, args: fed.append(int(args[0].shape[-1])))
     try:
         prompt = torch.randint(0, model.config.vocab_size, (prompt_tokens,), generator=torch.Generator().manual_seed(0))
-        produced = runtime.generate(model, prompt.tolist(), max_new_tokens=new_tokens).new_ids
+        # The eager decoder: it is the one that feeds the decoder per token (the CUDA-graph
+        # decoder replays a recorded step, which no hook sees).
+        produced = runtime.generate(model, prompt.tolist(), max_new_tokens=new_tokens, use_graph=False).new_ids
     finally:
         hook.remove()
     if len(produced) != new_tokens or not fed:

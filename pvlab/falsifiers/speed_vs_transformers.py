@@ -1,26 +1,44 @@
-"""The runtime's training and eval throughput against transformers, in one process.
+"""The runtime's training and eval throughput against transformers at its strongest, in one process.
 
 The oracle is a second implementation measured beside the runtime: transformers (SDPA
 attention) opening the very directory the runtime wrote, so both start from identical fp32
 weights, stepping through the same batches with the same recipe — bf16 autocast over fp32 master
 weights, AdamW (fused on CUDA) with decay on matrices only, clipping at global norm 1.0 — and
 both handing each step's loss to the host as a float (Trainer.train_batch / eval_batch return
-it; the transformers steps call .item()), so both pay one synchronisation per step and produce
-the same result. Each rate is throughput.measure's median of >= 5 timed windows after a warm-up;
-peak memory is torch.cuda.max_memory_allocated() of each side alone (the other side is freed
+it; the transformers steps call .item()), so both pay one synchronisation per step.
+
+transformers is measured the ways a user who wants speed would run it (PEERS):
+  * "eager":   the model as from_pretrained gives it;
+  * "compile": the same plus the one line `model = torch.compile(model)`;
+  * "liger":   Liger kernels applied to the model (liger_kernel's Triton RMSNorm, RoPE, SwiGLU
+               and fused linear cross-entropy; the loss goes through the model's `labels=` so the
+               fused loss runs), where liger_kernel imports and the device is CUDA; otherwise its
+               row says why it is not available — never silently left out.
+The runtime is compared with the strongest peer for each figure: the highest train tokens/s,
+the highest eval tokens/s, the lowest training peak memory — each named in the observations.
+
+Each rate is throughput.measure's median of >= `repeats` timed windows after a warm-up; peak
+memory is torch.cuda.max_memory_allocated() of each configuration alone (the others freed
 first). bench/bench_vs_hf.py prints the same measurement as a table.
 """
 
 from __future__ import annotations
 
 import gc
+import importlib
+import math
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from . import throughput
 from .performance import _gpu_named
+
+PEERS = ("eager", "compile", "liger")
+PEER_LABELS = {"eager": "transformers, eager", "compile": "transformers + torch.compile",
+               "liger": "transformers + Liger kernels"}
 
 
 def make_batches(vocab: int, batch: int, seq: int, count: int = 4) -> list:
@@ -32,58 +50,78 @@ def make_batches(vocab: int, batch: int, seq: int, count: int = 4) -> list:
             for _ in range(count)]
 
 
-def transformers_steps(directory: Path, device: torch.device, batches: list):
-    """(train_step, eval_step, owner) for transformers on `batches` with the recipe above; keep
-    `owner` alive while stepping and delete it to free the model."""
-    from transformers import AutoModelForCausalLM
+# ---- the runtime's configurations ---------------------------------------------------------------
 
-    from pvlab.runtime.kernels import IGNORE_INDEX
+@dataclass(frozen=True)
+class RuntimeVariant:
+    """One configuration of the runtime's fast path, written as a spec: a compile scope, then
+    options joined by '+': "eager", "model", "model+fused", "model+fused+mode=reduce-overhead",
+    "layers+attn=cudnn". ("none" is "eager".)
 
-    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32,
-                                                 attn_implementation="sdpa").to(device)
-    model.train()
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=3e-4, betas=(0.9, 0.95), fused=device.type == "cuda")
-    gpu = [b.to(device) for b in batches]
-    state = {"i": 0}
+    scope: Trainer(compile=...) — eager, layers (each decoder layer) or model (the decoder body);
+    fused: CausalLM.set_fused_projections(True) — Q/K/V and gate/up as one product each;
+    mode:  Trainer(compile_mode=...) — torch.compile's mode for the compiled scope;
+    attn:  Trainer(attention_backend=...) — the SDPA kernel (flash, efficient, cudnn, math)."""
 
-    def next_batch():
-        state["i"] += 1
-        return gpu[(state["i"] - 1) % len(gpu)]
+    scope: str = "eager"
+    fused: bool = False
+    mode: str | None = None
+    attention: str | None = None
 
-    def train_step() -> float:
-        b = next_batch()
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            logits = model(input_ids=b.inputs).logits
-        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), b.targets.flatten(),
-                                                 ignore_index=IGNORE_INDEX)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.item()
+    @classmethod
+    def parse(cls, spec: str) -> "RuntimeVariant":
+        from pvlab.runtime.trainer import COMPILE_MODES
 
-    def eval_step() -> float:
-        b = next_batch()
-        with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
-            logits = model(input_ids=b.inputs).logits
-            loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), b.targets.flatten(),
-                                                     ignore_index=IGNORE_INDEX)
-        return loss.item()
+        tokens = [t.strip() for t in spec.strip().split("+")]
+        scope = {"none": "eager"}.get(tokens[0], tokens[0])
+        if scope not in ("eager", "layers", "model"):
+            raise ValueError(f"runtime variant {spec!r}: starts with eager, layers or model, not {tokens[0]!r}")
+        fused, mode, attention = False, None, None
+        for token in tokens[1:]:
+            key, _, value = token.partition("=")
+            if token == "fused":
+                fused = True
+            elif key == "mode" and value in COMPILE_MODES and value:
+                mode = value
+            elif key == "attn" and value:
+                attention = value
+            else:
+                raise ValueError(f"runtime variant {spec!r}: unknown option {token!r} (fused, "
+                                 f"mode=<{'|'.join(m for m in COMPILE_MODES if m)}>, attn=<backend>)")
+        if mode is not None and scope == "eager":
+            raise ValueError(f"runtime variant {spec!r}: a compile mode needs a compiled scope (layers or model)")
+        return cls(scope, fused, mode, attention)
 
-    return train_step, eval_step, (model, optimizer, gpu)
+    def spec(self) -> str:
+        parts = [self.scope] + (["fused"] if self.fused else [])
+        parts += [f"mode={self.mode}"] if self.mode else []
+        parts += [f"attn={self.attention}"] if self.attention else []
+        return "+".join(parts)
+
+    def label(self) -> str:
+        words = {"eager": "runtime, eager", "layers": "runtime + per-layer compile",
+                 "model": "runtime + whole-model compile"}[self.scope]
+        if self.fused:
+            words += ", fused projections"
+        if self.mode:
+            words += f", mode {self.mode}"
+        if self.attention:
+            words += f", {self.attention} attention"
+        return words
 
 
-def runtime_steps(directory: Path, device: torch.device, batches: list, compile_scope: str):
-    """(train_step, eval_step, owner) for the runtime's fast path (Trainer), compiled per scope
-    ("none", "layers" or "model")."""
+def runtime_steps(directory: Path, device: torch.device, batches: list, variant: RuntimeVariant | str = "model"):
+    """(train_step, eval_step, owner) for the runtime's fast path (Trainer) in one configuration
+    (a RuntimeVariant or its spec; the old compile scopes "none", "layers", "model" still work)."""
     from pvlab import runtime
 
+    if isinstance(variant, str):
+        variant = RuntimeVariant.parse(variant)
     model = runtime.load(directory, device=device, path="fast")
+    model.set_fused_projections(variant.fused)
     trainer = runtime.Trainer(model, lr=3e-4, weight_decay=0.1, betas=(0.9, 0.95), grad_clip=1.0,
-                              compile=False if compile_scope == "none" else compile_scope)
+                              compile=False if variant.scope == "eager" else variant.scope,
+                              compile_mode=variant.mode, attention_backend=variant.attention)
     gpu = [b.to(device) for b in batches]
     state = {"i": 0}
 
@@ -97,6 +135,96 @@ def runtime_steps(directory: Path, device: torch.device, batches: list, compile_
 
     return train_step, eval_step, (model, trainer, gpu)
 
+
+# ---- transformers, the ways people run it ------------------------------------------------------
+
+def liger_unavailable(device: torch.device) -> str | None:
+    """Why the Liger peer cannot run here (None: it can)."""
+    if device.type != "cuda":
+        return f"Liger's kernels are Triton kernels for CUDA; this run is on {device.type}"
+    try:
+        importlib.import_module("liger_kernel.transformers")
+    except Exception as error:  # noqa: BLE001 - an ImportError, or a broken install: either way, not available
+        return f"liger_kernel does not import ({type(error).__name__}: {error})"
+    return None
+
+
+def _apply_liger(model) -> None:
+    """Liger's kernels on this transformers model instance (by its model_type)."""
+    liger = importlib.import_module("liger_kernel.transformers")
+    model_type = model.config.model_type
+    apply = getattr(liger, f"apply_liger_kernel_to_{model_type}", None)
+    if apply is None:
+        raise RuntimeError(f"liger_kernel {getattr(liger, '__version__', '')} has no kernels for {model_type}")
+    apply(rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=True, model=model)
+
+
+def _hf_labels(targets: torch.Tensor) -> torch.Tensor:
+    """Labels a transformers model shifts itself: position t+1 holds the target of position t.
+    The last position's target has no slot, so this scores T-1 of T positions (a little less
+    work for the peer, never more)."""
+    from pvlab.runtime.kernels import IGNORE_INDEX
+
+    labels = torch.full_like(targets, IGNORE_INDEX)
+    labels[:, 1:] = targets[:, :-1]
+    return labels
+
+
+def transformers_steps(directory: Path, device: torch.device, batches: list, peer: str = "eager"):
+    """(train_step, eval_step, owner) for transformers on `batches` with the recipe above, as
+    `peer` (PEERS); keep `owner` alive while stepping and delete it to free the model."""
+    from transformers import AutoModelForCausalLM
+
+    from pvlab.runtime.kernels import IGNORE_INDEX
+
+    if peer not in PEERS:
+        raise ValueError(f"peer must be one of {PEERS}, got {peer!r}")
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32,
+                                                 attn_implementation="sdpa").to(device)
+    model.train()
+    if peer == "liger":
+        _apply_liger(model)
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=3e-4, betas=(0.9, 0.95), fused=device.type == "cuda")
+    forward = torch.compile(model) if peer == "compile" else model   # the one line a user would write
+    gpu = [b.to(device) for b in batches]
+    labels = [_hf_labels(b.targets) for b in gpu]
+    state = {"i": 0}
+
+    def next_index() -> int:
+        state["i"] += 1
+        return (state["i"] - 1) % len(gpu)
+
+    def loss_of_logits(i: int) -> torch.Tensor:
+        logits = forward(input_ids=gpu[i].inputs).logits
+        return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), gpu[i].targets.flatten(),
+                                                 ignore_index=IGNORE_INDEX)
+
+    def train_step() -> float:
+        i = next_index()
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            if peer == "liger":  # the fused linear cross-entropy runs inside the model, from labels
+                loss = forward(input_ids=gpu[i].inputs, labels=labels[i]).loss
+            else:
+                loss = loss_of_logits(i)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    def eval_step() -> float:
+        i = next_index()
+        with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = loss_of_logits(i)
+        return loss.item()
+
+    return train_step, eval_step, (model, forward, optimizer, gpu)
+
+
+# ---- measuring ---------------------------------------------------------------------------------
 
 def measure_side(steps, device: torch.device, tokens_per_step: int, *, what: str, warmup: int = 3,
                  repeats: int = 5, min_window_s: float = 2.0, max_spread: float = 0.25) -> dict:
@@ -121,36 +249,109 @@ def release(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def training_and_eval_vs_transformers(*, device: str, gpu: str, config: str = "qwen2-0.5b", batch: int = 8,
-                                      seq: int = 1024, compile: str = "model", repeats: int = 5,
-                                      min_window_s: float = 2.0, max_spread: float = 0.25) -> dict:
-    """Runtime fast path (Trainer, `compile` scope) against transformers on a named GPU.
+def measure_peer(directory: Path, device: torch.device, batches: list, peer: str, **timing) -> dict:
+    """One peer's figures, or {"unavailable": why} for a peer that cannot run here."""
+    if peer == "liger":
+        why = liger_unavailable(device)
+        if why is not None:
+            return {"unavailable": why}
+    steps = None
+    try:
+        steps = transformers_steps(directory, device, batches, peer)
+        return measure_side(steps, device, batches[0].num_target_tokens, what=PEER_LABELS[peer], **timing)
+    except throughput.UnstableMeasurement:
+        raise
+    except Exception as error:  # noqa: BLE001
+        if peer != "liger":
+            raise
+        # A third-party patch set that breaks on this transformers is reported, not hidden.
+        return {"unavailable": f"Liger kernels failed here ({type(error).__name__}: {str(error)[:300]})"}
+    finally:
+        del steps
+        release(device)
 
-    Observations: train_ratio, eval_ratio (runtime tokens/s over transformers'), memory_ratio
-    (runtime training peak over transformers'), each side's tokens/s, spreads and peaks."""
-    from pvlab import runtime
 
-    _gpu_named(device, gpu)
-    target = runtime.resolve_device(device)
-    model_config = runtime.preset(config)
+def measure_runtime(directory: Path, device: torch.device, batches: list, variant: RuntimeVariant, **timing) -> dict:
+    steps = runtime_steps(directory, device, batches, variant)
+    try:
+        return measure_side(steps, device, batches[0].num_target_tokens, what=variant.label(), **timing)
+    finally:
+        del steps
+        release(device)
+
+
+def strongest(peers: dict[str, dict]) -> dict[str, str]:
+    """Which measured peer is strongest for each figure: train and eval tokens/s (highest),
+    training peak memory (lowest; only where it was measured, i.e. on CUDA)."""
+    measured = {name: figures for name, figures in peers.items() if "unavailable" not in figures}
+    if not measured:
+        raise ValueError("no transformers configuration could be measured")
+    best = {"train": max(measured, key=lambda n: measured[n]["train_tok_s"]),
+            "eval": max(measured, key=lambda n: measured[n]["eval_tok_s"])}
+    with_memory = {n: f for n, f in measured.items() if not math.isnan(f["peak_gib"])}
+    best["memory"] = min(with_memory, key=lambda n: with_memory[n]["peak_gib"]) if with_memory else best["train"]
+    return best
+
+
+def mfu(train_tok_s: float, *, parameters: int, config, seq: int, device_name: str) -> float:
+    """Model FLOPs utilisation of a training rate against the GPU's dense bf16 peak (nan where the
+    peak is not known)."""
+    peak = throughput.dense_bf16_peak(device_name)
+    if peak is None:
+        return float("nan")
+    flops = throughput.training_flops_per_token(parameters=parameters, layers=config.num_hidden_layers,
+                                                hidden=config.hidden_size, seq_len=seq)
+    return train_tok_s * flops / peak
+
+
+def compare(*, device: torch.device, device_name: str, config: str, batch: int, seq: int, runtime: str,
+            peers: str, **timing) -> dict:
+    """The runtime (`runtime`: a RuntimeVariant spec) against every peer of `peers` (comma-separated
+    PEERS), each measured alone in this process; the observations of FALSIFY-PERF-HF-001."""
+    from pvlab import runtime as rt
+
+    variant = RuntimeVariant.parse(runtime)
+    names = [p.strip() for p in peers.split(",") if p.strip()]
+    unknown = [p for p in names if p not in PEERS]
+    if unknown or not names:
+        raise ValueError(f"peers must be a comma-separated subset of {PEERS}, got {peers!r}")
+    model_config = rt.preset(config)
     batches = make_batches(model_config.vocab_size, batch, seq)
-    tokens = batches[0].num_target_tokens
-    timing = dict(repeats=repeats, min_window_s=min_window_s, max_spread=max_spread)
     with tempfile.TemporaryDirectory() as tmp:
-        model = runtime.init_model(config=model_config, weights="random", seed=0, device="cpu")
-        runtime.save_checkpoint(model, tmp)
+        model = rt.init_model(config=model_config, weights="random", seed=0, device="cpu")
+        parameters = model.num_parameters()
+        rt.save_checkpoint(model, tmp)
         del model
-        steps = transformers_steps(Path(tmp), target, batches)
-        reference = measure_side(steps, target, tokens, what="transformers", **timing)
-        del steps
-        release(target)
-        steps = runtime_steps(Path(tmp), target, batches, compile)
-        ours = measure_side(steps, target, tokens, what=f"runtime (compile {compile})", **timing)
-        del steps
-        release(target)
-    observations = {"train_ratio": ours["train_tok_s"] / reference["train_tok_s"],
-                    "eval_ratio": ours["eval_tok_s"] / reference["eval_tok_s"],
-                    "memory_ratio": ours["peak_gib"] / reference["peak_gib"]}
-    for side, figures in (("runtime", ours), ("transformers", reference)):
-        observations.update({f"{side}_{key}": value for key, value in figures.items()})
+        measured = {peer: measure_peer(Path(tmp), device, batches, peer, **timing) for peer in names}
+        ours = measure_runtime(Path(tmp), device, batches, variant, **timing)
+    best = strongest(measured)
+    observations = {
+        "train_ratio": ours["train_tok_s"] / measured[best["train"]]["train_tok_s"],
+        "eval_ratio": ours["eval_tok_s"] / measured[best["eval"]]["eval_tok_s"],
+        "memory_ratio": ours["peak_gib"] / measured[best["memory"]]["peak_gib"],
+        "mfu": mfu(ours["train_tok_s"], parameters=parameters, config=model_config, seq=seq, device_name=device_name),
+        "strongest_train_peer": best["train"], "strongest_eval_peer": best["eval"],
+        "leanest_memory_peer": best["memory"], "runtime_variant": variant.spec(),
+    }
+    observations.update({f"runtime_{key}": value for key, value in ours.items()})
+    for peer, figures in measured.items():
+        observations.update({f"transformers_{peer}_{key}": value for key, value in figures.items()})
     return observations
+
+
+def training_and_eval_vs_transformers(*, device: str, gpu: str, config: str = "qwen2-0.5b", batch: int = 8,
+                                      seq: int = 1024, runtime: str = "model", peers: str = "eager,compile,liger",
+                                      repeats: int = 5, min_window_s: float = 2.0, max_spread: float = 0.25) -> dict:
+    """The runtime's fast path (`runtime`: a RuntimeVariant spec) against transformers at its
+    strongest (`peers`), on a named GPU.
+
+    Observations: train_ratio, eval_ratio (runtime tokens/s over the strongest peer's),
+    memory_ratio (runtime training peak over the leanest peer's), mfu (the runtime's training
+    model-FLOPs utilisation), strongest_train_peer / strongest_eval_peer / leanest_memory_peer
+    (which peer each ratio is against), runtime_variant, and every side's tokens/s, spreads and
+    peaks (transformers_<peer>_unavailable: why a peer could not run)."""
+    name = _gpu_named(device, gpu)
+    from pvlab import runtime as rt
+
+    return compare(device=rt.resolve_device(device), device_name=name, config=config, batch=batch, seq=seq,
+                   runtime=runtime, peers=peers, repeats=repeats, min_window_s=min_window_s, max_spread=max_spread)

@@ -4,6 +4,12 @@ The prompt is processed in one forward that fills the cache; each further step f
 newest token, at position `cache.length` (kernels.positions_for). Incremental decoding produces
 the same logits as a full forward over the whole sequence (tests/runtime/test_generate.py).
 
+On CUDA, greedy decoding of one sequence goes through the CUDA-graph decoder
+(runtime.graph_decode) by default: eager decoding there is launch-bound (~1,500 small kernel
+launches per token of the qwen2-0.5b shape, about as fast as the CPU), the replayed graph is one
+launch per token. `use_graph=False` keeps the eager loop (to measure it, or to hook the decoder
+per step); sampling, `output_logits` and `use_cache=False` always run it.
+
 `generate_batch` decodes several prompts at once: they are left-padded to a common length and
 an attention mask (1 real, 0 padding) travels with the cache, so every row gets the positions
 and attention it would get alone (model.attention_layout).
@@ -46,19 +52,43 @@ def _check_request(model: CausalLM, prompt: list[int], max_new_tokens: int, temp
                                  f"model's context of {context}; ask for at most {context - len(prompt)} new tokens")
 
 
+def takes_graph(device: torch.device, *, temperature: float, use_cache: bool, output_logits: bool,
+                use_graph: bool | None) -> bool:
+    """Whether generate() decodes through the CUDA-graph decoder: where it applies (a CUDA device,
+    greedy, the cache on, no logits kept) unless use_graph is False; use_graph=True where it
+    cannot apply is an ArgumentError, never a silent eager run."""
+    applies = device.type == "cuda" and temperature == 0 and use_cache and not output_logits
+    if use_graph and not applies:
+        raise ArgumentError("use_graph=True needs a CUDA device, greedy decoding (temperature 0), the KV cache "
+                            "and no output_logits")
+    return applies and use_graph is not False
+
+
 @torch.no_grad()
 def generate(model: CausalLM, prompt_ids: Sequence[int], *, max_new_tokens: int, temperature: float = 0.0,
              top_k: int | None = None, seed: int = 0, eos_token_id: int | None = None,
-             use_cache: bool = True, output_logits: bool = False) -> Generation:
+             use_cache: bool = True, output_logits: bool = False, use_graph: bool | None = None) -> Generation:
     """Continue `prompt_ids` by up to `max_new_tokens` tokens, stopping early at `eos_token_id`.
 
     temperature 0 is greedy (argmax) decoding; > 0 samples from softmax(logits / temperature),
     from a generator seeded with `seed` on the model's device (so the same seed gives the same
     text). use_cache=False recomputes the full sequence each step (for checking the cache).
     output_logits=True keeps each step's next-token logits in `Generation.logits`.
+    use_graph: greedy decoding through the CUDA-graph decoder (runtime.graph_decode: the same
+    tokens, one launch per token). None: where it applies (a CUDA device, temperature 0, the
+    cache on, no logits kept); True: insist (ArgumentError where it cannot); False: never.
     """
     prompt = [int(t) for t in prompt_ids]
     _check_request(model, prompt, max_new_tokens, temperature)
+    if takes_graph(model.device, temperature=temperature, use_cache=use_cache, output_logits=output_logits,
+                   use_graph=use_graph):
+        from . import graph_decode
+
+        result = Generation(prompt_ids=prompt)
+        result.new_ids = graph_decode.greedy_generate(model, prompt, max_new_tokens=max_new_tokens,
+                                                      eos_token_id=eos_token_id)
+        result.stopped_on_eos = eos_token_id is not None and bool(result.new_ids) and result.new_ids[-1] == eos_token_id
+        return result
 
     was_training = model.training
     model.eval()

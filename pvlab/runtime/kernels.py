@@ -108,6 +108,20 @@ def linear_fast(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     return F.linear(x, weight, bias)
 
 
+def fused_linear_fast(x: torch.Tensor, weights: list[torch.Tensor],
+                      biases: list[torch.Tensor | None]) -> tuple[torch.Tensor, ...]:
+    """Several products of one input (Q, K and V; gate and up) as one: the weights stacked along
+    the output dimension (W = [W1; W2; ...], b likewise), one linear_fast, the result split
+    back. Each output element is the same dot product as in its own linear_fast; one large GEMM
+    replaces several small ones (K and V of a grouped-query model are narrow). The stacking is a
+    copy of the (bf16-cast) weights per call, which torch.compile fuses with the cast; the
+    parameters, their names and the checkpoint format stay the separate HF tensors."""
+    weight = torch.cat(weights)
+    bias = None if all(b is None for b in biases) else torch.cat(
+        [b if b is not None else w.new_zeros(w.shape[0]) for w, b in zip(weights, biases)])
+    return linear_fast(x, weight, bias).split([w.shape[0] for w in weights], dim=-1)
+
+
 def swiglu_reference(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """SiLU(gate) * up with SiLU written out as gate * sigmoid(gate)."""
     return gate * torch.sigmoid(gate) * up

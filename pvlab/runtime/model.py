@@ -10,7 +10,8 @@ forward hooks on `embed_tokens`, `input_layernorm`, `self_attn.q_proj`, `self_at
 Every numerical step is a call into `kernels` (looked up at call time, so it can be patched).
 Each module that has two implementations carries `path` ("reference" or "fast"), set for the
 whole tree by `CausalLM.set_path`; the fast path's SDPA backend is set by
-`CausalLM.set_attention_backend`.
+`CausalLM.set_attention_backend`, and `CausalLM.set_fused_projections` makes the fast path
+compute Q/K/V and gate/up as one product each (the parameters stay HF's separate tensors).
 
 Batches of unequal sequences come in two layouts (`attention_layout` below): left-padded rows
 with an `attention_mask` (batched generation) and packed rows with `document_ids` (training on
@@ -112,13 +113,19 @@ class Attention(nn.Module):
         self.o_proj = Linear(self.num_heads * self.head_dim, hidden, bias=config.o_proj_bias)
         self.path = "reference"
         self.attention_backend: str | None = None  # fast path: the SDPA kernel (None: torch's choice)
+        self.fused_projections = False  # fast path: Q, K and V as one product (set_fused_projections)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 cache: KVCache | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
         batch, seq, _ = x.shape                                                          # x: (B, T, C)
-        q = self.q_proj(x).view(batch, seq, self.num_heads, self.head_dim).transpose(1, 2)     # (B, H, T, D)
-        k = self.k_proj(x).view(batch, seq, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, KV, T, D)
-        v = self.v_proj(x).view(batch, seq, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, KV, T, D)
+        if self.path == "fast" and self.fused_projections:
+            q, k, v = kernels.fused_linear_fast(x, [self.q_proj.weight, self.k_proj.weight, self.v_proj.weight],
+                                                [self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)                     # (B, T, H*D / KV*D)
+        q = q.view(batch, seq, self.num_heads, self.head_dim).transpose(1, 2)           # (B, H, T, D)
+        k = k.view(batch, seq, self.num_kv_heads, self.head_dim).transpose(1, 2)        # (B, KV, T, D)
+        v = v.view(batch, seq, self.num_kv_heads, self.head_dim).transpose(1, 2)        # (B, KV, T, D)
         q = kernels.apply_rope(q, cos, sin)
         k = kernels.apply_rope(k, cos, sin)
         if cache is not None:
@@ -160,9 +167,14 @@ class MLP(nn.Module):
         self.up_proj = Linear(hidden, inner, bias=config.mlp_bias)
         self.down_proj = Linear(inner, hidden, bias=config.mlp_bias)
         self.path = "reference"
+        self.fused_projections = False  # fast path: gate and up as one product (set_fused_projections)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_proj(x), self.up_proj(x)                                    # (B, T, I) each
+        if self.path == "fast" and self.fused_projections:
+            gate, up = kernels.fused_linear_fast(x, [self.gate_proj.weight, self.up_proj.weight],
+                                                 [self.gate_proj.bias, self.up_proj.bias])
+        else:
+            gate, up = self.gate_proj(x), self.up_proj(x)                                # (B, T, I) each
         if self.path == "fast":
             return self.down_proj(kernels.swiglu_fast(gate, up))                         # (B, T, C)
         return self.down_proj(kernels.swiglu_reference(gate, up))                        # (B, T, C)
@@ -302,6 +314,17 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if isinstance(module, Attention):
                 module.attention_backend = backend
+        return self
+
+    def set_fused_projections(self, fused: bool) -> "CausalLM":
+        """On the fast path, compute each layer's Q/K/V and gate/up as one product each
+        (kernels.fused_linear_fast) instead of five; off: five. The parameters, their names and
+        saved checkpoints are the same either way. While on, the fast path does not call the
+        q/k/v/gate/up Linear modules, so forward hooks on them see nothing (hook
+        self_attn and mlp instead, or turn this off to compare projections)."""
+        for module in self.modules():
+            if isinstance(module, (Attention, MLP)):
+                module.fused_projections = bool(fused)
         return self
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None, *,

@@ -107,10 +107,19 @@ def micro_batch_weight(micro_batch_tokens: int | torch.Tensor, step_tokens: int 
     return micro_batch_tokens / step_tokens
 
 
-def compile_module(module: torch.nn.Module) -> None:
+COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compile_module(module: torch.nn.Module, mode: str | None = None) -> None:
     """torch.compile a module in place (the compiled training path compiles each decoder layer,
-    or the whole decoder body, forward and backward; inductor by default)."""
-    module.compile()
+    or the whole decoder body, forward and backward; inductor by default). `mode` is
+    torch.compile's: "reduce-overhead" replays the compiled graphs as CUDA graphs (one launch
+    for the whole body instead of hundreds), "max-autotune-no-cudagraphs" benchmarks Triton GEMM
+    templates against cuBLAS for every shape (minutes of compilation, sometimes faster GEMMs)."""
+    if mode is None:
+        module.compile()
+    else:
+        module.compile(mode=mode)
 
 
 COMPILE_SCOPES = ("layers", "model")
@@ -179,20 +188,25 @@ class Trainer:
     measurement yet says which scope to make the CUDA default).
     micro_batch_size=m runs each train_batch as forward/backward passes of at most m rows whose
     gradients accumulate into one optimizer step (see train_step). attention_backend pins the
-    fast path's SDPA kernel (CausalLM.set_attention_backend).
+    fast path's SDPA kernel (CausalLM.set_attention_backend). compile_mode is torch.compile's
+    mode for the compiled scope (compile_module; None: torch's default).
     """
 
     def __init__(self, model: CausalLM, *, lr: float = 3e-3, weight_decay: float = 0.1,
                  betas: tuple[float, float] = (0.9, 0.95), grad_clip: float = 1.0, seed: int = 0,
                  path: str | None = None, device: str | torch.device | None = None,
                  warmup_steps: int = 0, total_steps: int | None = None, min_lr: float | None = None,
-                 compile: bool | str = False, micro_batch_size: int | None = None, attention_backend: str | None = None):
+                 compile: bool | str = False, micro_batch_size: int | None = None, attention_backend: str | None = None,
+                 compile_mode: str | None = None):
         if micro_batch_size is not None and micro_batch_size <= 0:
             raise ArgumentError(f"micro_batch_size must be positive, got {micro_batch_size}")
         self.hyperparameters = hyperparameters(lr=lr, weight_decay=weight_decay, betas=betas, grad_clip=grad_clip,
                                                seed=seed, warmup_steps=warmup_steps, total_steps=total_steps,
                                                min_lr=min_lr)
         self.compile_scope = compile_scope(compile)   # refused before any work
+        if compile_mode not in COMPILE_MODES:
+            raise ArgumentError(f"compile_mode must be one of {COMPILE_MODES}, got {compile_mode!r}")
+        self.compile_mode = compile_mode
         self.model = model
         if device is not None:
             model.to(devices.resolve_device(device))
@@ -213,11 +227,13 @@ class Trainer:
         self.last_loss: float | None = None
         self.last_grad_norm: float | None = None
         self.nonfinite_losses = 0
+        # The one-argument call when no mode is asked for (planted bugs patch compile_module as such).
+        mode = {} if compile_mode is None else {"mode": compile_mode}
         if self.compile_scope == "layers":
             for layer in model.model.layers:
-                compile_module(layer)
+                compile_module(layer, **mode)
         elif self.compile_scope == "model":
-            compile_module(model.model)
+            compile_module(model.model, **mode)
 
     # ---- steps ------------------------------------------------------------------------------
     def current_lr(self) -> float:

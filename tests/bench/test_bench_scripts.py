@@ -26,13 +26,9 @@ def test_bench_loss_prints_every_variant_against_the_reference():
     assert all(line.rstrip().endswith("x |") for line in rows)
 
 
-def test_bench_vs_hf_smoke_run_on_the_cpu(tmp_path):
-    out = tmp_path / "bench.json"
-    result = run("bench_vs_hf.py", "--config", "tiny", "--batch", "2", "--seq", "16", "--device", "cpu",
-                 "--min-window-s", "0.05", "--max-spread", "100", "--json", str(out))
-    assert result.returncode == 0, result.stderr
-    assert "runtime fast path / transformers: train" in result.stdout
-    assert out.exists()
+def test_bench_vs_hf_refuses_an_unknown_configuration():
+    result = run("bench_vs_hf.py", "--device", "cpu", "--runtime", "model+turbo")
+    assert result.returncode == 2 and "unknown option" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
@@ -41,6 +37,58 @@ def test_profile_step_refuses_without_a_gpu():
     assert result.returncode == 2
     assert "needs a CUDA device" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_bench_validate_generates_a_clean_set(tmp_path, monkeypatch):
+    """The figure measures a clean run: the generated contracts have no findings (exit 0)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_validate
+    finally:
+        sys.path.remove(str(BENCH))
+    root = bench_validate.make_workspace(tmp_path, 12)
+    result = subprocess.run(bench_validate.PV, cwd=root, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "12 contracts" in result.stdout and "0 errors, 0 warnings" in result.stdout
+
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu-speed.sh"
+TINY = ["--device", "cpu", "--config", "tiny", "--batch", "2", "--seq", "16", "--window-s", "0.05", "--max-spread", "100"]
+
+
+def test_gpu_speed_script_names_every_step_of_both_phases():
+    result = subprocess.run(["bash", str(SCRIPT), "--out", "unused", "--dry-run", *TINY],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    steps = [line for line in result.stdout.splitlines() if line.startswith("== ")]
+    assert "bench/bench_vs_hf.py" in steps[0] and "--peers eager,compile,liger" in steps[0]
+    assert "model+fused+mode=reduce-overhead" in steps[0]
+    assert "profile_step.py" in steps[1]
+    assert any("-m pv.cli run --contract runtime-vs-transformers" in s for s in steps)
+    assert any("-m pv.cli strength --contract runtime-vs-transformers" in s and "loss_chunk_steps_eager" in s for s in steps)
+    assert any("FALSIFY-PERF-DECODE-001" in s for s in steps)
+    assert any("generate_decodes_eagerly" in s for s in steps)
+
+
+def test_gpu_speed_script_bench_phase_runs_at_tiny_size_on_the_cpu(tmp_path):
+    """The bench phase end to end (bench/bench_vs_hf.py inside it): every peer and runtime
+    configuration gets a row — measured, or 'not available' with why (Liger on a CPU), never
+    silently left out —, ratios against the strongest peer, the JSON, and the profile left out
+    (no CUDA) and said so."""
+    out = tmp_path / "out"
+    result = subprocess.run(["bash", str(SCRIPT), "--out", str(out), "--phase", "bench", *TINY, "--peers", "eager,liger",
+                             "--runtime", "eager,eager+fused"], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "profile_step.py --runtime eager" in result.stdout and "left out" in result.stdout
+    table = (out / "bench.md").read_text()
+    assert "| transformers, eager | " in table
+    assert "| transformers + Liger kernels | not available: " in table
+    assert "| runtime, eager | " in table and "| runtime, eager, fused projections | " in table
+    assert "runtime, eager, fused projections / strongest transformers: train" in table
+    data = json.loads((out / "bench.json").read_text())
+    assert set(data["peers"]) == {"eager", "liger"} and set(data["runtime"]) == {"eager", "eager+fused"}
+    assert data["strongest"]["train"] == "eager"
+    assert "torch" in (out / "machine.txt").read_text()
 
 
 def test_bench_binding_prints_both_ratios_of_one_run(tmp_path):

@@ -38,3 +38,29 @@ def probe_host_read_per_layer():
 def probe_fast_path_runs_reference_kernels():
     model = _tiny().set_path("fast")
     return model.path, model.model.layers[0].self_attn.path
+
+
+def probe_loss_chunk_steps_eager():
+    from pvlab.runtime import kernels
+
+    return kernels.COMPILE_LOSS_CHUNKS   # False while the fused loss's chunk steps are left eager
+
+
+def probe_generate_decodes_eagerly():
+    """What runtime.generate asks of its decoder choice: use_graph None (take the CUDA-graph
+    decoder where it applies) normally, False under the bug."""
+    import importlib
+
+    generation = importlib.import_module("pvlab.runtime.generate")
+    original, asked = generation.takes_graph, []
+
+    def spy(device, **settings):
+        asked.append(settings["use_graph"])
+        return original(device, **settings)
+
+    generation.takes_graph = spy
+    try:
+        runtime.generate(_tiny(), [1, 2, 3], max_new_tokens=2)
+    finally:
+        generation.takes_graph = original
+    return tuple(asked)

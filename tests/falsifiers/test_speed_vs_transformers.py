@@ -1,26 +1,37 @@
-"""pvlab.falsifiers.speed_vs_transformers: the runtime against transformers, measured side by side.
-(Its GPU-name gate is tested with the other GPU claims in test_performance.py.)"""
+"""pvlab.falsifiers.speed_vs_transformers: the runtime against transformers at its strongest,
+measured side by side. (Its GPU-name gate is tested with the other GPU claims in test_performance.py.)"""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
 
-from pvlab.falsifiers import speed_vs_transformers
+from pvlab.falsifiers import speed_vs_transformers as svt
 
 
-def test_both_sides_step_the_same_batches_from_the_same_weights_and_return_their_losses(tmp_path):
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from pvlab import runtime
+
+    directory = tmp_path_factory.mktemp("tiny")
+    runtime.save_checkpoint(runtime.init_model(config=runtime.preset("tiny"), weights="random", seed=0, device="cpu"),
+                            directory)
+    return directory
+
+
+@pytest.mark.parametrize("variant", ["none", "eager+fused"])
+def test_both_sides_step_the_same_batches_from_the_same_weights_and_return_their_losses(tiny_dir, variant):
     """The comparison is only fair when both sides compute the same thing: same weights (one
     directory), same batches, same recipe. Their first training losses agree (bf16 autocast on
     both sides, so not bit for bit), and every step hands a float loss to the host."""
     from pvlab import runtime
 
-    config = runtime.preset("tiny")
-    runtime.save_checkpoint(runtime.init_model(config=config, weights="random", seed=0, device="cpu"), tmp_path)
-    batches = speed_vs_transformers.make_batches(config.vocab_size, 2, 16, count=2)
+    batches = svt.make_batches(runtime.preset("tiny").vocab_size, 2, 16, count=2)
     device = torch.device("cpu")
-    hf_train, hf_eval, hf_owner = speed_vs_transformers.transformers_steps(tmp_path, device, batches)
-    rt_train, rt_eval, rt_owner = speed_vs_transformers.runtime_steps(tmp_path, device, batches, "none")
+    hf_train, hf_eval, hf_owner = svt.transformers_steps(tiny_dir, device, batches)
+    rt_train, rt_eval, rt_owner = svt.runtime_steps(tiny_dir, device, batches, variant)
     hf_loss, rt_loss = hf_eval(), rt_eval()          # batch 0 on both sides, before any update
     assert isinstance(hf_loss, float) and isinstance(rt_loss, float)
     assert abs(hf_loss - rt_loss) <= 0.02 * hf_loss, (hf_loss, rt_loss)
@@ -28,12 +39,50 @@ def test_both_sides_step_the_same_batches_from_the_same_weights_and_return_their
     assert abs(hf_first - rt_first) <= 0.02 * hf_first, (hf_first, rt_first)
 
 
-def test_the_ratios_are_the_runtime_over_transformers(monkeypatch):
+def test_hf_labels_shift_onto_the_targets():
+    """A transformers model shifts labels itself: position t's target must sit at t+1."""
+    targets = torch.tensor([[5, 6, 7, 8]])
+    labels = svt._hf_labels(targets)
+    assert labels.tolist() == [[-100, 5, 6, 7]]
+    assert labels[:, 1:].tolist() == targets[:, :-1].tolist()
+
+
+def test_runtime_variants_parse_and_refuse_what_they_do_not_know():
+    v = svt.RuntimeVariant.parse("model+fused+mode=reduce-overhead+attn=cudnn")
+    assert (v.scope, v.fused, v.mode, v.attention) == ("model", True, "reduce-overhead", "cudnn")
+    assert svt.RuntimeVariant.parse(v.spec()) == v
+    assert svt.RuntimeVariant.parse("none") == svt.RuntimeVariant("eager")
+    for bad in ("fast", "model+fusd", "model+mode=turbo", "eager+mode=reduce-overhead"):
+        with pytest.raises(ValueError):
+            svt.RuntimeVariant.parse(bad)
+
+
+def test_the_strongest_peer_is_chosen_per_figure_and_an_unavailable_one_is_left_out():
+    peers = {"eager": {"train_tok_s": 50.0, "eval_tok_s": 200.0, "peak_gib": 30.0},
+             "compile": {"train_tok_s": 90.0, "eval_tok_s": 150.0, "peak_gib": 20.0},
+             "liger": {"unavailable": "no liger here"}}
+    assert svt.strongest(peers) == {"train": "compile", "eval": "eager", "memory": "compile"}
+    peers["liger"] = {"train_tok_s": 80.0, "eval_tok_s": 100.0, "peak_gib": 12.0}
+    assert svt.strongest(peers)["memory"] == "liger"
+    with pytest.raises(ValueError):
+        svt.strongest({"liger": {"unavailable": "x"}})
+
+
+def test_liger_says_why_it_cannot_run_on_the_cpu():
+    assert "CUDA" in svt.liger_unavailable(torch.device("cpu"))
+    assert svt.measure_peer(None, torch.device("cpu"), [], "liger")["unavailable"]
+
+
+def test_the_ratios_are_the_runtime_over_the_strongest_peer(monkeypatch):
     """On the CPU with the GPU-name gate lifted (a tiny model, short windows): the observations
-    are each side's figures and their quotients, not figures from anywhere else."""
-    monkeypatch.setattr(speed_vs_transformers, "_gpu_named", lambda device, gpu: "cpu")
-    observed = speed_vs_transformers.training_and_eval_vs_transformers(
-        device="cpu", gpu="any", config="tiny", batch=2, seq=16, compile="none", min_window_s=0.05, max_spread=100.0)
-    assert observed["train_ratio"] == pytest.approx(observed["runtime_train_tok_s"] / observed["transformers_train_tok_s"])
-    assert observed["eval_ratio"] == pytest.approx(observed["runtime_eval_tok_s"] / observed["transformers_eval_tok_s"])
-    assert observed["runtime_train_tok_s"] > 0 and observed["transformers_eval_tok_s"] > 0
+    are each configuration's figures and their quotients against the strongest peer, named."""
+    monkeypatch.setattr(svt, "_gpu_named", lambda device, gpu: "cpu")
+    observed = svt.training_and_eval_vs_transformers(
+        device="cpu", gpu="any", config="tiny", batch=2, seq=16, runtime="eager+fused", peers="eager,liger",
+        min_window_s=0.05, max_spread=100.0)
+    assert observed["strongest_train_peer"] == observed["strongest_eval_peer"] == "eager"
+    assert observed["train_ratio"] == pytest.approx(observed["runtime_train_tok_s"] / observed["transformers_eager_train_tok_s"])
+    assert observed["eval_ratio"] == pytest.approx(observed["runtime_eval_tok_s"] / observed["transformers_eager_eval_tok_s"])
+    assert "CUDA" in observed["transformers_liger_unavailable"]
+    assert observed["runtime_variant"] == "eager+fused"
+    assert math.isnan(observed["mfu"])  # no known peak for a CPU: never a made-up figure

@@ -102,3 +102,54 @@ def test_generate_text_round_trips_through_the_tokenizer(small_checkpoint):
     model = runtime.load(small_checkpoint)
     text = runtime.generate_text(model, model.tokenizer, "def fib(n):", max_new_tokens=5)
     assert text.startswith("def fib(n):")
+
+
+# ---- which decoder runtime.generate takes (the CUDA-graph decoder by default on CUDA) -----------
+
+
+@pytest.fixture()
+def routed(monkeypatch):
+    """A tiny model that claims to be on CUDA, and a stand-in CUDA-graph decoder that records its
+    calls: which decoder generate() picks, without a GPU."""
+    from pvlab.runtime import graph_decode, model as model_module
+
+    m = runtime.init_model(config=tiny_config(), weights="random", seed=0, device="cpu", path="fast")
+    calls = []
+
+    def greedy_generate(model, prompt, *, max_new_tokens, eos_token_id=None):
+        calls.append((tuple(prompt), max_new_tokens, eos_token_id))
+        return [7, 3, 5][:max_new_tokens]
+
+    monkeypatch.setattr(graph_decode, "greedy_generate", greedy_generate)
+    monkeypatch.setattr(model_module.CausalLM, "device", property(lambda self: torch.device("cuda")))
+    return m, calls
+
+
+def test_greedy_decoding_on_cuda_takes_the_graph_decoder_by_default(routed):
+    model, calls = routed
+    out = runtime.generate(model, [1, 2], max_new_tokens=3, eos_token_id=5)
+    assert calls == [((1, 2), 3, 5)]
+    assert out.new_ids == [7, 3, 5] and out.stopped_on_eos and out.prompt_ids == [1, 2]
+
+
+@pytest.mark.parametrize("device, kwargs, graph", [
+    ("cuda", {}, True),
+    ("cuda", dict(use_graph=False), False),          # the eager loop, on request (to measure it)
+    ("cuda", dict(temperature=1.0), False),          # sampling: the graph decoder is greedy only
+    ("cuda", dict(output_logits=True), False),
+    ("cuda", dict(use_cache=False), False),
+    ("cpu", {}, False),
+])
+def test_which_decoder_generate_takes(device, kwargs, graph):
+    from pvlab.runtime.generate import takes_graph
+
+    settings = dict(temperature=0.0, use_cache=True, output_logits=False, use_graph=None) | kwargs
+    assert takes_graph(torch.device(device), **settings) is graph
+
+
+def test_use_graph_true_is_refused_where_no_graph_can_run():
+    model = runtime.init_model(config=tiny_config(), weights="random", seed=0, device="cpu", path="fast")
+    with pytest.raises(errors.ArgumentError, match="use_graph=True"):
+        runtime.generate(model, [1, 2], max_new_tokens=3, use_graph=True)
+    assert runtime.generate(model, [1, 2], max_new_tokens=3).new_ids == \
+        runtime.generate(model, [1, 2], max_new_tokens=3, use_graph=False).new_ids

@@ -16,6 +16,7 @@ from __future__ import annotations
 from . import attention, checkpoint, config, data, devices, distributed, equivalence, kernels, loss, model, trainer  # noqa: F401 - registers
 from . import independent, independent_review, oracles  # noqa: F401 - registers (issue #12: independent oracles, seam-by-seam bugs)
 from . import performance  # noqa: F401 - registers (issue #14: slow but right)
+from . import adapters  # noqa: F401 - registers (issue #25: the pack's transformers adapter)
 from .planting import acts_on, active, plant, registry, swap, swap_item
 
 __all__ = ["acts_on", "active", "plant", "registry", "swap", "swap_item"]

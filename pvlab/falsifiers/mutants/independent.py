@@ -267,7 +267,7 @@ def _decoder(*, feed_whole_sequence: bool, position: int):
 
     @torch.no_grad()
     def generate(model, prompt_ids, *, max_new_tokens, temperature=0.0, top_k=None, seed=0, eos_token_id=None,
-                 use_cache=True):
+                 use_cache=True, use_graph=None):  # this loop is the eager decoder, whatever use_graph asks
         prompt = [int(t) for t in prompt_ids]
         was_training = model.training
         model.eval()

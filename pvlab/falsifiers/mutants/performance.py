@@ -1,6 +1,6 @@
-"""Planted bugs that leave every number right and make the runtime slow (contract
-runtime-performance): the KV cache bypassed, a host synchronisation per layer, the fast path
-running the reference kernels.
+"""Planted bugs that leave every number right and make the runtime slow (contracts
+runtime-performance and runtime-vs-transformers): the KV cache bypassed, a host synchronisation
+per layer, the fast path running the reference kernels, the fused loss's chunk steps left eager.
 
 How to add one: docs/mutants.md. Each generator plants on entry and restores in `finally`
 (through `plant`)."""
@@ -76,4 +76,41 @@ def fast_path_runs_reference_kernels():
         return original(self, "reference" if path == "fast" else path)
 
     with plant("fast_path_runs_reference_kernels", swap(model.CausalLM, "set_path", set_path)):
+        yield
+
+
+@mutant("loss_chunk_steps_eager")
+def loss_chunk_steps_eager():
+    """The fused loss runs its per-chunk steps (softmax, loss, logit gradient of each (c, V)
+    block) as eager elementwise kernels instead of the compiled Triton ones: a dozen passes over
+    each chunk's logits where two do. Every number is the same; on an H100 it costs about 30 ms of
+    a ~90 ms qwen2-0.5b training step.
+
+    Imitates a speed switch left off (Triton missing on the machine, a debugging flag committed).
+    Seam: runtime.kernels.COMPILE_LOSS_CHUNKS."""
+    from pvlab.runtime import kernels
+
+    with plant("loss_chunk_steps_eager", swap(kernels, "COMPILE_LOSS_CHUNKS", False)):
+        yield
+
+
+@mutant("generate_decodes_eagerly")
+def generate_decodes_eagerly():
+    """runtime.generate never takes the CUDA-graph decoder: greedy decoding on a GPU runs the eager
+    loop, ~1,500 kernel launches per token of the qwen2-0.5b shape, launch-bound at about the
+    CPU's speed. The tokens are the same.
+
+    Imitates a default switched off, or a device test that never matches ("cuda:0" against
+    "cuda"). Seams: runtime.generate.generate and the package's runtime.generate."""
+    import importlib
+
+    from pvlab import runtime
+
+    generation = importlib.import_module("pvlab.runtime.generate")
+    original = generation.generate
+
+    def generate(model, prompt_ids, **kwargs):
+        return original(model, prompt_ids, **{**kwargs, "use_graph": False})
+
+    with plant("generate_decodes_eagerly", swap(generation, "generate", generate), swap(runtime, "generate", generate)):
         yield

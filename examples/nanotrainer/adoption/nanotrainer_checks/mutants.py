@@ -1,0 +1,177 @@
+"""Planted bugs in nanotrainer, each the kind a GPT trainer really ships with. Each patches one
+function of nanotrainer on entry and restores it on exit; `pv strength` runs the pack's
+falsifiers under the bugs they declare and expects them to FAIL (killed).
+
+The adapter calls nanotrainer through its modules (`model.fused_qkv`, `train.lr_at`, ...) at
+call time, so one swap here reaches every caller."""
+
+from __future__ import annotations
+
+import contextlib
+
+from pv.mutation import mutant
+
+import nanotrainer.model
+import nanotrainer.train
+
+
+@contextlib.contextmanager
+def _swapped(owner, name: str, new):
+    original = getattr(owner, name)
+    setattr(owner, name, new)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+@mutant("nano_fused_qkv_drops_bias")
+def nano_fused_qkv_drops_bias():
+    """The fast path's fused QKV matmul concatenates the weights but forgets the biases: the
+    reference path (three nn.Linear) keeps them. Imitates the CUDA forward that dropped Qwen's
+    Q/K/V biases. Seam: nanotrainer.model.fused_qkv (fast path only)."""
+    import torch
+    import torch.nn.functional as F
+
+    def fused_qkv(x, attn):
+        return F.linear(x, torch.cat([attn.q.weight, attn.k.weight, attn.v.weight]))
+
+    with _swapped(nanotrainer.model, "fused_qkv", fused_qkv):
+        yield
+
+
+@mutant("nano_fast_attention_not_causal")
+def nano_fast_attention_not_causal():
+    """The fast path calls scaled_dot_product_attention without is_causal: every position sees
+    the future, the reference path's explicit mask does not. Imitates a fast path that diverges
+    from the reference. Seam: nanotrainer.model.fast_attention."""
+    import torch.nn.functional as F
+
+    def fast_attention(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+    with _swapped(nanotrainer.model, "fast_attention", fast_attention):
+        yield
+
+
+@mutant("nano_evaluate_averages_batch_means")
+def nano_evaluate_averages_batch_means():
+    """evaluate() averages each batch's mean loss: a short or padded batch weighs as much as a
+    full one. Imitates `sum(losses) / len(losses)` for a token-weighted mean.
+    Seam: nanotrainer.train.evaluate."""
+    import torch
+
+    @torch.no_grad()
+    def evaluate(model, batches):
+        model.eval()
+        losses = [model.loss(ids, labels).item() for ids, labels in batches]
+        return sum(losses) / len(losses)
+
+    with _swapped(nanotrainer.train, "evaluate", evaluate):
+        yield
+
+
+@mutant("nano_warmup_never_warms")
+def nano_warmup_never_warms():
+    """Warmup written with integer division, lr * (step // warmup_steps): the learning rate is 0
+    for every warmup step and then jumps to the peak. Imitates a warmup that never warms.
+    Seam: nanotrainer.train.lr_at."""
+    original = nanotrainer.train.lr_at
+
+    def lr_at(step, tc):
+        if step < tc.warmup_steps:
+            return tc.lr * (step // tc.warmup_steps)
+        return original(step, tc)
+
+    with _swapped(nanotrainer.train, "lr_at", lr_at):
+        yield
+
+
+@mutant("nano_checkpoint_keys_not_loaded")
+def nano_checkpoint_keys_not_loaded():
+    """load() reads checkpoints saved from a torch.compile'd model ("_orig_mod." key prefix) with
+    strict=False and no check of what matched: no key matches, every weight keeps its random
+    initialisation, and nothing complains. Seam: nanotrainer.train.load."""
+    import json
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    def load(checkpoint_dir, device="cpu"):
+        path = Path(checkpoint_dir)
+        config = json.loads((path / "config.json").read_text())
+        config.pop("model_type", None)
+        gpt = nanotrainer.model.GPT(nanotrainer.model.GPTConfig(**config))
+        state = {f"_orig_mod.{k}": v for k, v in load_file(str(path / "model.safetensors")).items()}
+        gpt.load_state_dict(state, strict=False)
+        return gpt.to(device)
+
+    with _swapped(nanotrainer.train, "load", load):
+        yield
+
+
+@mutant("nano_loss_targets_not_shifted")
+def nano_loss_targets_not_shifted():
+    """GPT.loss scores the logits at t against labels[t], not labels[t + 1]: the model is asked
+    for the token it was just given. Imitates the classic missing shift. Seam:
+    nanotrainer.model.GPT.loss."""
+    import torch.nn.functional as F
+
+    def loss(self, ids, labels, reduction="mean"):
+        logits = self(ids)[:, :-1]
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, :-1].reshape(-1),
+                               ignore_index=nanotrainer.model.IGNORE_INDEX, reduction=reduction)
+
+    with _swapped(nanotrainer.model.GPT, "loss", loss):
+        yield
+
+
+@mutant("nano_trainer_reinitialises_weights")
+def nano_trainer_reinitialises_weights():
+    """Trainer() re-runs the model's weight initialisation before building the optimizer (an
+    init call moved from the model into the trainer): a fine-tune silently starts from random
+    weights. Seam: nanotrainer.train.Trainer.__init__."""
+    original = nanotrainer.train.Trainer.__init__
+
+    def __init__(self, model, tc):
+        model.apply(model._init)
+        original(self, model, tc)
+
+    with _swapped(nanotrainer.train.Trainer, "__init__", __init__):
+        yield
+
+
+@mutant("nano_loss_ignores_reduction")
+def nano_loss_ignores_reduction():
+    """GPT.loss accepts `reduction` but always returns the mean: evaluate() adds batch means
+    where it expects sums and divides by the token count, reporting a loss near zero.
+    Seam: nanotrainer.model.GPT.loss."""
+    import torch.nn.functional as F
+
+    def loss(self, ids, labels, reduction="mean"):
+        logits = self(ids)[:, :-1]
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
+                               ignore_index=nanotrainer.model.IGNORE_INDEX)
+
+    with _swapped(nanotrainer.model.GPT, "loss", loss):
+        yield
+
+
+@mutant("nano_generate_samples")
+def nano_generate_samples():
+    """generate() draws the next token from the softmax instead of taking the argmax (a sampling
+    decode left where greedy was asked). Imitates the seeds' "greedy decode samples".
+    Seam: nanotrainer.train.generate."""
+    import torch
+
+    @torch.no_grad()
+    def generate(model, ids, new_tokens):
+        model.eval()
+        generator = torch.Generator(device=ids.device).manual_seed(0)
+        for _ in range(new_tokens):
+            probs = model(ids[:, -model.cfg.max_seq_len:])[:, -1].softmax(dim=-1)
+            ids = torch.cat([ids, torch.multinomial(probs, 1, generator=generator)], dim=1)
+        return ids
+
+    with _swapped(nanotrainer.train, "generate", generate):
+        yield

@@ -1,0 +1,154 @@
+"""A small persistent cache of work that is decided by the bytes it was computed from.
+
+`pv validate` recomputes the same facts on every run: the syntax-tree digest of every bound
+module (pv.codebind), the mutant names and check signatures of modules (pv.staticcheck), what
+the file-local checks find in an unchanged contract (pv.crosscheck). Each fact is a pure
+function of some bytes, so it is stored under the
+sha256 of those bytes (plus the version of the code that computes it): an edit changes the key,
+and a stale entry can never be read back as current. A cache is only ever a shortcut to the
+answer the computation gives; remove the directory and every answer stays the same.
+
+Where: `<workspace root>/.pv-cache/pv/<name>.json` (JSON only: nothing in it is ever executed),
+written atomically (pv.atomic), with a `.gitignore` of `*` beside it so it is never committed.
+Reads and writes are best effort: an unreadable, corrupt or unwritable cache is a miss, never an
+error. `PV_NO_CACHE=1` turns every cache off (each run recomputes everything).
+
+Other checks can keep their own decided facts here (e.g. a solver's verdict on a prediction,
+keyed by the prediction's text and the solver's version): `Cache(root, "name", version)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+CACHE_DIR = Path(".pv-cache") / "pv"
+# Entries kept beyond those used in this run, so runs of different verbs do not evict each other.
+MAX_ENTRIES = 20_000
+
+
+def enabled() -> bool:
+    return os.environ.get("PV_NO_CACHE", "") in ("", "0")
+
+
+_SOURCE_DIGEST: list[str] = []
+
+
+def pv_source_digest() -> str:
+    """sha256 of pv's own Python source: a fact computed by pv's checks is remembered only for
+    the pv that computed it (any edit to pv, an upgrade, a branch switch: recomputed)."""
+    if not _SOURCE_DIGEST:
+        package = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for path in sorted(package.rglob("*.py")):
+            h.update(str(path.relative_to(package)).encode() + b"\0")
+            try:
+                h.update(path.read_bytes())
+            except OSError:
+                h.update(b"unreadable")
+        _SOURCE_DIGEST.append(h.hexdigest())
+    return _SOURCE_DIGEST[0]
+
+
+def installed_version(distribution: str) -> str:
+    """An installed distribution's version ("absent" when it is not installed), read from its
+    metadata without importing it: a fact a third-party solver decided is remembered only for
+    the version that decided it."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def key_of(*parts: bytes | str) -> str:
+    """A key for bytes (and whatever else decides the answer): sha256, length-prefixed parts."""
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8", "surrogatepass") if isinstance(part, str) else part
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+class Cache:
+    """key -> JSON value, loaded on first use, saved by `save()` when something was added.
+
+    `version` names the computation (its algorithm and the Python that parses): a file written
+    under another version is ignored whole."""
+
+    def __init__(self, root: Path | str, name: str, version: str):
+        self.path = Path(root) / CACHE_DIR / f"{name}.json"
+        self.version = f"{version}|py{sys.version_info[0]}.{sys.version_info[1]}"
+        self._entries: dict[str, Any] | None = None
+        self._used: set[str] = set()
+        self._added: dict[str, Any] = {}  # put by this process since it last saved or handed them over
+
+    def _read_file(self) -> dict[str, Any]:
+        if not enabled():
+            return {}
+        try:
+            data = json.loads(self.path.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return {}
+        if isinstance(data, dict) and data.get("version") == self.version and isinstance(data.get("entries"), dict):
+            return data["entries"]
+        return {}
+
+    def _load(self) -> dict[str, Any]:
+        if self._entries is None:
+            self._entries = self._read_file()
+        return self._entries
+
+    def get(self, key: str) -> Any:
+        value = self._load().get(key)
+        if value is not None:
+            self._used.add(key)
+        return value
+
+    def put(self, key: str, value: Any) -> None:
+        entries = self._load()
+        self._used.add(key)
+        if entries.get(key) != value:
+            entries[key] = value
+            self._added[key] = value
+
+    def take_added(self) -> dict[str, Any]:
+        """The entries put since the last call (a forked worker hands them to its parent)."""
+        added, self._added = self._added, {}
+        return added
+
+    def merge(self, added: dict[str, Any]) -> None:
+        for key, value in added.items():
+            self.put(key, value)
+
+    def save(self) -> None:
+        """Write what this process added, merged into what is on disk now (other processes may
+        have saved since this one loaded), under a lock, atomically. Any failure is ignored."""
+        if not (self._added and enabled()):
+            return
+        try:
+            import fcntl
+
+            from pv.atomic import write_text
+
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            ignore = self.path.parent / ".gitignore"
+            if not ignore.exists():
+                write_text(ignore, "# pv's cache of decided facts (pv/cache.py); safe to delete\n*\n")
+            with open(self.path.parent / f".{self.path.name}.lock", "a") as lock:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+                entries = {**self._read_file(), **self._added}
+                if len(entries) > MAX_ENTRIES:
+                    entries = {k: v for k, v in entries.items() if k in self._used}
+                write_text(self.path, json.dumps({"version": self.version, "entries": entries},
+                                                 separators=(",", ":"), sort_keys=True))
+            self._entries = entries
+            self._added = {}
+        except OSError:
+            pass

@@ -1,0 +1,256 @@
+"""What ran is the contract's: the identity of a falsifier test and the definition it judged.
+
+A ledger record says which falsifier it is evidence for (`falsifier_sha256`), but that hash is
+what the test's marker *declares*. A generated test edited to judge a weaker prediction, or a
+test file elsewhere carrying pv's marker, declares the contract's hash all the same. So a record
+also carries what actually ran:
+
+    test_node         `<path from the workspace root>::<pytest name>` of the test that ran
+    test_sha256       `test_sha256(source, function)` of the test module as collected (read
+                      before pytest imported it, so a module cannot rewrite itself to hide)
+    judged_params     the params the harness called the check with (pv.harness.falsify)
+    judged_tolerance  the tolerance numbers it passed (the override, without `source`)
+    prediction        (an older field) the prediction the harness judged
+
+`EvidenceCheck.refuses(record, falsifier)` says why a record does not count as evidence for the
+falsifier's current definition: its test is not the module `pv generate` renders from the
+current contract (rendered here from the contract, never imported), or the harness judged
+something other than the contract's prediction, params or tolerance. Records made before pv
+recorded these fields cannot show it, so they never count (STALE).
+
+The digest is of the module's syntax tree with what cannot change a verdict left out: comments,
+docstrings, `if_fails=` and a tolerance's `source` text, the contract version (promotion bumps
+it) and the device and subject lists (a PASS on cpu stays one when cuda is added). The other
+falsifiers' tests of the module count by their shape only (their literals blanked): their code
+runs in the same session, so code added to them is a change, while a sibling's new bound is not.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from pv.ledger import LedgerRecord, _sanitize
+
+# Keyword arguments whose literal values are prose or lists the definition does not cover.
+_PROSE_KEYWORDS = frozenset({"if_fails", "contract_version", "devices", "subjects", "subject_sha256"})
+NO_IDENTITY = "recorded before pv recorded what ran (no test identity)"
+
+
+def _is_prose(node: ast.stmt) -> bool:
+    """A bare string statement (a docstring): it runs nothing."""
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+class _Own(ast.NodeTransformer):
+    """The falsifier's own test: everything but prose."""
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        node.body = [s for s in node.body if not _is_prose(s)] or [ast.Pass()]
+        return self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_keyword(self, node: ast.keyword) -> ast.AST:
+        if node.arg in _PROSE_KEYWORDS and _constant_only(node.value):
+            node.value = ast.Constant(None)
+        elif node.arg == "tolerance" and isinstance(node.value, ast.Dict):
+            for i, key in enumerate(node.value.keys):
+                if isinstance(key, ast.Constant) and key.value == "source" and _constant_only(node.value.values[i]):
+                    node.value.values[i] = ast.Constant(None)
+        return self.generic_visit(node)
+
+
+class _Shape(_Own):
+    """Another falsifier's test: its code, every literal blanked."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return ast.Constant(None)
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        node = super().generic_visit(node)
+        if isinstance(node, (ast.Dict, ast.List, ast.Tuple, ast.Set)) and _constant_only(node):
+            return ast.Constant(None)  # a list of three devices is the same shape as one of one
+        return node
+
+
+def _constant_only(node: ast.AST | None) -> bool:
+    if node is None or isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Dict):
+        return all(_constant_only(k) and _constant_only(v) for k, v in zip(node.keys, node.values))
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return all(_constant_only(e) for e in node.elts)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _constant_only(node.operand)
+    return False
+
+
+def test_sha256(source: str | bytes, function: str) -> str | None:
+    """The digest of test `function` in a generated module's `source`; None when the module does
+    not parse or has no such function."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    body: list[ast.stmt] = []
+    found = False
+    for node in tree.body:
+        if _is_prose(node):
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != function:
+            node = _Shape().visit(node)
+        else:
+            found = found or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function)
+            node = _Own().visit(node)
+        body.append(node)
+    if not found:
+        return None
+    text = ast.dump(ast.Module(body=body, type_ignores=[]), include_attributes=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def tolerance_numbers(tolerance: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A tolerance override as the harness received it, without its prose (`source`) and unset
+    dtypes: what the definition hash covers."""
+    if tolerance is None:
+        return None
+    if not isinstance(tolerance, Mapping):
+        return {"?": repr(tolerance)}
+    return {str(k): v for k, v in tolerance.items() if k != "source" and v is not None}
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(_sanitize(value), sort_keys=True, separators=(",", ":"), default=repr)
+
+
+def judged_differs(record: LedgerRecord, falsifier: Any) -> str | None:
+    """Why what the harness judged is not the falsifier's current definition (None: it is).
+    A PASS or FAIL always comes from the harness judging; one that does not say what it judged
+    cannot show it judged the contract's prediction."""
+    if record.judged_params is None:
+        if record.verdict.value in ("PASS", "FAIL"):
+            return "the record does not say what the harness judged"
+        return None  # an ERROR or SKIP before the check ran: the test identity is what binds it
+    tolerance = None
+    if falsifier.tolerance is not None:
+        tolerance = tolerance_numbers(falsifier.tolerance.model_dump(mode="json"))
+    differs = [name for name, ran, defined in (
+        ("prediction", record.prediction, falsifier.prediction),
+        ("params", record.judged_params, falsifier.params),
+        ("tolerance", record.judged_tolerance or None, tolerance or None),
+    ) if _canonical(ran) != _canonical(defined)]
+    if differs:
+        return f"the harness judged another {' and '.join(differs)} than the contract's"
+    return None
+
+
+class EvidenceCheck:
+    """Whether a record's code is the tree's (`changes`, pv.codebind.TreeDigests) and whether
+    the record ran the contract's generated test on the contract's definition (`refuses`).
+    pv.lifecycle takes it as its `code` argument."""
+
+    def __init__(self, workspace: Any, loaded: list[Any], tree: Any = None):
+        from pv.codebind import TreeDigests
+
+        self.workspace = workspace
+        self.tree = TreeDigests(workspace.root) if tree is None else tree
+        self._loaded = {lc.contract.metadata.id: lc for lc in loaded if getattr(lc, "contract", None) is not None}
+        self._rendered: dict[str, str | None] = {}
+        self._expected: dict[tuple[str, str], tuple[str, str | None] | None] = {}
+
+    def changes(self, recorded: Mapping[str, str] | None) -> tuple[str, ...]:
+        return self.tree.changes(recorded)
+
+    def record_changes(self, record: LedgerRecord) -> tuple[str, ...]:
+        return self.tree.record_changes(record)
+
+    def __getattr__(self, name: str) -> Any:  # anything else the tree's digests answer
+        if name == "tree":
+            raise AttributeError(name)
+        return getattr(self.tree, name)
+
+    def _render(self, contract_id: str) -> str | None:
+        if contract_id not in self._rendered:
+            from pv import codegen
+
+            loaded = self._loaded.get(contract_id)
+            try:
+                self._rendered[contract_id] = None if loaded is None else codegen.render(loaded, self.workspace)
+            except Exception:  # noqa: BLE001 - a contract pv cannot render has no generated test to match
+                self._rendered[contract_id] = None
+        return self._rendered[contract_id]
+
+    def expected(self, contract_id: str, falsifier_id: str) -> tuple[str, str | None] | None:
+        """(node prefix `<generated module>::<function>`, test digest) of the falsifier's generated
+        test as `pv generate` renders it now; None when the contract is unknown here."""
+        key = (contract_id, falsifier_id)
+        if key not in self._expected:
+            from pv.codegen import function_name, module_name
+
+            text = self._render(contract_id)
+            if text is None:
+                self._expected[key] = None
+            else:
+                function = function_name(falsifier_id)
+                module = self.workspace.rel(self.workspace.generated_dir / module_name(contract_id))
+                self._expected[key] = (f"{module}::{function}", test_sha256(text, function))
+        return self._expected[key]
+
+    def refuses(self, record: LedgerRecord, falsifier: Any) -> str | None:
+        """Why `record` is not evidence for `falsifier`'s current definition (None: it is)."""
+        if record.test_sha256 is None or record.test_node is None:
+            return NO_IDENTITY
+        expected = self.expected(record.contract, falsifier.id)
+        if expected is None:
+            return "the contract's generated test cannot be rendered to compare with"
+        prefix, digest = expected
+        node = record.test_node
+        if not (node == prefix or node.startswith(prefix + "[")):
+            return f"not run by the contract's generated test ({node} ran, not {prefix})"
+        if record.test_sha256 != digest:
+            return "the test that ran is not what `pv generate` renders from the current contract"
+        return judged_differs(record, falsifier)
+
+
+def ran_test(workspace: Any, path: Path, name: str, function: str, contract: str | None,
+             falsifier: str | None, source: str | None) -> tuple[str | None, str | None, str | None]:
+    """(test_node, test_sha256, why it is not recorded) for a falsifier test pytest ran from
+    `path` (`name`: its pytest name; `function`: its function; `source`: the file as collected,
+    None if pv's plugin did not see it collected). Only the generated module of the marker's
+    contract, and the function of the marker's falsifier, may record evidence."""
+    from pv.codegen import function_name, module_name
+
+    node = f"{workspace.rel(path)}::{name}"
+    if contract is None or falsifier is None:
+        return node, None, "its marker names no contract or falsifier"
+    try:
+        expected_path = workspace.generated_dir / module_name(contract)
+        expected_function = function_name(falsifier)
+    except ValueError:
+        return node, None, "its marker names no valid contract or falsifier"
+    try:
+        same_file = Path(path).resolve() == expected_path.resolve()
+    except (OSError, RuntimeError):
+        same_file = False
+    if not same_file:
+        return node, None, (f"{workspace.rel(path)} is not the generated test module of contract {contract} "
+                            f"({workspace.rel(expected_path)})")
+    if function != expected_function:
+        return node, None, f"{function} is not the generated test of {falsifier} ({expected_function})"
+    if source is None:
+        return node, None, "pv's plugin did not see the module collected, so cannot digest what ran"
+    digest = test_sha256(source, function)
+    if digest is None:
+        return node, None, "the module that ran has no such test function"
+    return node, digest, None
+
+
+def cells_option(selected: Any) -> str:
+    """`--pv-cells` for pv's plugin: the (contract, falsifier, device, subject) cells `pv run`
+    selected, so that no other test's outcome is recorded (extra paths given after `--`)."""
+    return json.dumps(sorted({(s.contract, s.falsifier, s.device, s.subject) for s in selected},
+                             key=lambda cell: tuple("" if part is None else part for part in cell)))

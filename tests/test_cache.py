@@ -1,0 +1,74 @@
+"""pv.cache: a decided fact is read back only under the bytes (and version) it came from."""
+
+from __future__ import annotations
+
+import json
+
+from pv import cache
+
+
+def test_a_value_survives_a_new_process_only_under_the_same_version(tmp_path):
+    store = cache.Cache(tmp_path, "facts", "v1")
+    key = cache.key_of(b"some source")
+    assert store.get(key) is None
+    store.put(key, ["a", "b"])
+    store.save()
+    assert cache.Cache(tmp_path, "facts", "v1").get(key) == ["a", "b"]
+    assert cache.Cache(tmp_path, "facts", "v2").get(key) is None  # another computation: ignored whole
+    assert (tmp_path / ".pv-cache" / "pv" / ".gitignore").read_text().strip().endswith("*")
+
+
+def test_keys_separate_their_parts():
+    assert cache.key_of(b"ab", b"c") != cache.key_of(b"a", b"bc")
+    assert cache.key_of("x") == cache.key_of(b"x")
+
+
+def test_a_corrupt_or_foreign_file_is_a_miss_never_an_error(tmp_path):
+    path = tmp_path / ".pv-cache" / "pv" / "facts.json"
+    path.parent.mkdir(parents=True)
+    for text in ("{not json", "[1, 2]", json.dumps({"version": "v1", "entries": [1]}), "[" * 5000):
+        path.write_text(text)
+        assert cache.Cache(tmp_path, "facts", "v1").get("k") is None
+
+
+def test_pv_no_cache_neither_reads_nor_writes(tmp_path, monkeypatch):
+    store = cache.Cache(tmp_path, "facts", "v1")
+    store.put("k", 1)
+    store.save()
+    monkeypatch.setenv("PV_NO_CACHE", "1")
+    assert cache.Cache(tmp_path, "facts", "v1").get("k") is None
+    other = cache.Cache(tmp_path, "other", "v1")
+    other.put("k", 2)
+    other.save()
+    assert not (tmp_path / ".pv-cache" / "pv" / "other.json").exists()
+
+
+def test_an_unwritable_cache_is_ignored(tmp_path):
+    (tmp_path / ".pv-cache").write_text("a file where the directory would go")
+    store = cache.Cache(tmp_path, "facts", "v1")
+    store.put("k", 1)
+    store.save()  # no exception
+    assert store.get("k") == 1
+
+
+def test_validate_sees_every_edit_to_what_it_remembered(vworkspace):
+    """Signatures and mutant names are remembered by the bytes of their module: an edit shows."""
+    vworkspace.contract()
+    assert vworkspace.run().exit_code == 0
+    assert (vworkspace.root / ".pv-cache" / "pv" / "module-facts.json").exists()
+    demo = vworkspace.root / "falsifiers" / "demo.py"
+    original = demo.read_text()
+    demo.write_text(original.replace("checkpoint, batches=1, tolerance=None", "checkpoint, tolerance=None"))
+    result = vworkspace.run()
+    assert result.exit_code == 1 and "PV313" in result.output, result.output
+    demo.write_text(original)
+    assert vworkspace.run().exit_code == 0
+    mutants = vworkspace.root / "falsifiers" / "mutants.py"
+    mutants.write_text(mutants.read_text().replace('"drops_bias"', '"drops_the_bias"'))
+    result = vworkspace.run()
+    assert result.exit_code == 1 and "PV309" in result.output, result.output
+
+
+def test_installed_version_reads_metadata_and_names_an_absent_distribution():
+    assert cache.installed_version("pydantic")[0].isdigit()
+    assert cache.installed_version("no-such-distribution-pv-test") == "absent"
