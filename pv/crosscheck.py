@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from pv import expr, vacuity
+from pv import expr, tolerance as tolerances, vacuity
 from pv import keypaths as K
 from pv.config import Workspace
 from pv.diagnostics import Diagnostic, Severity, internal_error
@@ -103,7 +103,7 @@ def _file_local(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
         except (KeyError, TypeError, ValueError):
             pass
     out: list[Diagnostic] = []
-    for check in (file_name, obligation_references, expressions):
+    for check in (file_name, obligation_references, expressions, tolerance_caps):
         out += _guarded(check, loaded)
     if not any(d.code == "PV199" for d in out):  # a bug in pv is reported every time, never remembered
         ctx.file_facts.put(key, [d.to_json() for d in out])
@@ -240,12 +240,27 @@ def expressions(loaded: LoadedContract) -> list[Diagnostic]:
             out.append(_d(loaded, loaded.position(loc), "PV404",
                           f"prediction {parsed.text!r} mentions no observation, so it can never fail",
                           "compare an observation the check returns with a bound"))
-        elif vacuity.cannot_fail(parsed):
+        elif (decision := vacuity.decide(parsed)).refused:
             out.append(_d(loaded, loaded.position(loc), "PV405",
-                          f"prediction {parsed.text!r} cannot fail: {vacuity.cannot_fail(parsed)}",
+                          f"prediction {parsed.text!r} cannot fail: {decision.refused}",
                           "a falsifier must be able to fail: bound an observation by an independent value"))
+        elif decision.undecided:  # never a silent accept: say which question stayed open
+            out.append(_d(loaded, loaded.position(loc), "PV407",
+                          f"pv could not decide whether prediction {parsed.text!r} {decision.undecided[:-1]} "
+                          "(the solver gave up)",
+                          "check by hand that some observation makes it false, or simplify it", warning=True))
     # `equations.formula` is documentation (`‖x‖₂`, `∑`, `≈` welcome): never parsed, never
     # judged. What is checked is the falsifiers' predictions above.
+    return out
+
+
+def tolerance_caps(loaded: LoadedContract) -> list[Diagnostic]:
+    """PV408: a tolerance override looser than its dtype's cap (pv.tolerance.CAPS)."""
+    out = []
+    for i, f in _falsifiers(loaded.data):
+        for dtype, name, value in tolerances.caps_exceeded(f.get(K.TOLERANCE.key)):
+            out.append(_d(loaded, loaded.position((*K.TOLERANCE.at(i), dtype, name)), "PV408", tolerances.over_cap(dtype, name, value),
+                          f"measure the worst case and bound it by a small factor, under {tolerances.CAPS[dtype][name]:g}"))
     return out
 
 

@@ -385,8 +385,12 @@ def judge(prediction: str | Expression, observations: dict[str, Any]) -> Judgeme
     holds = evaluator.value(expr.tree.body)
     if not isinstance(holds, bool):
         raise EvalError(f"prediction {expr.text!r} gives {holds!r}, not true/false")
-    margin = evaluator.margin(expr.tree.body)
     observed = {n: observations[n] for n in expr.names if n in observations}
+    if any(isinstance(v := _number(n, x), float) and math.isnan(v) for n, x in observed.items()):
+        # A NaN measurement is broken whatever the prediction says (`x != 1` would hold on it);
+        # pv.vacuity decides "can it fail" over non-NaN observations because of this rule.
+        return Judgement(holds=False, margin=None, prediction=expr.text, observed=observed)
+    margin = evaluator.margin(expr.tree.body)
     return Judgement(holds=holds, margin=margin, prediction=expr.text, observed=observed)
 
 

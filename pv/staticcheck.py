@@ -14,6 +14,7 @@ Mutant names are found the same way: every call `mutant("name")` (the decorator 
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,11 @@ from pv import mutation
 
 MAX_REEXPORT_HOPS = 8
 MAX_MODULE_BYTES = 2_000_000  # a check module is a few kilobytes; more is not worth parsing
+# Python builds the AST under the interpreter's recursion limit, counted from the caller's stack
+# depth: a module that parses in one process (torch.compile raises the limit to 2,000) would not
+# in another, or deeper in the stack. pv parses with this many frames of headroom, whatever the
+# limit and depth are, so the same file always gives the same answer.
+PARSE_HEADROOM = 500
 MUTANT_SCAN_VERSION = f"mutant-names-1|{MAX_MODULE_BYTES}"  # pv.cache: change with the scan
 FACTS_VERSION = f"module-facts-1|{MAX_MODULE_BYTES}"  # pv.cache: change with _signature/_top_level_binding
 MAX_NAME_BYTES = 255  # one path component, the longest most file systems allow
@@ -375,13 +381,26 @@ def parse_module(path: Path, source: bytes | None = None) -> tuple[ast.Module | 
     try:
         if (len(source) if source is not None else path.stat().st_size) > MAX_MODULE_BYTES:
             return None, SyntaxError(f"over {MAX_MODULE_BYTES:,} bytes, too large to be a check module")
-        return ast.parse(path.read_bytes() if source is None else source, filename=str(path)), None
+        return parse_with_fixed_headroom(path.read_bytes() if source is None else source, str(path)), None
     except SyntaxError as exc:
         return None, exc
     except (RecursionError, MemoryError):
         return None, SyntaxError("nests too deeply for Python's parser")
     except (OSError, ValueError) as exc:  # unreadable, or NUL bytes
         return None, SyntaxError(str(exc))
+
+
+def parse_with_fixed_headroom(source: bytes | str, filename: str = "<unknown>") -> ast.Module:
+    """ast.parse with PARSE_HEADROOM frames of recursion budget above the current stack depth."""
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + PARSE_HEADROOM)
+    try:
+        return ast.parse(source, filename=filename)
+    finally:
+        sys.setrecursionlimit(previous)
 
 
 def _top_level_statements(tree: ast.Module):

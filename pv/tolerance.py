@@ -22,6 +22,18 @@ DEFAULTS: dict[str, dict[str, float]] = {
 }
 DTYPES: tuple[str, ...] = tuple(DEFAULTS)
 
+# The loosest override pv accepts: CAP_FACTOR times torch's default, and never an rtol above
+# RTOL_CEILING. A tolerance of 1e300 disarms every comparison that uses it; the loosest honest
+# override in this repository is float32 rtol 6e-3 (about 4,600x the default, an analytic bound
+# for a rotary kernel), so 10,000x leaves room for measured bounds and none for "anything goes".
+# rtol past 0.25 (a quarter of the value itself) compares nothing a kernel could get wrong.
+CAP_FACTOR = 1e4
+RTOL_CEILING = 0.25
+CAPS: dict[str, dict[str, float]] = {
+    dtype: {"rtol": min(CAP_FACTOR * d["rtol"], RTOL_CEILING), "atol": CAP_FACTOR * d["atol"]}
+    for dtype, d in DEFAULTS.items()
+}
+
 Table = dict[str, dict[str, float]]
 
 
@@ -54,8 +66,30 @@ def merged(override: Any = None) -> Table:
             if (isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number)
                     or number < 0):
                 raise ToleranceError(f"tolerance.{key}.{name} must be a finite number >= 0, got {number!r}")
+            if number > CAPS[key][name]:
+                raise ToleranceError(over_cap(key, name, number))
         table[key] = {"rtol": float(value["rtol"]), "atol": float(value["atol"])}
     return table
+
+
+def over_cap(dtype: str, name: str, value: float) -> str:
+    cap = CAPS[dtype][name]
+    return (f"tolerance.{dtype}.{name} = {value:g} is over the {dtype} cap of {cap:g} ({CAP_FACTOR:g}x "
+            f"torch.testing's default {DEFAULTS[dtype][name]:g}{', at most ' + format(RTOL_CEILING, 'g') if name == 'rtol' else ''}):"
+            " a tolerance that loose disarms the comparison")
+
+
+def caps_exceeded(override: Any) -> list[tuple[str, str, float]]:
+    """(dtype, rtol|atol, value) of every number of a raw override over its dtype's cap."""
+    out = []
+    for dtype, value in (override.items() if isinstance(override, Mapping) else ()):
+        if dtype not in CAPS or not isinstance(value, Mapping):
+            continue
+        for name in ("rtol", "atol"):
+            number = value.get(name)
+            if isinstance(number, (int, float)) and not isinstance(number, bool) and number > CAPS[dtype][name]:
+                out.append((dtype, name, number))
+    return out
 
 
 def dtype_name(dtype: Any) -> str:

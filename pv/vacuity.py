@@ -1,209 +1,250 @@
-"""Predictions that cannot fail: found statically, before any check runs.
+"""Predictions that cannot fail (or cannot pass), decided before any check runs (PV405).
 
 A falsifier whose prediction holds whatever the check observes proves nothing, and one that
-can never hold is always red. `cannot_fail(text)` says why a prediction is one of them:
+can never hold is always red. `decide(text)` answers two questions about a prediction over
+every possible observation — every double, ±inf and ±0 included (pv.fpmodel says why NaN is
+not one of them and how integers and booleans are read):
 
-* it mentions no observation (`1 < 2`, `true`);
-* it is true (or false) for every value of the observations: `x == x`, `a <= a`,
-  `err < 1 or true`, `not false`, `x < x + 1`, `abs(x) >= 0`, `x < 1 or x >= 1`.
+* can it fail? — is there an observation for which pv.expr judges it false;
+* can it pass? — is there one for which it is judged true.
 
-How: each comparison becomes a linear form `D op 0` over the observations (non-linear parts
-such as `ln(x)` or `x * y` are opaque atoms with a known range where the function gives one:
-abs, sqrt, exp and even powers are >= 0). A form with no atoms left is a constant; one whose
-range decides `op` is a constant too. Equal forms (after scaling and sign) are the same atom,
-so `x < 1` and `x >= 1` are one atom and its negation. If the prediction is true (or false)
-for every truth assignment of its atoms (at most MAX_ATOMS), it cannot fail (or hold). The
-test is sound: it only refuses what really cannot fail (for real-valued observations; a NaN
-makes any comparison false, and `x == x` is no NaN test worth a falsifier).
+Two steps, each sound on its own:
+
+1. **Witnesses, concretely.** A few dozen observation sets (special doubles — 0, -0, ±1, tiny,
+   huge, ±inf — the prediction's own numbers and their neighbours, and a repair step that
+   satisfies `name <op> bound` links) are judged by pv.expr itself, the evaluator the harness
+   uses. A failing and a passing set found there settle both questions with proof, and z3 is
+   never imported: this is how every honest prediction of a repository is decided, fast.
+2. **A solver, for the rest.** The question still open goes to z3's floating-point theory
+   (pv.fpmodel). Unsatisfiable — no observation can make it false (true) — is a proof: the
+   prediction is refused as a tautology (contradiction). A satisfying observation is replayed
+   through pv.expr before it counts (the model over-approximates ln, exp, ** and %); a
+   replay that disagrees is blocked and the solver asked again, at most MAX_CANDIDATES times.
+
+What neither step settles within the solver's resource limit (a deterministic z3 `rlimit`,
+not a clock) is **undecided**: never a silent accept — `pv validate` reports it as a warning
+(PV406) naming the question it could not answer, and the harness runs the falsifier.
+Decisions are cached in memory by the prediction's normalized text.
 """
 
 from __future__ import annotations
 
 import ast
-import itertools
+import functools
 import math
+import random
+import zlib
+from dataclasses import dataclass
 from typing import Any, Union
 
 from pv import expr
 
-MAX_ATOMS = 12
-_NONNEGATIVE = {"abs", "sqrt", "exp"}
+CONCRETE_BUDGET = 64     # observation sets judged before the solver is asked
+MAX_CANDIDATES = 4       # solver candidates replayed per question before giving up
+RLIMIT = 3_000_000       # z3 resource units per solver call (about a CPU second here; deterministic)
 
-Linear = tuple[dict[str, float], float]  # atom key -> coefficient, constant
-# A boolean formula: ("const", bool) | ("atom", key) | ("not", f) | ("and"|"or", [f, ...])
-Formula = tuple[Any, ...]
-Interval = tuple[float, float]
+SPECIALS: tuple[float, ...] = (0.0, 1.0, -1.0, 0.5, 2.0, -2.0, 10.0, 1e-3, 1e300, -1e300, math.inf,
+                               -math.inf, 1e-300, -0.0, 3.0, 100.0, 1e6, -0.5, 5e-324, 1.7976931348623157e308)
+
+TAUTOLOGY = ("it holds for every value of the observations (a tautology, e.g. `x == x`, `a <= a`, "
+             "`... or true`, `x <= inf`); compare an observation with an independent bound")
+CONTRADICTION = "it is false for every value of the observations (a contradiction), so it can never pass"
+NEVER_DEFINED = "it cannot be evaluated for any observation (every value raises an error), so it can never pass"
+NEVER_FALSE = ("no observation makes it false: it holds, or raises an error, for every value of the "
+               "observations; compare an observation with an independent bound")
+NO_OBSERVATION = "it mentions no observation, so no measurement can make it false"
 
 
-class _Opaque(Exception):
-    """A part the analysis does not model (infinities, booleans in arithmetic)."""
+@dataclass(frozen=True)
+class Decision:
+    """`refused`: the reason it cannot fail (or cannot pass), or None. `undecided`: the question
+    the analysis could not answer ("can it fail?" / "can it pass?"), or None.
+    `fails_at` / `passes_at`: observations that prove it can (None where not found)."""
+
+    refused: str | None = None
+    undecided: str | None = None
+    fails_at: dict[str, Any] | None = None
+    passes_at: dict[str, Any] | None = None
 
 
 def cannot_fail(prediction: Union[str, "expr.Expression"]) -> str | None:
     """Why `prediction` can never be falsified (or never hold), or None when it can go either
-    way. Text that does not parse gives None: the parser reports it."""
+    way or the question is undecided. Text that does not parse gives None: the parser reports it."""
+    return decide(prediction).refused
+
+
+def decide(prediction: Union[str, "expr.Expression"]) -> Decision:
     try:
         parsed = prediction if isinstance(prediction, expr.Expression) else expr.parse(prediction)
     except expr.ExprError:
-        return None
+        return Decision()
+    if not expr.is_boolean(parsed):
+        return Decision()  # not a prediction at all: PV402, and an error at run time
+    return _decide_text(parsed.text)
+
+
+@functools.lru_cache(maxsize=4096)  # keyed by the parser's normalized text
+def _decide_text(text: str) -> Decision:
+    return _decide_parsed(expr.parse(text))
+
+
+def _decide_parsed(parsed: expr.Expression) -> Decision:
     if not parsed.names:
-        return "it mentions no observation, so no measurement can make it false"
-    analysis = _Analysis()
-    formula = analysis.formula(parsed.tree.body)
-    atoms = sorted(analysis.atoms)
-    if len(atoms) > MAX_ATOMS:
+        return Decision(refused=NO_OBSERVATION)
+    fails_at, passes_at = concrete_witnesses(parsed)
+    if fails_at is not None and passes_at is not None:
+        return Decision(fails_at=fails_at, passes_at=passes_at)
+    from pv import fpmodel  # z3: only for what the concrete search left open
+
+    query = fpmodel.Query(parsed)
+    if fails_at is None:
+        answer, fails_at = _ask(parsed, query, want=False)
+        if answer == "no":
+            return Decision(refused=TAUTOLOGY if passes_at is not None else _unfailing_reason(query))
+        if answer == "unknown":
+            return Decision(undecided="can it fail?", passes_at=passes_at)
+    if passes_at is None:
+        answer, passes_at = _ask(parsed, query, want=True)
+        if answer == "no":
+            return Decision(refused=CONTRADICTION)  # it can fail (fails_at is known by now): it evaluates
+        if answer == "unknown":
+            return Decision(undecided="can it pass?", fails_at=fails_at)
+    return Decision(fails_at=fails_at, passes_at=passes_at)
+
+
+def _ask(parsed: expr.Expression, query: Any, want: bool) -> tuple[str, dict[str, Any] | None]:
+    """('yes', observations) | ('no', None) | ('unknown', None): can the prediction be judged `want`?"""
+    from pv import fpmodel
+
+    search = fpmodel.Search(query, query.holds if want else query.fails, RLIMIT)
+    for _ in range(MAX_CANDIDATES):
+        status, candidate = search.next()
+        if status == "unsat":
+            return "no", None
+        if status == "unknown":
+            return "unknown", None
+        confirmed = replay(parsed, candidate, want)
+        if confirmed is not None:
+            return "yes", confirmed
+        search.block(candidate)  # an artefact of the over-approximation: ask for another
+    return "unknown", None
+
+
+def _evaluable(query: Any) -> str:
+    """'sat' | 'unsat' | 'unknown': can some observation be evaluated without an error?"""
+    import z3
+
+    from pv import fpmodel
+
+    return fpmodel.Search(query, z3.Or(query.holds, query.fails), RLIMIT).next()[0]
+
+
+def _unfailing_reason(query: Any) -> str:
+    evaluable = _evaluable(query)
+    return TAUTOLOGY if evaluable == "sat" else NEVER_DEFINED if evaluable == "unsat" else NEVER_FALSE
+
+
+# --- the concrete search ---------------------------------------------------------------------------
+
+
+def outcome(parsed: expr.Expression, observations: dict[str, Any]) -> bool | None:
+    """The verdict pv.expr gives these observations: True (holds), False, None (an error)."""
+    try:
+        return expr.judge(parsed, observations).holds
+    except (expr.ExprError, expr.EvalError, TypeError, ArithmeticError, ValueError, RecursionError):
         return None
-    values = {_truth(formula, dict(zip(atoms, bits))) for bits in itertools.product((False, True), repeat=len(atoms))}
-    if values == {True}:
-        return ("it holds for every value of the observations (a tautology, e.g. `x == x`, `a <= a`, "
-                "`... or true`); compare an observation with an independent bound")
-    if values == {False}:
-        return "it is false for every value of the observations (a contradiction), so it can never pass"
+
+
+def replay(parsed: expr.Expression, observations: dict[str, float], want: bool) -> dict[str, Any] | None:
+    """The observations (with 0/1 read as booleans where that is what makes them judgeable)
+    if pv.expr judges the prediction `want` on them, else None."""
+    as_bools = {k: bool(v) if v in (0.0, 1.0) else v for k, v in observations.items()}
+    for candidate in (observations, as_bools):
+        if outcome(parsed, candidate) is want:
+            return dict(candidate)
     return None
 
 
-def _truth(formula: Formula, assignment: dict[str, bool]) -> bool:
-    kind = formula[0]
-    if kind == "const":
-        return formula[1]
-    if kind == "atom":
-        return assignment[formula[1]]
-    if kind == "not":
-        return not _truth(formula[1], assignment)
-    parts = (_truth(f, assignment) for f in formula[1])
-    return all(parts) if kind == "and" else any(parts)
+def concrete_witnesses(parsed: expr.Expression) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(observations judged false, observations judged true), each None if not found."""
+    names = sorted(parsed.names)
+    pool = _value_pool(parsed)
+    rng = random.Random(zlib.crc32(parsed.text.encode()))
+    found: dict[bool, dict[str, Any] | None] = {False: None, True: None}
+
+    # Only a bare name at the top level must be a boolean observation (judge() wants true/false
+    # there); everywhere else Python reads 0.0/1.0 exactly as False/True.
+    body = parsed.tree.body
+    boolean_names = {body.id} if isinstance(body, ast.Name) else set()
+
+    def judge(env: dict[str, Any]) -> bool:
+        variants = [env]
+        if boolean_names:  # a name read as true/false may need to be a boolean observation
+            variants.append({k: bool(v) if k in boolean_names and v in (0.0, 1.0) else v for k, v in env.items()})
+        for candidate in variants:
+            verdict = outcome(parsed, candidate)
+            if verdict is not None and found[verdict] is None:
+                found[verdict] = dict(candidate)
+        return found[False] is not None and found[True] is not None
+
+    links = _bound_links(parsed.tree.body)
+    for i in range(CONCRETE_BUDGET):
+        if i < len(SPECIALS):
+            env = {n: SPECIALS[i] for n in names}
+        else:
+            env = {n: rng.choice(pool) for n in names}
+        if judge(env):
+            break
+        if links and judge(_repair(env, links)):
+            break
+    return found[False], found[True]
 
 
-class _Analysis:
-    def __init__(self) -> None:
-        self.atoms: set[str] = set()
-        self.ranges: dict[str, Interval] = {}
+def _value_pool(parsed: expr.Expression) -> list[float]:
+    pool = list(SPECIALS)
+    for node in ast.walk(parsed.tree):
+        if isinstance(node, ast.Constant):  # parse() admits numbers only
+            try:
+                c = float(node.value)
+            except OverflowError:
+                continue
+            pool += [c, -c, c + 1, c - 1, 2 * c, c / 2, math.nextafter(c, math.inf), math.nextafter(c, -math.inf)]
+    return pool
 
-    def atom(self, key: str) -> Formula:
-        self.atoms.add(key)
-        return ("atom", key)
 
-    # --- boolean structure -------------------------------------------------------------------
-
-    def formula(self, node: ast.AST) -> Formula:
-        if isinstance(node, ast.BoolOp):
-            return ("and" if isinstance(node.op, ast.And) else "or", [self.formula(v) for v in node.values])
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            return ("not", self.formula(node.operand))
-        if isinstance(node, ast.Name) and node.id in ("true", "false"):
-            return ("const", node.id == "true")
-        if isinstance(node, ast.Compare):
-            links = []
+def _bound_links(body: ast.AST) -> list[tuple[str, type, ast.AST]]:
+    """`name <op> bound` links of the prediction's top-level conjunction (either side)."""
+    out: list[tuple[str, type, ast.AST]] = []
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            stack.extend(node.values)
+        elif isinstance(node, ast.Compare):
             left = node.left
             for op, right in zip(node.ops, node.comparators):
-                links.append(self.comparison(left, type(op), right))
+                if isinstance(left, ast.Name) and left.id not in expr.CONSTANTS:
+                    out.append((left.id, type(op), right))
+                if isinstance(right, ast.Name) and right.id not in expr.CONSTANTS:
+                    out.append((right.id, _MIRROR[type(op)], left))
                 left = right
-            return links[0] if len(links) == 1 else ("and", links)
-        return self.atom("expr:" + ast.dump(node))  # a boolean observation or something opaque
-
-    def comparison(self, left: ast.AST, op: type, right: ast.AST) -> Formula:
-        try:
-            coefs, const = _minus(self.linear(left), self.linear(right))
-        except _Opaque:
-            return self.atom("cmp:" + ast.dump(ast.Compare(left, [op()], [right])))
-        coefs = {k: c for k, c in coefs.items() if c != 0}
-        low, high = const, const
-        for key, c in coefs.items():
-            lo, hi = self.ranges.get(key, (-math.inf, math.inf))
-            low += c * lo if c > 0 else c * hi
-            high += c * hi if c > 0 else c * lo
-        decided = _decide(op, low, high)
-        if decided is not None:
-            return ("const", decided)
-        # Canonical form: divide by the first coefficient's size and make it positive, so that
-        # `x < 1`, `2 * x < 2` and `1 > x` are the same atom and `x >= 1` is its negation.
-        first = coefs[min(coefs)]
-        scale = abs(first)
-        if first < 0:
-            op = _FLIP[op]
-        sign = 1 if first > 0 else -1
-        key = repr(sorted((k, round(sign * c / scale, 12)) for k, c in coefs.items())) + repr(round(sign * const / scale, 12))
-        base, negated = _BASE[op]
-        formula = self.atom(f"lin:{base}:{key}")
-        return ("not", formula) if negated else formula
-
-    # --- arithmetic --------------------------------------------------------------------------
-
-    def linear(self, node: ast.AST) -> Linear:
-        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - set(expr.CONSTANTS) - set(expr.FUNCTIONS)
-        if not names:
-            return {}, self.constant(node)
-        if isinstance(node, ast.Name):
-            return {node.id: 1.0}, 0.0
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            coefs, const = self.linear(node.operand)
-            sign = -1.0 if isinstance(node.op, ast.USub) else 1.0
-            return {k: sign * c for k, c in coefs.items()}, sign * const
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
-            left, right = self.linear(node.left), self.linear(node.right)
-            return _minus(left, right) if isinstance(node.op, ast.Sub) else _plus(left, right)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
-            left, right = self.linear(node.left), self.linear(node.right)
-            if not right[0] and (isinstance(node.op, ast.Mult) or right[1] != 0):
-                factor = right[1] if isinstance(node.op, ast.Mult) else 1.0 / right[1]
-                return {k: c * factor for k, c in left[0].items()}, left[1] * factor
-            if not left[0] and isinstance(node.op, ast.Mult):
-                return {k: c * left[1] for k, c in right[0].items()}, right[1] * left[1]
-        return self.opaque(node)
-
-    def opaque(self, node: ast.AST) -> Linear:
-        key = "term:" + ast.dump(node)
-        self.ranges[key] = self.range_of(node)
-        return {key: 1.0}, 0.0
-
-    def range_of(self, node: ast.AST) -> Interval:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _NONNEGATIVE:
-            return (0.0, math.inf)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
-            exponent = node.right
-            if isinstance(exponent, ast.Constant) and isinstance(exponent.value, int) and exponent.value % 2 == 0:
-                return (0.0, math.inf)
-        return (-math.inf, math.inf)
-
-    def constant(self, node: ast.AST) -> float:
-        try:
-            value = expr.Expression(text="", tree=ast.Expression(body=node)).evaluate({})
-        except (expr.EvalError, TypeError, ValueError, ArithmeticError, RecursionError):
-            raise _Opaque from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise _Opaque  # `x < inf` is a real test: an overflowing loss is inf
-        return float(value)
+    return out
 
 
-def _plus(a: Linear, b: Linear) -> Linear:
-    coefs = dict(a[0])
-    for k, c in b[0].items():
-        coefs[k] = coefs.get(k, 0.0) + c
-    return coefs, a[1] + b[1]
+_MIRROR = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 
 
-def _minus(a: Linear, b: Linear) -> Linear:
-    return _plus(a, ({k: -c for k, c in b[0].items()}, -b[1]))
-
-
-_FLIP = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
-# D op 0 as (base relation, negated): D > 0 is not (D <= 0), D >= 0 is not (D < 0).
-_BASE = {ast.Lt: ("<", False), ast.LtE: ("<=", False), ast.Gt: ("<=", True), ast.GtE: ("<", True),
-         ast.Eq: ("==", False), ast.NotEq: ("==", True)}
-
-
-def _decide(op: type, low: float, high: float) -> bool | None:
-    """Whether `D op 0` is decided for every D in [low, high]."""
-    if op is ast.Lt:
-        return True if high < 0 else False if low >= 0 else None
-    if op is ast.LtE:
-        return True if high <= 0 else False if low > 0 else None
-    if op is ast.Gt:
-        return True if low > 0 else False if high <= 0 else None
-    if op is ast.GtE:
-        return True if low >= 0 else False if high < 0 else None
-    if op is ast.Eq:
-        return True if low == high == 0 else False if (low > 0 or high < 0) else None
-    if op is ast.NotEq:
-        return False if low == high == 0 else True if (low > 0 or high < 0) else None
-    return None
+def _repair(env: dict[str, Any], links: list[tuple[str, type, ast.AST]]) -> dict[str, Any]:
+    """Move each `name <op> bound` toward holding, twice over (a heuristic: its result is judged)."""
+    env = dict(env)
+    for _ in range(2):
+        for name, op, bound_node in links:
+            try:
+                bound = float(expr.Expression(text="", tree=ast.Expression(body=bound_node)).evaluate(env))
+            except (expr.EvalError, TypeError, ValueError, ArithmeticError, RecursionError):
+                continue
+            if not math.isfinite(bound):
+                continue
+            step = max(1.0, abs(bound)) * 0.5
+            env[name] = {ast.Lt: bound - step, ast.Gt: bound + step, ast.NotEq: bound + step}.get(op, bound)
+    return env

@@ -94,6 +94,33 @@ def test_a_module_of_an_editable_install_is_found_through_its_import_hook(tmp_pa
     assert "pv_editable_probe" not in sys.modules
 
 
+def test_the_canonical_text_names_only_fields_that_are_present():
+    # absent (None) and empty fields are left out, so the digest does not move with a Python
+    # version that adds an optional field to a node
+    import ast
+
+    text = codebind._canonical(ast.parse("x = 1\n"))
+    assert "type_comment" not in text and "decorator_list" not in text and "=None" not in text
+    assert "Assign(" in text and "targets=" in text and "Constant(" in text
+
+
+def test_an_import_binds_the_module_and_every_parent_package(tmp_path):
+    for rel in ("pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/leaf.py", "pkg/other.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    (tmp_path / "main.py").write_text("import pkg.sub.leaf\nfrom . import nothing\nimport pkg.other\n")
+    found = codebind._imports("main", tmp_path / "main.py", [tmp_path])
+    assert {"pkg", "pkg.sub", "pkg.sub.leaf", "pkg.other"} <= set(found)
+
+
+def test_modules_are_looked_for_in_the_workspace_first_then_on_the_interpreters_path(tmp_path):
+    import sys
+
+    roots = codebind.search_roots(tmp_path)
+    on_path = [Path(p) for p in sys.path if p and Path(p).is_dir() and Path(p) != tmp_path]
+    assert roots[0] == tmp_path and on_path and roots[1:] == on_path
+
+
 def test_remembered_digests_follow_the_bytes(tmp_path):
     _package(tmp_path)
     bound = codebind.bind(["lab.checks.add"], ["lab.checks", "lab.runtime"], [tmp_path], loaded={})

@@ -140,3 +140,15 @@ def test_long_chain_has_no_recursion_limit():
     edges[f"n{n}"] = [("n0", ())]
     [cycle] = _cycles(edges)
     assert len(cycle) == n + 2
+
+
+def test_a_contract_that_is_not_a_mapping_gets_no_per_file_findings_and_no_crash(tmp_path):
+    from pathlib import Path
+
+    from pv import crosscheck
+    from pv.safe_yaml import LoadedContract
+
+    for data in ([1, 2], "text", None):
+        loaded = LoadedContract(path=Path(tmp_path / "a-v1.yaml"), display_path="a-v1.yaml", text="", sha256="0",
+                                data=data, contract=None)
+        assert crosscheck.check_file(loaded, None) == []

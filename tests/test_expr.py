@@ -169,3 +169,86 @@ def test_margin_of_an_integer_past_float_range_is_infinite_not_an_error():
 def test_arithmetic_errors_name_the_part_that_failed(prediction, observations, message):
     with pytest.raises(EvalError, match=message.replace("*", r"\*")):
         judge(prediction, observations)
+
+
+@pytest.mark.parametrize("text, observations, holds", [
+    # constants: `false` is false (a survivor of the mutation score: nothing evaluated it)
+    ("x > 0 and false", {"x": 1}, False), ("x > 0 and true", {"x": 1}, True), ("x > 5 or true", {"x": 1}, True),
+    ("x > 5 or false", {"x": 1}, False), ("not false and x > 0", {"x": 1}, True),
+    ("x < inf", {"x": 1e308}, True), ("x < inf", {"x": math.inf}, False),
+    ("3.14159 < pi < 3.1416 and 2.71828 < e < 2.71829 and x", {"x": True}, True),
+    # every operator, both ways
+    ("x + 2 == 5", {"x": 3}, True), ("x - 2 == 1", {"x": 3}, True), ("x * 2 == 6", {"x": 3}, True),
+    ("x / 2 == 1.5", {"x": 3}, True), ("x ** 2 == 9", {"x": 3}, True), ("x % 2 == 1", {"x": 3}, True),
+    ("-x == -3 and +x == 3", {"x": 3}, True), ("not x", {"x": False}, True), ("not x", {"x": True}, False),
+    ("x < 3", {"x": 3}, False), ("x <= 3", {"x": 3}, True), ("x > 3", {"x": 3}, False), ("x >= 3", {"x": 3}, True),
+    ("x == 3", {"x": 3}, True), ("x != 3", {"x": 3}, False), ("1 < x < 3", {"x": 3}, False), ("1 < x <= 3", {"x": 3}, True),
+    ("x < 1 or x > 2", {"x": 1.5}, False), ("x > 1 and x < 2", {"x": 1.5}, True),
+    # every function
+    ("ln(x) == 0 and log(x) == 0 and log2(2 * x) == 1 and log10(10 * x) == 1", {"x": 1}, True),
+    ("exp(x) == 1 and sqrt(4 * x + 9) == 3 and abs(-x) == 1", {"x": 0}, False),
+    ("exp(x) == 1 and sqrt(4 * x + 9) == 3 and abs(-x) == 0", {"x": 0}, True),
+    ("min(x, 2, 3) == 1 and max(x, 2, 3) == 3", {"x": 1}, True), ("min(x, 0) == 0", {"x": 1}, True),
+    # a NaN observation is false whatever the prediction
+    ("x != 1", {"x": math.nan}, False), ("not (x < 1)", {"x": math.nan}, False),
+])
+def test_every_operator_constant_and_function_evaluates_as_python_does(text, observations, holds):
+    assert judge(text, observations).holds is holds
+
+
+@pytest.mark.parametrize("text, observations, margin", [
+    ("x < 3", {"x": 1}, 2.0), ("x <= 3", {"x": 4}, -1.0), ("x > 3", {"x": 5}, 2.0), ("x >= 3", {"x": 1}, -2.0),
+    ("x == 3", {"x": 1}, -2.0), ("x == 3", {"x": 3}, 0.0), ("x != 3", {"x": 1}, None),
+    ("1 < x < 10", {"x": 3}, 2.0), ("x < 1 and y < 10", {"x": 0, "y": 4}, 1.0), ("x < 1 or y < 10", {"x": 0, "y": 4}, 6.0),
+    ("flag", {"flag": True}, None), ("x < 1 and flag", {"x": 0, "flag": True}, 1.0), ("flag == x", {"flag": True, "x": 1}, None),
+    ("x > 1e308 * 10", {"x": 1}, -math.inf),
+])
+def test_margins_of_each_form(text, observations, margin):
+    assert judge(text, observations).margin == margin
+
+
+def test_a_judgement_lists_only_the_observations_it_names_and_describes_itself():
+    judgement = judge("x < 1", {"x": 2, "unused": 5})
+    assert judgement.observed == {"x": 2} and judgement.prediction == "x < 1"
+    assert judgement.describe() == "FALSIFIED: x < 1  [observed x=2; margin -1]"
+    assert judge("x < 1.5", {"x": 0.25}).describe() == "holds: x < 1.5  [observed x=0.25; margin 1.25]"
+    assert judge("flag", {"flag": True}).describe() == "holds: flag  [observed flag=True; margin n/a]"
+
+
+def test_to_float_saturates_huge_integers_both_ways():
+    assert expr.to_float(10 ** 400) == math.inf and expr.to_float(-(10 ** 400)) == -math.inf
+    assert expr.to_float(3) == 3.0
+
+
+def test_a_syntax_error_points_at_pythons_column_and_a_nul_byte_is_refused():
+    with pytest.raises(ExprError) as info:
+        parse("x < < 1")
+    assert info.value.col == 5 and "syntax error" in info.value.message
+    with pytest.raises(ExprError, match="null bytes") as info:
+        parse("x <\x00 1")
+    assert info.value.col == 0  # Python gives no offset: 0, not None
+
+
+@pytest.mark.parametrize("text", ["log(x, 10)", "ln(x, 2)", "log2(x, 2)", "log10(x, 2)", "exp(x, 1)", "sqrt(x, 1)",
+                                  "abs(x, 1)", "min(x)", "max(x)"])
+def test_each_function_takes_exactly_its_arguments(text):
+    with pytest.raises(ExprError, match=r"takes (1|at least 2) argument"):
+        parse(text)
+
+
+def test_the_delete_character_is_ascii_and_gets_no_ascii_hint():
+    with pytest.raises(ExprError) as info:
+        parse("x <\x7f 1")
+    assert "ASCII" not in info.value.hint
+
+
+def test_an_arity_error_points_at_the_call():
+    with pytest.raises(ExprError) as info:
+        parse("x < log(x, 2)")
+    assert info.value.col == 5
+
+
+def test_an_expression_of_exactly_max_nodes_parts_parses_and_one_more_does_not():
+    parse("-" * (expr.MAX_NODES - 1) + "x")  # 499 minus signs and a name: 500 parts
+    with pytest.raises(ExprError, match="more than"):
+        parse("-" * expr.MAX_NODES + "x")

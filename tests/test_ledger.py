@@ -114,15 +114,28 @@ def test_merge_refuses_an_input_that_is_not_a_regular_file(ws):
 
     import threading
 
-    os.mkfifo("incoming.jsonl")  # reading it would wait for a writer forever
+    fifo = os.path.abspath("incoming.jsonl")  # absolute: later tests chdir elsewhere
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    done = threading.Event()
+
     # a writer that only ever comes if pv opens the FIFO, so that a regression ends (merging
     # nothing, exit 0) instead of hanging the suite
     def writer() -> None:
-        while True:  # each read pv makes gets an empty file
-            open("incoming.jsonl", "wb").close()
+        while not done.is_set():  # each read pv makes gets an empty file
+            open(fifo, "wb").close()
 
-    threading.Thread(target=writer, daemon=True).start()
-    result = CliRunner().invoke(main, ["ledger", "merge", "incoming.jsonl"])
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        result = CliRunner().invoke(main, ["ledger", "merge", "incoming.jsonl"])
+    finally:
+        # Stop the writer: it must not outlive the test (it once kept creating incoming.jsonl in
+        # whatever directory a later test of the same worker had made current).
+        done.set()
+        release = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # lets a writer blocked in open() return
+        thread.join(timeout=10)
+        os.close(release)
+    assert not thread.is_alive()
     assert result.exit_code == 2 and "incoming.jsonl is not a regular file" in result.output
 
 
@@ -367,6 +380,13 @@ def test_a_line_json_cannot_read_is_reported_without_an_empty_location(tmp_path)
     assert problem.message.startswith("malformed record: Exceeds the limit")
 
 
+def test_a_record_is_one_line_of_json_with_sorted_keys():
+    line = record(0).to_line()
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    keys = list(json.loads(line))
+    assert keys == sorted(keys)  # the same record is the same bytes, whichever pv wrote it
+
+
 def test_a_wide_record_and_brackets_in_text_are_not_garbage(tmp_path):
     """The nesting scanner counts depth, not brackets: a record with many shallow lists, and
     text full of brackets and escaped quotes, reads back whole."""
@@ -399,3 +419,9 @@ def test_a_line_nested_past_the_limit_is_garbage(tmp_path):
     path = tmp_path / "l.jsonl"
     path.write_text('{"a": ' + "[" * (ledger.MAX_DEPTH + 1) + "]" * (ledger.MAX_DEPTH + 1) + "}\n")
     assert [p.message.split(" (")[0] for p in ledger.read(path).problems] == ["garbage line"]
+
+
+@pytest.mark.parametrize("raw, depth", [(b'[[],[]]', 2), (b'{"a":[1],"b":[[1]]}', 3), (b'{"s":"[[[["}', 1),
+                                        (b'{"s":"\\"[["}', 1), (b'[' * 3 + b']' * 3 + b'[' * 2 + b']' * 2, 3)])
+def test_the_nesting_scanner_measures_the_deepest_point_after_siblings_close(raw, depth):
+    assert ledger._depth(raw) == depth

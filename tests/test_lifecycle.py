@@ -411,3 +411,24 @@ def test_a_record_from_before_subjects_fills_the_cell_whose_hash_it_carries():
     other = rec(c, "PASS")  # subject null, the plain hash: no cell's
     assert {d.state for d in contract_status(c, [other], subject_param="checkpoint").falsifiers[0].devices} == {
         DeviceState.PENDING}
+
+
+def test_adhoc_cells_of_one_path_with_and_without_a_digest_sort_without_a_crash():
+    # a record without a checkpoint digest (None) sorts before any digest of the same path
+    from pv.lifecycle import adhoc_cells
+
+    c = contract(falsifiers=[dict(falsifier(), subjects=["small"])])
+    records = [subject_rec(c, "PASS", "path:/u/ckpt", digest="b" * 64), subject_rec(c, "FAIL", "path:/u/ckpt", digest=None)]
+    rows = adhoc_cells([c], records)
+    assert [(r.subject_digest, r.evidence.state.value) for r in rows] == [(None, "FAIL"), ("b" * 64, "PASS")]
+
+
+def test_the_json_status_carries_each_cells_deciding_record():
+    from pv.lifecycle import to_json
+
+    c = contract()
+    payload = to_json(contract_status(c, [rec(c, "PASS")]))
+    cell = payload["falsifiers"][0]["devices"]["cpu"]
+    assert cell["state"] == "PASS" and cell["record"]["verdict"] == "PASS" and "record_id" in cell["record"]
+    empty = to_json(contract_status(c, []))["falsifiers"][0]["devices"]["cpu"]
+    assert empty["record"] is None

@@ -32,3 +32,14 @@ def test_the_harness_hands_each_outcome_to_the_sink_once_and_keeps_it_otherwise(
     assert harness.take_outcome() is None  # delivered, not also kept
     harness.falsify(lambda *, device: {"x": 0.5}, {}, "x < 1", "cpu", falsifier="H")  # no sink: kept
     assert harness.take_outcome().falsifier == "H"
+
+
+def test_a_subject_cell_takes_its_own_definition_hash_and_an_adhoc_subject_the_plain_one():
+    marker = {"contract": "demo", "contract_version": "1.0.0", "sha256": "plain",
+              "subject_sha256": {"small": "of-small"}, "runtime": "pvlab"}
+    named = Outcome(falsifier="FALSIFY-DEMO-001", device="cpu", prediction="x < 1", subject="small")
+    named.identify(marker, "tests/x.py::t")
+    assert named.falsifier_sha256 == "of-small" and named.runtime == "pvlab" and named.contract == "demo"
+    adhoc = Outcome(falsifier="FALSIFY-DEMO-001", device="cpu", prediction="x < 1", subject="path:/u/ckpt")
+    adhoc.identify({**marker, "runtime": None}, "tests/x.py::t")
+    assert adhoc.falsifier_sha256 == "plain"

@@ -24,8 +24,8 @@ def ws(tmp_path_factory):
         falsifier("FALSIFY-DEMO-005", prediction="x > 1", check="basic:not_a_dict"),
         falsifier("FALSIFY-DEMO-006", prediction="no_such_name > 1"),
         falsifier("FALSIFY-DEMO-007", prediction="x > 1", check="basic:needs_gpu"),
-        falsifier("FALSIFY-DEMO-008", prediction="rtol == 0.5 and bf16_rtol == 0.016", check="basic:tol",
-                  tolerance={"source": "chosen for the test", "float32": {"rtol": 0.5, "atol": 0.0}}),
+        falsifier("FALSIFY-DEMO-008", prediction="rtol == 0.01 and bf16_rtol == 0.016", check="basic:tol",
+                  tolerance={"source": "chosen for the test", "float32": {"rtol": 0.01, "atol": 0.0}}),
         falsifier("FALSIFY-DEMO-009", prediction="not got_tolerance", check="basic:no_tol"),
     ])
     ws.generate()

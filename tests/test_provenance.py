@@ -109,3 +109,31 @@ def test_versions_read_torch_version_file_without_importing_torch(monkeypatch, t
     assert provenance.versions()["cuda"] is None
     monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: None)  # no torch at all
     assert (provenance.versions()["torch"], provenance.versions()["cuda"]) == (None, None)
+
+
+def test_the_cpu_is_named_by_its_model_and_an_unknown_device_by_nothing():
+    assert provenance.device_name("cpu") == provenance.cpu_name() and provenance.cpu_name()
+    assert provenance.device_name("tpu") is None
+
+
+def test_without_torch_cuda_is_unavailable_with_that_reason(monkeypatch):
+    monkeypatch.delenv("PV_FORCE_NO_CUDA", raising=False)
+    monkeypatch.setattr(provenance, "_torch", lambda import_if_needed: None)
+    assert provenance.cuda_available() == (False, "cuda requested but torch is not installed")
+
+
+def test_a_torch_without_a_gpu_makes_cuda_unavailable_with_that_reason(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.delenv("PV_FORCE_NO_CUDA", raising=False)
+    fake = SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: False))
+    monkeypatch.setattr(provenance, "_torch", lambda import_if_needed: fake)
+    assert provenance.cuda_available() == (False, "cuda requested but torch.cuda.is_available() is False")
+
+
+def test_only_cuda_is_named_by_the_gpu(monkeypatch):
+    from types import SimpleNamespace
+
+    cuda = SimpleNamespace(is_available=lambda: True, current_device=lambda: 0, get_device_name=lambda i: "Fake GPU")
+    monkeypatch.setattr(provenance, "_torch", lambda import_if_needed: SimpleNamespace(cuda=cuda))
+    assert provenance.device_name("cuda") == "Fake GPU" and provenance.device_name("tpu") is None

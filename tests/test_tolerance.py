@@ -36,7 +36,7 @@ def test_override_replaces_single_dtypes_and_drops_source():
     assert table["bfloat16"] == {"rtol": 0.05, "atol": 0.001}
     assert table["float32"] == tolerance.DEFAULTS["float32"]
     assert "source" not in table
-    assert tolerance.merged({"source": "x", "float64": {"rtol": 1, "atol": 0}})["float64"] == {"rtol": 1.0, "atol": 0.0}
+    assert tolerance.merged({"source": "x", "float64": {"rtol": 1e-4, "atol": 0}})["float64"] == {"rtol": 1e-4, "atol": 0.0}
     table["float32"]["rtol"] = 99
     assert tolerance.DEFAULTS["float32"]["rtol"] == 1.3e-6  # merged() never aliases the defaults
 
@@ -70,3 +70,33 @@ def test_wants_tolerance_needs_a_named_parameter():
     assert not tolerance.wants_tolerance(lambda *, device, **kwargs: None)
     assert not tolerance.wants_tolerance(lambda *, device: None)
     assert not tolerance.wants_tolerance(len)  # builtins without a signature
+
+
+@pytest.mark.parametrize("dtype, name, value", [("float32", "rtol", 1e300), ("float64", "atol", 1.0),
+                                                ("bfloat16", "rtol", 0.5), ("float16", "atol", 0.2)])
+def test_an_override_over_the_dtype_cap_is_refused_naming_dtype_and_cap(dtype, name, value):
+    other = "atol" if name == "rtol" else "rtol"
+    with pytest.raises(tolerance.ToleranceError) as info:
+        tolerance.merged({"source": "x", dtype: {name: value, other: 0.0}})
+    cap = tolerance.CAPS[dtype][name]
+    assert f"{dtype} cap of {cap:g}" in str(info.value) and f"{value:g}" in str(info.value)
+    assert tolerance.caps_exceeded({dtype: {name: value, other: 0.0}}) == [(dtype, name, value)]
+
+
+def test_the_caps_are_torch_defaults_times_the_factor_and_take_the_loosest_honest_override():
+    for dtype, default in tolerance.DEFAULTS.items():
+        cap = tolerance.CAPS[dtype]
+        assert cap["atol"] == tolerance.CAP_FACTOR * default["atol"]
+        assert cap["rtol"] == min(tolerance.CAP_FACTOR * default["rtol"], tolerance.RTOL_CEILING)
+    # at the cap is accepted, just past it is not
+    at = {"float32": {"rtol": tolerance.CAPS["float32"]["rtol"], "atol": 0.0}}
+    assert tolerance.merged(at)["float32"]["rtol"] == tolerance.CAPS["float32"]["rtol"]
+    assert tolerance.caps_exceeded({"float32": {"rtol": 6e-3, "atol": 1e-5}}) == []  # rope-kernel's bound
+    assert tolerance.caps_exceeded({"float32": {"rtol": 0.0131, "atol": 0}, "bogus": 1, "source": "s"}) != []
+
+
+def test_every_dtype_of_an_override_is_checked_against_its_cap_whatever_comes_first():
+    override = {"source": "measured", "float16": "not a mapping", "float32": {"rtol": 1e-5, "atol": 1e-5},
+                "float64": {"rtol": 1.0, "atol": 1.0}}
+    assert tolerance.caps_exceeded(override) == [("float64", "rtol", 1.0), ("float64", "atol", 1.0)]
+    assert tolerance.caps_exceeded(None) == [] and tolerance.caps_exceeded({"float64": {"rtol": True}}) == []

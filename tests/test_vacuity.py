@@ -9,19 +9,31 @@ from pv import expr, harness, vacuity
 from pv_validate_ws import make_vworkspace, parse_output
 
 TAUTOLOGIES = [
-    "x == x", "a <= a", "val_loss >= val_loss", "err < 1 or true", "x < x + 1", "2 * x >= x + x",
+    "x == x", "a <= a", "val_loss >= val_loss", "err < 1 or true", "2 * x >= x + x",
     "abs(x) >= 0", "x ** 2 >= 0", "sqrt(x) >= 0", "x < 1 or x >= 1", "2 * x < 2 or x >= 1",
     "flag or not flag", "not (x > 1 and false)", "(x < 1) or (1 < 2)",
+    # the forms an attack found the pattern-based check missing
+    "x > 0 or x < 1", "x <= inf", "x >= -inf", "x*x >= 0", "x**0 == 1", "max(x, 1) >= 1", "min(x, 1) <= 1",
+    "x < 0 or 1", "exp(x) >= 0", "ln(x) > 0 or x <= 1", "min(x, y) <= max(x, y)", "x ** 2 >= 0 or y < 1",
+    "x - x == 0 or x == inf or x == -inf", "not (x != x)", "abs(x) == abs(-x)",
+    " or ".join(f"x > {i}" for i in range(14)) + " or x <= 0",  # padded past a dozen comparisons
+    " and ".join(f"x == x" for _ in range(13)),
 ]
 NO_OBSERVATION = ["not false", "true", "1 < 2", "ln(10) > 2", "pi > 3 and e < 3"]
-CONTRADICTIONS = ["x < x", "x != x", "sqrt(x) < -1", "err < 1 and false"]
+CONTRADICTIONS = ["x < x", "x != x", "sqrt(x) < -1", "err < 1 and false", "x > inf", "abs(x) < 0",
+                  "x < 1 and x > 2", "exp(x) < 0"]
 HONEST = [
     "val_loss < 0.7 * ln(vocab_size)", "x < 1", "x < inf", "abs(a - b) <= 1e-5 * abs(b)", "flag",
     "not flag", "x > 0 and x < 1", "0 < x < 1", "max_abs_diff <= atol + rtol * max_abs_ref",
     "x ** 3 >= 0", "exp(x) > 1", "min(a, b) >= 0",
+    # can fail in floating point though not over the reals
+    "x < x + 1",      # 1e300 + 1 == 1e300, and inf + 1 == inf
+    "x - x == 0",     # inf - inf is NaN
+    "ln(x) < inf",    # ln(inf) == inf
+    "x % 2 == x % 2",  # inf % 2 is NaN
+    "x * 10 > x or x <= 0",  # 1e308 * 10 is inf > x, but 5e-324 * 10 ... and inf * 10 == inf
+    "a == 0 and b == 2 and c == b",  # passing values only a repair of `name == bound` links finds fast
 ]
-
-
 @pytest.mark.parametrize("text", TAUTOLOGIES)
 def test_tautologies_are_found(text):
     assert "holds for every value" in vacuity.cannot_fail(text)
@@ -39,7 +51,45 @@ def test_contradictions_are_found(text):
 
 @pytest.mark.parametrize("text", HONEST)
 def test_predictions_that_can_fail_pass(text):
-    assert vacuity.cannot_fail(text) is None
+    decision = vacuity.decide(text)
+    assert decision.refused is None and decision.undecided is None
+    # the witnesses are real: pv.expr itself judges them false and true
+    assert expr.judge(text, decision.fails_at).holds is False
+    assert expr.judge(text, decision.passes_at).holds is True
+
+
+def test_never_evaluable_is_its_own_reason():
+    assert "cannot be evaluated for any observation" in vacuity.cannot_fail("sqrt(-1 - abs(x)) > 0")
+
+
+def test_an_open_question_is_undecided_not_accepted(monkeypatch):
+    # ln's monotonicity is not a fact pv gives the solver (libm does not promise it bit for bit),
+    # so its candidates do not replay and the question stays open: reported, never "can fail".
+    decision = vacuity.decide("ln(x) <= ln(y) or x > y")
+    assert decision.undecided == "can it fail?" and decision.refused is None and decision.fails_at is None
+    monkeypatch.setattr(vacuity, "RLIMIT", 1)  # a solver that gives up at once
+    vacuity._decide_text.cache_clear()
+    try:
+        decision = vacuity.decide("x*x >= 0")
+        assert decision.undecided == "can it fail?" and decision.refused is None and decision.fails_at is None
+    finally:
+        vacuity._decide_text.cache_clear()
+
+
+def test_honest_predictions_are_decided_without_the_solver():
+    import subprocess
+    import sys
+
+    code = ("import sys; from pv import vacuity; "
+            "assert all(vacuity.cannot_fail(t) is None for t in %r); print('z3' in sys.modules)" % (HONEST,))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_a_nan_observation_is_judged_false_whatever_the_prediction():
+    assert expr.judge("x != 1", {"x": float("nan")}).holds is False
+    assert expr.judge("not (x > 1)", {"x": float("nan"), "y": 1}).holds is False
+    assert expr.judge("x != 1", {"x": 2.0}).holds is True
 
 
 @pytest.mark.parametrize("text, symbol", [("x < 1 # and x > 100", "#"), ("x < 1 \\\n and x > 0", "\\"),
@@ -76,6 +126,8 @@ PREDICTION = 'prediction: "val_loss < 0.7 * ln(vocab_size)"'
     ('"val_loss < 1 # and val_loss > 100"', "PV401", "a comment (#) is not part of the expression language"),
     ('"val_loss == val_loss"', "PV405", "cannot fail: it holds for every value"),
     ('"val_loss < 1 or true"', "PV405", "cannot fail: it holds for every value"),
+    ('"val_loss <= inf"', "PV405", "cannot fail: it holds for every value"),
+    ('"val_loss < 0 and val_loss > 1"', "PV405", "false for every value"),
     ('"not false"', "PV404", "mentions no observation"),
 ])
 def test_validate_refuses_predictions_that_cannot_fail(vws, prediction, code, words):
@@ -95,3 +147,49 @@ def test_validate_refuses_non_finite_and_negative_tolerances(vws, value, words):
     result = vws.run()
     assert result.exit_code == 1, result.output
     assert words in result.output and "rtol" in result.output, result.output
+
+
+def test_validate_warns_when_it_cannot_decide(vws):
+    vws.contract((PREDICTION, 'prediction: "ln(val_loss) <= ln(vocab_size) or val_loss > vocab_size"'))
+    result = vws.run()
+    found = [f for f in parse_output(result.output) if f.code == "PV407"]
+    assert found and found[0].warning and "could not decide" in found[0].message, result.output
+
+
+def test_validate_refuses_a_disarming_tolerance_naming_dtype_and_cap(vws):
+    vws.contract(("    mutants: [drops_bias]\n",
+                  "    mutants: [drops_bias]\n    tolerance:\n      source: attacker\n"
+                  "      float32: {rtol: 1.0e+300, atol: 0}\n"))
+    result = vws.run()
+    assert result.exit_code == 1, result.output
+    found = [f for f in parse_output(result.output) if f.code == "PV408"]
+    assert found and "float32 cap of 0.013" in found[0].message and not found[0].warning, result.output
+
+
+def test_a_solver_candidate_counts_only_if_pv_expr_judges_it_so():
+    flag = expr.parse("flag")
+    assert vacuity.replay(flag, {"flag": 1.0}, True) == {"flag": True}  # a bare name is a boolean observation
+    assert vacuity.replay(flag, {"flag": 0.0}, False) == {"flag": False}
+    assert vacuity.replay(flag, {"flag": 2.0}, True) is None             # 2.0 is no boolean: an error
+    assert vacuity.replay(expr.parse("x < 1"), {"x": 5.0}, True) is None
+    assert vacuity.replay(expr.parse("x < 1"), {"x": 5.0}, False) == {"x": 5.0}
+    assert vacuity.outcome(expr.parse("ln(x) > 0"), {"x": -1.0}) is None
+
+
+def test_a_prediction_that_holds_or_raises_says_so_when_evaluability_is_open(monkeypatch):
+    from pv import fpmodel
+
+    monkeypatch.setattr(vacuity, "_evaluable", lambda query: "unknown")
+    assert vacuity._unfailing_reason(None) == vacuity.NEVER_FALSE
+    monkeypatch.setattr(vacuity, "_evaluable", lambda query: "unsat")
+    assert vacuity._unfailing_reason(None) == vacuity.NEVER_DEFINED
+    monkeypatch.setattr(vacuity, "_evaluable", lambda query: "sat")
+    assert vacuity._unfailing_reason(None) == vacuity.TAUTOLOGY
+    assert fpmodel  # imported: the module loads
+
+
+def test_a_failing_value_only_the_solver_finds_is_replayed_and_kept():
+    # the concrete search never tries 3 * 0.123456789, the one value that makes this false
+    decision = vacuity.decide("x != 0.123456789 * 3")
+    assert decision.refused is None and decision.undecided is None
+    assert decision.fails_at == {"x": 0.123456789 * 3} and expr.judge("x != 0.123456789 * 3", decision.fails_at).holds is False

@@ -18,6 +18,7 @@ from oracle_mutant_probes import tiny_model
 import review_mutant_probes  # probes of mutants/independent_review.py
 import equivalence_probes  # probes of mutants/equivalence.py (kept apart: this file's size)
 import performance_probes  # probes of mutants/performance.py
+import domain_mutant_probes  # probes of mutants/domains.py and the sampler bugs of mutants/data.py
 import adapter_mutant_probes  # probes of mutants/adapters.py (the pack's transformers adapter)
 import pytest
 import torch
@@ -508,7 +509,7 @@ def probe_resume_drops_optimizer_state():
 PROBES = {name[len("probe_"):]: fn
           for name, fn in {**dict(globals()), **vars(equivalence_probes), **vars(distributed_probes),
                            **vars(oracle_mutant_probes), **vars(performance_probes), **vars(adapter_mutant_probes),
-                           **vars(review_mutant_probes)}.items()
+                           **vars(review_mutant_probes), **vars(domain_mutant_probes)}.items()
           if name.startswith("probe_")}
 
 

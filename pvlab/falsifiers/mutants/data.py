@@ -64,3 +64,41 @@ def batch_order_not_seeded():
     with plant("batch_order_not_seeded", swap(data, "random_batches", random_batches)):
         yield
 
+
+
+@mutant("random_window_last_start_never_drawn")
+def random_window_last_start_never_drawn():
+    """The random-window sampler draws starts from [0, N - seq_len - 1) instead of
+    [0, N - seq_len): the stream's last window is never trained on (its final token never a
+    target).
+
+    Imitates an off-by-one in torch.randint's exclusive bound. Seam: runtime.data.random_batches."""
+    import torch
+
+    from pvlab.runtime import data
+
+    def random_batches(stream, *, batch_size, seq_len, seed):
+        generator = torch.Generator(device="cpu").manual_seed(seed)
+        while True:
+            starts = torch.randint(0, stream.numel() - seq_len - 1, (batch_size,), generator=generator)
+            yield data.LMBatch.from_sequences(torch.stack([stream[s:s + seq_len + 1] for s in starts.tolist()]))
+
+    with plant("random_window_last_start_never_drawn", swap(data, "random_batches", random_batches)):
+        yield
+
+
+@mutant("packed_long_document_truncated")
+def packed_long_document_truncated():
+    """pack_documents keeps only the first row-sized piece of a document longer than a row: the
+    rest of every long document is never trained on.
+
+    Imitates truncation where splitting was meant. Seam: runtime.data.pack_documents."""
+    from pvlab.runtime import data
+
+    original = data.pack_documents
+
+    def pack_documents(documents, *, seq_len):
+        return original([list(d)[:seq_len + 1] for d in documents], seq_len=seq_len)
+
+    with plant("packed_long_document_truncated", swap(data, "pack_documents", pack_documents)):
+        yield

@@ -1,0 +1,39 @@
+"""pv.staticcheck's parsing of check modules gives the same answer in every process: not
+depending on the interpreter's recursion limit (torch.compile raises it to 2,000 for the rest
+of an xdist worker's life) nor on how deep the caller's stack is."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from pv import staticcheck
+
+DEEP = "x = " + "-" * 3000 + "1\n"
+SHALLOW = "x = " + "-" * 100 + "1\n"
+
+
+def _at_depth(frames: int, fn):
+    return fn() if frames == 0 else _at_depth(frames - 1, fn)
+
+
+def _outcome(path):
+    tree, error = staticcheck.parse_module(path)
+    return (tree is not None, None if error is None else error.msg)
+
+
+@pytest.mark.parametrize("limit", [1000, 2000, 20000])
+@pytest.mark.parametrize("extra_frames", [0, 300])
+def test_a_deep_module_is_refused_the_same_way_whatever_the_limit_and_stack(tmp_path, limit, extra_frames):
+    deep, shallow = tmp_path / "deep.py", tmp_path / "shallow.py"
+    deep.write_text(DEEP)
+    shallow.write_text(SHALLOW)
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, previous))
+    try:
+        assert _at_depth(extra_frames, lambda: _outcome(deep)) == (False, "nests too deeply for Python's parser")
+        assert _at_depth(extra_frames, lambda: _outcome(shallow)) == (True, None)
+        assert sys.getrecursionlimit() == max(limit, previous)  # restored
+    finally:
+        sys.setrecursionlimit(previous)
