@@ -1,19 +1,29 @@
 """What recording the executed code costs: a representative set of CPU falsifiers, run with
 and without collection (pv.execution), and the ratio, in one run.
 
-    python bench/bench_binding.py [--repeat 2] [-k EXPR]
+    python bench/bench_binding.py [--repeat 2] [-k EXPR] [--json PATH]
 
 Each configuration runs `pytest generated_tests -k EXPR --pv-device cpu --pv-no-ledger -p
-no:randomly` in a fresh process (the same work: kernels, data pipeline, gates, a DDP launch with
-two ranks, a checkpoint round trip); the baseline sets PV_EXECUTION=off, which collects nothing
-(records made that way say so and are never fresh). Runs alternate (off, on, off, on, ...) so a
-neighbour's load falls on both; the figure is the ratio of the medians of the wall times.
+no:randomly` in a fresh process (the same work: kernels, data pipeline, gates, DDP launches
+with two ranks each, a checkpoint round trip); the baseline sets PV_EXECUTION=off, which
+collects nothing (records made that way say so and are never fresh). Runs alternate (off, on,
+off, on, ...) so a neighbour's load falls on both.
+
+Two figures, each the ratio of the medians:
+
+* CPU time: user + system seconds of the whole process tree (pytest and every rank or
+  subprocess it started and waited for). On a machine shared with other work this is the
+  fair figure: another process's load stretches the wall clock of whichever run it overlaps,
+  not the CPU seconds a run spends.
+* wall time: what a user waits, on a quiet machine the same ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,34 +36,60 @@ DEFAULT = ("softmax_kernel or rmsnorm_kernel or rope_kernel or cross_entropy_ker
            "or distributed_training or checkpoint_round_trip")
 
 
-def once(selection: str, collect: bool) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def once(selection: str, collect: bool, tests: str = "generated_tests") -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of the process tree, pytest's summary line) of one run."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env.pop("PV_EXECUTION", None)
     if not collect:
         env["PV_EXECUTION"] = "off"
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "generated_tests", "-q", "-k", selection, "--pv-device",
+    cpu, start = _children_cpu(), time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", tests, "-q", "-k", selection, "--pv-device",
                            "cpu", "--pv-no-ledger", "-p", "no:randomly", "-p", "no:cacheprovider"],
                           cwd=ROOT, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
+    elapsed, spent = time.perf_counter() - start, _children_cpu() - cpu
     if done.returncode not in (0, 1):
         raise SystemExit(f"pytest exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
-    return elapsed
+    summary = next((line for line in reversed(done.stdout.splitlines()) if " passed" in line or " failed" in line), "")
+    return elapsed, spent, summary.strip("= ")
+
+
+def _ratio(off: list[float], on: list[float]) -> float:
+    return statistics.median(on) / statistics.median(off)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("-k", dest="selection", default=DEFAULT)
+    parser.add_argument("--tests", default="generated_tests", help="the test path pytest collects")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
-    off, on = [], []
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    runs: dict[str, dict[str, list[float]]] = {"off": {"wall": [], "cpu": []}, "on": {"wall": [], "cpu": []}}
+    summary = ""
     for _ in range(args.repeat):
-        off.append(once(args.selection, collect=False))
-        on.append(once(args.selection, collect=True))
-    base, with_binding = statistics.median(off), statistics.median(on)
-    print(f"without collection: {', '.join(f'{t:.1f}' for t in off)} s (median {base:.1f} s)")
-    print(f"with collection:    {', '.join(f'{t:.1f}' for t in on)} s (median {with_binding:.1f} s)")
-    print(f"overhead of recording the executed code: {with_binding / base:.3f}x ({(with_binding / base - 1) * 100:+.1f} %)")
+        for mode in ("off", "on"):
+            wall, cpu, summary = once(args.selection, collect=mode == "on", tests=args.tests)
+            runs[mode]["wall"].append(wall)
+            runs[mode]["cpu"].append(cpu)
+            print(f"  {mode:3s} wall {wall:7.1f} s  cpu {cpu:7.1f} s  ({summary})", flush=True)
+    figures = {kind: _ratio(runs["off"][kind], runs["on"][kind]) for kind in ("cpu", "wall")}
+    for label, mode in (("without collection", "off"), ("with collection", "on")):
+        for kind in ("cpu", "wall"):
+            times = runs[mode][kind]
+            print(f"{label:19s} {kind:4s}: {', '.join(f'{t:.1f}' for t in times)} s (median {statistics.median(times):.1f} s)")
+    for kind in ("cpu", "wall"):
+        print(f"overhead of recording the executed code, {kind} time: {figures[kind]:.3f}x "
+              f"({(figures[kind] - 1) * 100:+.1f} %)")
+    if args.json:
+        args.json.write_text(json.dumps({"selection": args.selection, "runs": runs, "ratio": figures,
+                                         "pytest": summary}, indent=2) + "\n")
     return 0
 
 

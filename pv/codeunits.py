@@ -22,7 +22,6 @@ Source that does not parse is one `<module>` unit digested as bytes.
 from __future__ import annotations
 
 import ast
-import copy
 import functools
 import hashlib
 import os
@@ -30,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from pv.codebind import DIGEST_CHARS, _canonical, _strip_docstrings
+from pv.codebind import DIGEST_CHARS
 
 MODULE_UNIT = "<module>"
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -43,14 +42,22 @@ class ModuleUnits:
     digests: dict[str, str]
     # (first body line, last line, qualname) of every function, in source order
     spans: tuple[tuple[int, int, str], ...] = field(default=())
+    # the module's import statements, anywhere in it: (level, module or "", names); a plain
+    # `import a.b` is (-1, "", ("a.b",))
+    imports: tuple[tuple[int, str, tuple[str, ...]], ...] = field(default=(), compare=False)
+
+    @functools.cached_property
+    def _unit_by_line(self) -> list[str]:
+        # spans are sorted by first line: a later (inner) span overwrites the one around it
+        by_line = [MODULE_UNIT] * (max((end for _, end, _ in self.spans), default=0) + 1)
+        for start, end, qualname in self.spans:
+            by_line[start:end + 1] = [qualname] * (end + 1 - start)
+        return by_line
 
     def unit_of_line(self, line: int) -> str:
         """The innermost function whose body holds `line`, else the module-level unit."""
-        best: tuple[int, str] | None = None
-        for start, end, qualname in self.spans:
-            if start <= line <= end and (best is None or start >= best[0]):
-                best = (start, qualname)
-        return MODULE_UNIT if best is None else best[1]
+        by_line = self._unit_by_line
+        return by_line[line] if 0 <= line < len(by_line) else MODULE_UNIT
 
     def units_of_lines(self, lines: Iterable[int]) -> set[str]:
         return {self.unit_of_line(line) for line in lines}
@@ -78,25 +85,49 @@ def _functions(tree: ast.Module) -> list[tuple[str, ast.AST]]:
     return found
 
 
-def _without_functions(tree: ast.Module) -> ast.Module:
-    """The module with every function definition outside a function removed (emptied blocks
-    get a `pass`, so the tree stays valid)."""
-    tree = copy.deepcopy(tree)
-    todo: list[ast.AST] = [tree]
-    while todo:
-        node = todo.pop()
-        for name, value in ast.iter_fields(node):
-            if isinstance(value, list) and any(isinstance(v, _DEFS) for v in value):
-                kept = [v for v in value if not isinstance(v, _DEFS)]
-                if not kept and name == "body":
-                    kept = [ast.Pass()]
-                setattr(node, name, kept)
-                value = kept
-            if isinstance(value, list):
-                todo.extend(v for v in value if isinstance(v, ast.AST) and not isinstance(v, _DEFS))
-            elif isinstance(value, ast.AST):
-                todo.append(value)
-    return tree
+_HAS_DOCSTRING = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+_PASS = ast.Pass()
+
+
+def _is_docstring(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str))
+
+
+def _canonical_unit(tree: ast.AST, *, drop_functions: bool) -> str:
+    """pv.codebind's canonical text of the tree with docstrings stripped and, with
+    `drop_functions`, every function definition outside a function removed (an emptied body
+    becomes `pass`, so the text is that of a valid tree). Written out rather than computed on
+    a deep copy (`_strip_docstrings` and a pruned copy give the same text): a copy of every
+    function was most of what binding a record cost."""
+    out: list[str] = []
+    stack: list[tuple[bool, object]] = [(False, tree)]
+    while stack:
+        mark, item = stack.pop()
+        if mark:
+            out.append(item)  # type: ignore[arg-type]
+        elif isinstance(item, ast.AST):
+            todo: list[tuple[bool, object]] = [(True, type(item).__name__ + "(")]
+            for name, value in ast.iter_fields(item):
+                if isinstance(value, list):
+                    if drop_functions and any(isinstance(v, _DEFS) for v in value):
+                        value = [v for v in value if not isinstance(v, _DEFS)]
+                        if not value and name == "body":
+                            value = [_PASS]
+                    if name == "body" and value and isinstance(item, _HAS_DOCSTRING) and _is_docstring(value[0]):
+                        value = value[1:] or [_PASS]
+                if value is None or value == []:
+                    continue  # as pv.codebind._canonical: absent or empty fields are left out
+                todo.append((True, name + "="))
+                if isinstance(value, list):
+                    todo += [(True, "["), *((False, v) for v in value), (True, "]")]
+                else:
+                    todo.append((False, value))
+            todo.append((True, ")"))
+            stack.extend(reversed(todo))
+        else:
+            out.append(repr(item) + ",")
+    return "".join(out)
 
 
 def parse_units(data: bytes) -> ModuleUnits:
@@ -114,15 +145,21 @@ def _units_of_tree(tree: ast.Module) -> ModuleUnits:
     for qualname, node in _functions(tree):
         body = node.body  # type: ignore[attr-defined]
         spans.append((body[0].lineno, node.end_lineno or body[-1].lineno, qualname))
-        clean = copy.deepcopy(node)
-        _strip_docstrings(clean)
-        texts.setdefault(qualname, []).append(_canonical(clean))
+        texts.setdefault(qualname, []).append(_canonical_unit(node, drop_functions=False))
     digests = {q: _digest_text("def:" + "|".join(parts)) for q, parts in texts.items()}
-    module = _without_functions(tree)
-    _strip_docstrings(module)
-    digests[MODULE_UNIT] = _digest_text("mod:" + _canonical(module))
+    digests[MODULE_UNIT] = _digest_text("mod:" + _canonical_unit(tree, drop_functions=True))
     spans.sort()
-    return ModuleUnits(digests, tuple(spans))
+    return ModuleUnits(digests, tuple(spans), _import_statements(tree))
+
+
+def _import_statements(tree: ast.Module) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(-1, "", (alias.name,)) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.level, node.module or "", tuple(alias.name for alias in node.names)))
+    return tuple(found)
 
 
 @functools.lru_cache(maxsize=2048)

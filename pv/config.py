@@ -36,6 +36,9 @@ class Workspace:
     # Seconds one falsifier's check may run before it is stopped and recorded as ERROR (0: no
     # limit). A hung check must never hang `pv run`, and a stopped one is never a pass.
     check_timeout_s: float = 1800.0
+    # Modules a check's child process imports untraced before its first bound module
+    # (pv.childtrace): heavy third-party imports such as torch.
+    untraced_imports: tuple[str, ...] = ()
     # The training runtimes falsifiers may run on: name -> "module:factory" (pv.runtimes); the
     # first is the default runtime. And the function that hands the pack a subject by name.
     runtimes: dict[str, str] = field(default_factory=dict)
@@ -84,6 +87,9 @@ _DEFAULTS = {
     # Wall-clock limit of one falsifier's check, seconds; 0 turns it off. PV_CHECK_TIMEOUT
     # overrides it for one command (e.g. a slow machine, or a quick look with a short limit).
     "check_timeout_s": 1800,
+    # Modules (e.g. ["torch"]) a check's child process imports, untraced, before its first
+    # import of a bound package (pv.childtrace): no bound code exists yet, so none is missed.
+    "untraced_imports": [],
     # Training runtimes by name, each "module:factory" returning its adapter (pv.runtimes).
     "runtimes": {},
     # "module:function" that returns a subject's directory for the falsifier pack (pvpack.subjects).
@@ -141,6 +147,9 @@ def load_workspace(start: Path | None = None) -> Workspace:
     code_packages = settings["code_packages"]
     if not isinstance(code_packages, list) or not all(isinstance(p, str) and dotted.match(p) for p in code_packages):
         raise ConfigError(f"{pyproject}: [tool.pv] code_packages must be a list of dotted package names")
+    untraced_imports = settings["untraced_imports"]
+    if not isinstance(untraced_imports, list) or not all(isinstance(m, str) and dotted.match(m) for m in untraced_imports):
+        raise ConfigError(f"{pyproject}: [tool.pv] untraced_imports must be a list of dotted module names")
     module = settings["mutants_module"]
     if module is not None and not (isinstance(module, str) and dotted.match(module)):
         raise ConfigError(f"{pyproject}: [tool.pv] mutants_module must be a dotted module name, got {module!r}")
@@ -175,6 +184,7 @@ def load_workspace(start: Path | None = None) -> Workspace:
         code_packages=tuple(code_packages),
         subject_param=subject_param,
         check_timeout_s=check_timeout_s,
+        untraced_imports=tuple(untraced_imports),
         runtimes=runtimes,
         subject_provider=provider,
     )

@@ -16,12 +16,15 @@ a record with a problem is never fresh.
 Why coverage.py: on Python 3.11 (no sys.monitoring) its C tracer decides once per code file
 whether to trace it, so the code of torch and the standard library runs untraced, and only
 the lines of the bound packages are recorded. A `sys.setprofile`/`sys.settrace` collector in
-Python pays a Python call for every function call anywhere, torch's included
-(bench/bench_binding.py measures both). Coverage also starts itself in child processes: the
-`.pth` file it installs starts measurement in any Python started while
-COVERAGE_PROCESS_CONFIG is set, which this module sets for the duration of the check (torchrun
-ranks, `python -m ...` subprocesses); each child writes its lines to this check's private
-directory when it exits. A child that leaves with `os._exit` calls `save_before_hard_exit()` first.
+Python pays a Python call for every function call anywhere, torch's included. One collector
+serves the whole session: started and stopped around each check, each check under its own
+dynamic context, never erased (bench/bench_binding.py measures what recording costs).
+Coverage also starts itself in child processes: the `.pth` file it installs starts
+measurement in any Python started while COVERAGE_PROCESS_CONFIG is set, which this module sets
+for the duration of the check (torchrun ranks, `python -m ...` subprocesses), with
+pv.childtrace as a plugin (measure from the child's first bound import); each child writes its
+lines to this check's private directory when it exits. A child that leaves with `os._exit`
+calls `save_before_hard_exit()` first.
 
 If coverage.py cannot be imported or fails, the record says so in `problems` (never fresh).
 """
@@ -39,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from pv import codebind, importbind
+from pv import childtrace, codebind, importbind
 from pv.codeunits import MODULE_UNIT, ModuleUnits, raw_units, units_of_source
 
 # Warnings coverage would print for packages a check never imports: not ours to show.
@@ -63,20 +66,44 @@ class Bound:
     problems: list[str]
 
 
-_coverage_cache: dict[tuple[str, ...], object] = {}
+class _Collector:
+    """One coverage.Coverage per set of packages, kept for the session and started around each
+    check, each check under its own dynamic context. Never erased: erasing would drop the
+    tracer's per-file decisions (whether a file is measured), and re-deciding them for every
+    file of torch the next check touches cost more than a short check."""
 
-
-def _coverage(packages: tuple[str, ...]):
-    """One coverage.Coverage per set of packages, reused check after check (its setup costs
-    more than a short check)."""
-    cov = _coverage_cache.get(packages)
-    if cov is None:
+    def __init__(self, packages: tuple[str, ...]):
         import coverage
 
-        cov = coverage.Coverage(data_file=None, source_pkgs=list(packages), config_file=False, branch=False)
-        cov.config.disable_warnings = list(_QUIET)
-        _coverage_cache[packages] = cov
-    return cov
+        self.cov = coverage.Coverage(data_file=None, source_pkgs=list(packages), config_file=False, branch=False)
+        self.cov.config.disable_warnings = list(_QUIET)
+        self.checks = 0
+        self.active = False
+
+    def next_context(self) -> str:
+        self.checks += 1
+        return f"pv-check-{self.checks}"
+
+
+_collectors: dict[tuple[str, ...], _Collector] = {}
+_untraced_imports: tuple[str, ...] = ()
+
+
+def set_untraced_imports(modules: Iterable[str]) -> None:
+    """What a child process imports untraced before its first bound module (pv.childtrace)."""
+    global _untraced_imports
+    _untraced_imports = tuple(modules)
+
+
+def _collector(packages: tuple[str, ...]) -> _Collector:
+    """The session's collector for `packages`; a fresh one for a check run inside another
+    check (its own collector is busy)."""
+    collector = _collectors.get(packages)
+    if collector is None:
+        collector = _collectors[packages] = _Collector(packages)
+    if collector.active:
+        return _Collector(packages)
+    return collector
 
 
 @contextlib.contextmanager
@@ -89,39 +116,60 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
         yield run
         return
     try:
-        cov = _coverage(packages)
+        collector = _collector(packages)
     except Exception as exc:  # noqa: BLE001 - no collector: the record says so, the check still runs
         run.problem = f"executed code could not be collected ({type(exc).__name__}: {exc}); install coverage>=7.10"
         yield run
         return
+    cov = collector.cov
     children = tempfile.mkdtemp(prefix="pv-exec-")
     child_config = copy.copy(cov.config)
     child_config.data_file = os.path.join(children, "child")
     child_config.parallel = True
+    # the bound packages' directories too: a child's `__main__` run from a file of one (a
+    # script) is matched by its path, not by a module name
+    child_config.source = _package_dirs(packages)
+    child_config.plugins = [childtrace.PLUGIN]
+    child_config.plugin_options = {childtrace.PLUGIN: {"packages": list(packages),
+                                                       "untraced_imports": list(_untraced_imports)}}
     previous = os.environ.get(_ENV)
     started = False
+    context = collector.next_context()
     try:
-        cov.erase()
+        collector.active = True
         os.environ[_ENV] = child_config.serialize()
         cov.start()
         started = True
+        cov.switch_context(context)
         yield run
     finally:
         try:
             if started:
                 cov.stop()
                 data = cov.get_data()
+                data.set_query_context(context)
                 for name in data.measured_files():
-                    run.lines.setdefault(name, set()).update(data.lines(name) or ())
+                    lines = data.lines(name)
+                    if lines:
+                        run.lines.setdefault(name, set()).update(lines)
             _read_children(children, run)
         except Exception as exc:  # noqa: BLE001 - never lose the verdict over its binding
             run.problem = f"executed code could not be collected ({type(exc).__name__}: {exc})"
         finally:
+            collector.active = False
             if previous is None:
                 os.environ.pop(_ENV, None)
             else:
                 os.environ[_ENV] = previous
             shutil.rmtree(children, ignore_errors=True)
+
+
+def _package_dirs(packages: tuple[str, ...]) -> list[str]:
+    dirs = []
+    for name in packages:
+        for entry in getattr(sys.modules.get(name), "__path__", None) or ():
+            dirs.append(os.path.realpath(entry))
+    return list(dict.fromkeys(dirs))
 
 
 def _read_children(directory: str, run: Run) -> None:
@@ -132,6 +180,9 @@ def _read_children(directory: str, run: Run) -> None:
         data.read()
         for name in data.measured_files():
             run.lines.setdefault(name, set()).update(data.lines(name) or ())
+    problems = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(Path(directory).glob(childtrace.PROBLEM_PREFIX + "*"))]
+    if problems:
+        run.problem = "; ".join(problems)
 
 
 def save_before_hard_exit() -> None:
@@ -167,7 +218,10 @@ def module_for_file(path: str, packages: tuple[str, ...], files: Mapping[str, st
 
 def _loaded_files(packages: tuple[str, ...], modules: Mapping[str, object]) -> dict[str, str]:
     files = {}
+    tops = {p.split(".")[0] for p in packages}
     for name, module in list(modules.items()):
+        if name.partition(".")[0] not in tops:  # most of sys.modules (torch's): not ours
+            continue
         path = getattr(module, "__file__", None)
         if path and codebind.in_packages(name, packages):
             files[os.path.realpath(path)] = name
@@ -184,37 +238,30 @@ def _units(path: str) -> ModuleUnits | None:
 
 def _static_imports(name: str, path: str) -> set[str]:
     """The modules a module's import statements name (with `from pkg import sub`'s submodule)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError:
+    units = _units(path)
+    if units is None:
         return set()
-    return set(_imports_in(name, Path(path).name.startswith("__init__."), data))
+    return set(_imports_in(name, Path(path).name.startswith("__init__."), units.imports))
 
 
 @functools.lru_cache(maxsize=2048)
-def _imports_in(name: str, is_package: bool, data: bytes) -> frozenset[str]:
-    import ast
-
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return frozenset()
+def _imports_in(name: str, is_package: bool, statements: tuple[tuple[int, str, tuple[str, ...]], ...]) -> frozenset[str]:
     package = name if is_package else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".") if package else []
-                if node.level - 1 > len(parts):
-                    continue
-                parts = parts[: len(parts) - (node.level - 1)]
-                base = ".".join(parts + ([node.module] if node.module else []))
-            if base:
-                found.add(base)
-                found.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+    for level, module, names in statements:
+        if level < 0:  # import a.b
+            found.update(names)
+            continue
+        base = module
+        if level:
+            parts = package.split(".") if package else []
+            if level - 1 > len(parts):
+                continue
+            parts = parts[: len(parts) - (level - 1)]
+            base = ".".join(parts + ([module] if module else []))
+        if base:
+            found.add(base)
+            found.update(f"{base}.{alias}" for alias in names if alias != "*")
     return frozenset(found)
 
 

@@ -112,6 +112,9 @@ class _State:
         except ConfigError:
             return
         harness.set_code_binding(ws.bound_packages, [ws.root])
+        from pv import execution
+
+        execution.set_untraced_imports(ws.untraced_imports)
 
 
 _STATE = pytest.StashKey[_State]()

@@ -100,3 +100,14 @@ def test_a_pyproject_saved_with_a_byte_order_mark_is_read(tmp_path):
     # Windows editors save UTF-8 with a BOM; tomllib alone reports "Invalid statement" at 1:1
     (tmp_path / "pyproject.toml").write_bytes(b"\xef\xbb\xbf[tool.pv]\nledger = \"ev/l.jsonl\"\n")
     assert load_workspace(tmp_path).ledger == tmp_path / "ev" / "l.jsonl"
+
+
+def test_untraced_imports_are_read_and_checked(tmp_path):
+    project(tmp_path, "[tool.pv]\n")
+    assert load_workspace(tmp_path).untraced_imports == ()
+    (tmp_path / "pyproject.toml").write_text('[tool.pv]\nuntraced_imports = ["torch", "numpy.linalg"]\n')
+    assert load_workspace(tmp_path).untraced_imports == ("torch", "numpy.linalg")
+    for bad in ('"torch"', '["torch; import os"]', "[1]"):
+        (tmp_path / "pyproject.toml").write_text(f"[tool.pv]\nuntraced_imports = {bad}\n")
+        with pytest.raises(ConfigError, match="untraced_imports must be a list of dotted module names"):
+            load_workspace(tmp_path)

@@ -286,3 +286,28 @@ def test_a_child_that_leaves_with_os_exit_still_reports(pkg):
     bound = execution.bind(run, [pkg.name], pkg.root)
     assert "work" in bound.executed[f"{pkg.name}.hard"]
     assert checks  # the parent imported the package too
+
+
+# --- one collector for the session: each check sees only its own lines ------------------------
+
+
+def test_each_check_of_a_session_binds_only_what_it_ran(pkg):
+    first, second, again = record(pkg, "check"), record(pkg, "method"), record(pkg, "check")
+    kernels = f"{pkg.name}.kernels"
+    assert set(first.executed_code[kernels]) == {"<module>", "used"}
+    assert set(second.executed_code[kernels]) == {"<module>", "Box.area"}  # not `used`, which ran before
+    assert set(again.executed_code[kernels]) == {"<module>", "used"}  # a line run before counts again
+    assert execution._collector((pkg.name,)) is execution._collector((pkg.name,))  # kept, not rebuilt
+
+
+def test_a_check_run_inside_another_check_binds_what_each_ran(pkg):
+    checks = importlib.import_module(f"{pkg.name}.checks")
+    with execution.collecting([pkg.name]) as outer:
+        checks.method()
+        with execution.collecting([pkg.name]) as inner:
+            checks.check()
+    outer_units = execution.bind(outer, [pkg.name], pkg.root).executed[f"{pkg.name}.kernels"]
+    inner_units = execution.bind(inner, [pkg.name], pkg.root).executed[f"{pkg.name}.kernels"]
+    assert "Box.area" in outer_units and "used" not in outer_units
+    assert set(inner_units) == {"<module>", "used"}
+    assert not outer.problem and not inner.problem

@@ -89,3 +89,15 @@ def test_gpu_speed_script_bench_phase_runs_at_tiny_size_on_the_cpu(tmp_path):
     assert set(data["peers"]) == {"eager", "liger"} and set(data["runtime"]) == {"eager", "eager+fused"}
     assert data["strongest"]["train"] == "eager"
     assert "torch" in (out / "machine.txt").read_text()
+
+
+def test_bench_binding_prints_both_ratios_of_one_run(tmp_path):
+    out = tmp_path / "binding.json"
+    result = run("bench_binding.py", "--repeat", "1", "--tests", "generated_tests/test_softmax_kernel.py",
+                 "-k", "softmax_001", "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "overhead of recording the executed code, cpu time:" in result.stdout
+    assert "overhead of recording the executed code, wall time:" in result.stdout
+    figures = json.loads(out.read_text())
+    assert figures["pytest"].startswith("1 passed")  # the same one test ran in both configurations
+    assert all(t > 0 for mode in ("off", "on") for kind in ("cpu", "wall") for t in figures["runs"][mode][kind])

@@ -1,0 +1,123 @@
+"""pv.codeunits: a unit's digest is the canonical text of its syntax tree without docstrings
+(and, for `<module>`, without functions), computed without copying the tree. The oracle here
+is the obvious slow way: deep-copy the tree, prune it, strip docstrings, then pv.codebind's
+canonical text."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pv import codebind, codeunits
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+TRICKY = textwrap.dedent('''\
+    """Module docstring."""
+    import os
+    from . import sibling
+
+
+    class OnlyMethods:
+        """Its docstring and its methods are all it has."""
+
+        def a(self):
+            """doc"""
+
+        async def b(self):
+            return 1
+
+
+    class Empty:
+        """doc only"""
+
+
+    if os.name == "nt":
+        def branch():
+            return 1
+    else:
+        def branch():
+            return 2
+        X = 1
+    try:
+        def guarded():
+            def inner():
+                """inner doc"""
+                return [lambda: 3]
+            return inner
+    finally:
+        pass
+
+
+    def decorated(x=(1, 2), *a, k: int = 3, **kw) -> "str":
+        """Docstring."""
+        "a second string is code"
+        return f"{x!r}"
+    ''')
+
+
+def _reference(tree: ast.Module) -> dict[str, str]:
+    digests: dict[str, list[str]] = {}
+    for qualname, node in codeunits._functions(tree):
+        clean = copy.deepcopy(node)
+        codebind._strip_docstrings(clean)
+        digests.setdefault(qualname, []).append(codebind._canonical(clean))
+    out = {q: codeunits._digest_text("def:" + "|".join(parts)) for q, parts in digests.items()}
+    module = copy.deepcopy(tree)
+    todo: list[ast.AST] = [module]
+    while todo:
+        node = todo.pop()
+        for name, value in ast.iter_fields(node):
+            if isinstance(value, list) and any(isinstance(v, _DEFS) for v in value):
+                value = [v for v in value if not isinstance(v, _DEFS)] or ([ast.Pass()] if name == "body" else [])
+                setattr(node, name, value)
+            if isinstance(value, list):
+                todo += [v for v in value if isinstance(v, ast.AST)]
+            elif isinstance(value, ast.AST):
+                todo.append(value)
+    codebind._strip_docstrings(module)
+    out[codeunits.MODULE_UNIT] = codeunits._digest_text("mod:" + codebind._canonical(module))
+    return out
+
+
+def _sources() -> list[tuple[str, bytes]]:
+    root = Path(__file__).resolve().parents[1]
+    files = [root / "pvlab" / "runtime" / f for f in ("kernels.py", "model.py", "trainer.py")] + [root / "pv" / "execution.py"]
+    return [("tricky", TRICKY.encode())] + [(f.name, f.read_bytes()) for f in files]
+
+
+@pytest.mark.parametrize("name, source", _sources(), ids=[n for n, _ in _sources()])
+def test_digests_equal_the_copy_prune_and_strip_definition(name, source):
+    assert codeunits.parse_units(source).digests == _reference(ast.parse(source))
+
+
+def test_the_tricky_module_has_the_units_expected():
+    units = codeunits.parse_units(TRICKY.encode())
+    assert set(units.digests) == {"<module>", "OnlyMethods.a", "OnlyMethods.b", "branch", "guarded",
+                                  "guarded.<locals>.inner", "decorated"}
+    # an executed line maps to the innermost function around it, else to the module
+    source = TRICKY.splitlines()
+    line = next(i for i, text in enumerate(source, 1) if "lambda: 3" in text)
+    assert units.unit_of_line(line) == "guarded.<locals>.inner"
+    assert units.unit_of_line(line + 1) == "guarded"
+    assert units.unit_of_line(2) == codeunits.MODULE_UNIT
+    assert units.unit_of_line(10_000) == codeunits.MODULE_UNIT
+
+
+def test_the_import_statements_are_kept_for_the_binding():
+    units = codeunits.parse_units(TRICKY.encode())
+    assert (-1, "", ("os",)) in units.imports and (1, "", ("sibling",)) in units.imports
+
+
+def test_docstrings_and_added_functions_leave_module_code_unchanged():
+    base = codeunits.parse_units(TRICKY.encode()).digests
+    edited = TRICKY.replace('"""Module docstring."""', '"""Other."""') + "\n\ndef added():\n    return 0\n"
+    now = codeunits.parse_units(edited.encode()).digests
+    assert now[codeunits.MODULE_UNIT] == base[codeunits.MODULE_UNIT]
+    assert {k: v for k, v in now.items() if k != "added"} == base
+    changed = codeunits.parse_units(TRICKY.replace('"a second string is code"', '"other"').encode()).digests
+    assert changed["decorated"] != base["decorated"]
