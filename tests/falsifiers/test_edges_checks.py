@@ -80,4 +80,4 @@ def test_unknown_dtype_accepted_is_seen(monkeypatch):
 
     monkeypatch.setitem(checkpoint.OTHER_DTYPES, "X9", 4)
     observations = _fails("FALSIFY-ARGUMENT-DOMAINS-005")
-    assert observations["wrong"] == ["unknown safetensors dtype: accepted"]
+    assert observations["wrong_verdicts"] == 1  # the one planted case: an unknown dtype accepted
