@@ -24,7 +24,12 @@ ENV = {"OMP_NUM_THREADS": "1"}
 # ---- rank targets ---------------------------------------------------------------------------------
 
 def _note_pid(workdir: str) -> None:
-    Path(workdir, f"pid-{os.environ['RANK']}").write_text(str(os.getpid()))
+    # Written under a temporary name and renamed: the launcher may kill this rank mid-write once its
+    # sibling fails, and a half-written pid file must not exist for _all_gone to read.
+    final = Path(workdir, f"pid-{os.environ['RANK']}")
+    partial = final.with_name(f".{final.name}.partial")
+    partial.write_text(str(os.getpid()))
+    os.replace(partial, final)
 
 
 def report_rank() -> dict:
