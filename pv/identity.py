@@ -89,9 +89,9 @@ def _constant_only(node: ast.AST | None) -> bool:
     return False
 
 
-def test_sha256(source: str | bytes, function: str) -> str | None:
-    """The digest of test `function` in a generated module's `source`; None when the module does
-    not parse or has no such function."""
+def _test_tree(source: str | bytes, function: str) -> ast.Module | None:
+    """The part of a generated module's `source` that test `function`'s digest covers; None when
+    the module does not parse or has no such function."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -107,10 +107,63 @@ def test_sha256(source: str | bytes, function: str) -> str | None:
             found = found or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function)
             node = _Own().visit(node)
         body.append(node)
-    if not found:
+    return ast.Module(body=body, type_ignores=[]) if found else None
+
+
+def test_sha256(source: str | bytes, function: str) -> str | None:
+    """The digest of test `function` in a generated module's `source`: "test2:" + pv.codebind's
+    canonical text (node types and non-empty fields), the same on every Python. None when the
+    module does not parse or has no such function."""
+    from pv.codebind import _canonical as canonical_text
+
+    tree = _test_tree(source, function)
+    if tree is None:
         return None
-    text = ast.dump(ast.Module(body=body, type_ignores=[]), include_attributes=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(("test2:" + canonical_text(tree)).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# Records made before the "test2" digest carry sha256(ast.dump(tree)), whose text depends on the
+# Python that made them: 3.12 added an always-empty `type_params` to functions and classes.
+_LEGACY_EXTRA_FIELDS: dict[tuple[int, int], dict[str, tuple[str, ...]]] = {
+    (3, 12): {"FunctionDef": ("type_params",), "AsyncFunctionDef": ("type_params",), "ClassDef": ("type_params",)},
+}
+
+
+def _legacy_dump(node: Any, extra: Mapping[str, tuple[str, ...]]) -> str:
+    """`ast.dump(node)` as printed by the Python whose extra fields are `extra`: CPython's
+    algorithm of 3.9-3.12 (Lib/ast.py, annotate_fields=True, no attributes)."""
+    if isinstance(node, ast.AST):
+        cls = type(node)
+        args = []
+        for name in node._fields:
+            try:
+                value = getattr(node, name)
+            except AttributeError:
+                continue
+            if value is None and getattr(cls, name, ...) is None:
+                continue
+            args.append(f"{name}={_legacy_dump(value, extra)}")
+        args += [f"{name}=[]" for name in extra.get(cls.__name__, ()) if name not in node._fields]
+        return f"{cls.__name__}({', '.join(args)})"
+    if isinstance(node, list):
+        return "[" + ", ".join(_legacy_dump(item, extra) for item in node) + "]"
+    return repr(node)
+
+
+def legacy_test_sha256(source: str | bytes, function: str, python: str | None) -> str | None:
+    """The digest a record made before "test2" digests carries for the same test, as the record's
+    Python (`python`, e.g. "3.12.3") computed it with ast.dump; None for a Python it cannot be."""
+    try:
+        version = tuple(int(part) for part in str(python).split(".")[:2])
+    except ValueError:
+        return None
+    if len(version) != 2 or not (3, 9) <= version <= (3, 12):
+        return None
+    tree = _test_tree(source, function)
+    if tree is None:
+        return None
+    text = _legacy_dump(tree, _LEGACY_EXTRA_FIELDS.get(version, {}))  # type: ignore[arg-type]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def tolerance_numbers(tolerance: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -161,6 +214,7 @@ class EvidenceCheck:
         self._loaded = {lc.contract.metadata.id: lc for lc in loaded if getattr(lc, "contract", None) is not None}
         self._rendered: dict[str, str | None] = {}
         self._expected: dict[tuple[str, str], tuple[str, str | None] | None] = {}
+        self._legacy_digests: dict[tuple[str, str, str], str | None] = {}
 
     def changes(self, recorded: Mapping[str, str] | None) -> tuple[str, ...]:
         return self.tree.changes(recorded)
@@ -200,6 +254,17 @@ class EvidenceCheck:
                 self._expected[key] = (f"{module}::{function}", test_sha256(text, function))
         return self._expected[key]
 
+    def _legacy(self, record: LedgerRecord, falsifier_id: str) -> str | None:
+        """The digest an older record of this test carries if it ran the current generated test
+        (computed as the record's Python computed it)."""
+        python = (record.versions or {}).get("python")
+        key = (record.contract, falsifier_id, str(python))
+        if key not in self._legacy_digests:
+            text = self._render(record.contract)
+            self._legacy_digests[key] = (None if text is None else
+                                         legacy_test_sha256(text, function_name_of(falsifier_id), python))
+        return self._legacy_digests[key]
+
     def refuses(self, record: LedgerRecord, falsifier: Any) -> str | None:
         """Why `record` is not evidence for `falsifier`'s current definition (None: it is)."""
         if record.test_sha256 is None or record.test_node is None:
@@ -211,9 +276,15 @@ class EvidenceCheck:
         node = record.test_node
         if not (node == prefix or node.startswith(prefix + "[")):
             return f"not run by the contract's generated test ({node} ran, not {prefix})"
-        if record.test_sha256 != digest:
+        if record.test_sha256 != digest and record.test_sha256 != self._legacy(record, falsifier.id):
             return "the test that ran is not what `pv generate` renders from the current contract"
         return judged_differs(record, falsifier)
+
+
+def function_name_of(falsifier_id: str) -> str:
+    from pv.codegen import function_name
+
+    return function_name(falsifier_id)
 
 
 def ran_test(workspace: Any, path: Path, name: str, function: str, contract: str | None,

@@ -86,6 +86,43 @@ def test_a_module_without_the_function_or_not_python_has_no_digest():
     assert identity.test_sha256("def (:", "test_falsify_a") is None
 
 
+def test_the_digest_is_the_same_whatever_empty_fields_this_python_gives_a_function():
+    """Python 3.12 gave every function an always-empty `type_params`; a digest that printed it
+    made evidence recorded on a 3.12 GPU machine STALE on 3.11. Empty fields are left out."""
+    import ast
+
+    tree = identity._test_tree(module(), "test_falsify_a")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            node.type_params = []  # what 3.12 adds
+    from pv.codebind import _canonical
+
+    as_312 = __import__("hashlib").sha256(("test2:" + _canonical(tree)).encode()).hexdigest()
+    assert identity.test_sha256(module(), "test_falsify_a") == as_312
+
+
+# What `ast.dump` printed on Python 3.12 for this module (the digest of records made before
+# "test2" digests): type_params=[] after decorator_list, which 3.11 does not print.
+SMALL = "def test_x(device):\n    f(1)\n"
+DUMP_312 = ("Module(body=[FunctionDef(name='test_x', args=arguments(posonlyargs=[], args=[arg(arg='device')], "
+            "kwonlyargs=[], kw_defaults=[], defaults=[]), body=[Expr(value=Call(func=Name(id='f', ctx=Load()), "
+            "args=[Constant(value=1)], keywords=[]))], decorator_list=[], type_params=[])], type_ignores=[])")
+
+
+def test_an_older_records_digest_is_recomputed_as_its_python_printed_it():
+    import ast
+    import hashlib
+
+    legacy = identity.legacy_test_sha256
+    assert legacy(SMALL, "test_x", "3.12.3") == hashlib.sha256(DUMP_312.encode()).hexdigest()
+    if ast.dump(ast.parse(SMALL)) == DUMP_312.replace(", type_params=[]", ""):  # this Python prints 3.9-3.11's form
+        assert legacy(SMALL, "test_x", "3.11.7") == hashlib.sha256(ast.dump(ast.parse(SMALL)).encode()).hexdigest()
+    assert legacy(SMALL, "test_x", "3.13.0") is None  # its ast.dump differs again: never guessed
+    assert legacy(SMALL, "test_x", None) is None and legacy(SMALL, "test_x", "three") is None
+    assert legacy(SMALL, "test_y", "3.12.3") is None
+    assert legacy(SMALL, "test_x", "3.12.3") != identity.test_sha256(SMALL, "test_x")
+
+
 def test_tolerance_numbers_drop_the_prose():
     assert identity.tolerance_numbers({"source": "x", "float32": {"rtol": 1.0}, "float16": None}) == {
         "float32": {"rtol": 1.0}}
@@ -276,3 +313,24 @@ def test_judged_differs_names_what_differs():
     tol = make_record(**base, verdict="FAIL", prediction="x < 1", judged_params={"n": 1},
                       judged_tolerance={"float32": {"rtol": 1.0}})
     assert "tolerance" in identity.judged_differs(tol, f)
+
+
+@pytest.mark.parametrize("python, counts", [("3.12.3", True), ("3.11.7", False), (None, False)])
+def test_a_pass_recorded_on_python_312_before_test2_digests_counts_only_as_312s(ws, python, counts):
+    """The GPU machine ran 3.12: its records carry 3.12's ast.dump digest of the same generated
+    test. It counts when the record says 3.12; the same digest claimed by another Python does not."""
+    from pv.codegen import function_name
+    from pv.ledger import append
+    from pv.loader import load_contract
+    from pv_workspace import what_ran
+
+    assert ws.pytest("generated_tests", "-k", "demo_002").returncode == 0
+    honest = ws.records()[-1]
+    loaded, _ = load_contract(ws.contracts / "demo-v1.yaml")
+    fields = what_ran(ws.root, loaded, "FALSIFY-DEMO-002")
+    source = (ws.root / "generated_tests" / "test_demo.py").read_text()
+    fields["test_sha256"] = identity.legacy_test_sha256(source, function_name("FALSIFY-DEMO-002"), "3.12.3")
+    ws.ledger.write_text("")
+    append(ws.ledger, [honest.model_copy(update={**fields, "record_id": "y" * 32,
+                                                 "versions": {**honest.versions, "python": python}})])
+    assert (status_of(ws, "FALSIFY-DEMO-002")["state"] == "DISCHARGED") is counts
