@@ -421,14 +421,3 @@ def test_adhoc_cells_of_one_path_with_and_without_a_digest_sort_without_a_crash(
     records = [subject_rec(c, "PASS", "path:/u/ckpt", digest="b" * 64), subject_rec(c, "FAIL", "path:/u/ckpt", digest=None)]
     rows = adhoc_cells([c], records)
     assert [(r.subject_digest, r.evidence.state.value) for r in rows] == [(None, "FAIL"), ("b" * 64, "PASS")]
-
-
-def test_the_json_status_carries_each_cells_deciding_record():
-    from pv.lifecycle import to_json
-
-    c = contract()
-    payload = to_json(contract_status(c, [rec(c, "PASS")]))
-    cell = payload["falsifiers"][0]["devices"]["cpu"]
-    assert cell["state"] == "PASS" and cell["record"]["verdict"] == "PASS" and "record_id" in cell["record"]
-    empty = to_json(contract_status(c, []))["falsifiers"][0]["devices"]["cpu"]
-    assert empty["record"] is None
