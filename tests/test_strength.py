@@ -158,7 +158,7 @@ def test_a_mutant_acting_on_cuda_only_is_not_run_on_cpu(ws):
     ws.add_contract("cuda-bug", [falsifier("FALSIFY-CB-001", devices=("cpu", "cuda"), mutants=["cuda_only_bug"])])
     result = pv("FALSIFY-CB-001", "--device", "cpu")
     assert result.exit_code == 0, result.output
-    assert "1 pair(s) not applicable here (the mutant acts on other devices)" in result.output
+    assert "1 pair(s) not applicable here (the mutant acts on other devices or runtimes)" in result.output
     assert not ws.ledger.exists()
     result = pv("FALSIFY-CB-001", "--device", "auto")  # cuda is absent here: skipped, not survived
     assert result.exit_code == 0, result.output
