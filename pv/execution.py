@@ -79,14 +79,17 @@ class _Collector:
         self.cov.config.disable_warnings = list(_QUIET)
         self.checks = 0
         self.active = False
+        self.context = ""
 
     def next_context(self) -> str:
         self.checks += 1
-        return f"pv-check-{self.checks}"
+        self.context = f"pv-check-{self.checks}"
+        return self.context
 
 
 _collectors: dict[tuple[str, ...], _Collector] = {}
 _untraced_imports: tuple[str, ...] = ()
+_measuring: list[_Collector] = []  # the collectors measuring now, outermost first
 
 
 def set_untraced_imports(modules: Iterable[str]) -> None:
@@ -137,6 +140,7 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
     context = collector.next_context()
     try:
         collector.active = True
+        _measuring.append(collector)
         os.environ[_ENV] = child_config.serialize()
         cov.start()
         started = True
@@ -157,11 +161,31 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
             run.problem = f"executed code could not be collected ({type(exc).__name__}: {exc})"
         finally:
             collector.active = False
+            if collector in _measuring:
+                _measuring.remove(collector)
             if previous is None:
                 os.environ.pop(_ENV, None)
             else:
                 os.environ[_ENV] = previous
             shutil.rmtree(children, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """No collector measures inside the block: those measuring a check around it (a check run
+    inside a check) stop, child processes start unmeasured, and both resume after it."""
+    measuring = list(_measuring)
+    previous = os.environ.pop(_ENV, None)
+    for collector in reversed(measuring):  # coverage stops the innermost first
+        collector.cov.stop()
+    try:
+        yield
+    finally:
+        for collector in measuring:
+            collector.cov.start()
+            collector.cov.switch_context(collector.context)
+        if previous is not None:
+            os.environ[_ENV] = previous
 
 
 def _package_dirs(packages: tuple[str, ...]) -> list[str]:

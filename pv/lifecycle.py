@@ -45,6 +45,7 @@ from pv.diagnostics import Diagnostic
 from pv.ledger import LedgerRecord, Verdict
 from pv.runtimes import cell_runtime
 from pv.schema import STATUS_RANK, Contract, FalsificationTest, LifecycleStatus
+from pv.timing import note
 
 if TYPE_CHECKING:  # pragma: no cover
     from pv.loader import LoadedContract
@@ -194,7 +195,7 @@ class FalsifierStatus:
         """One line: why this falsifier is where it is."""
         state = self.state
         if state is FalsifierState.DISCHARGED:
-            return f"passed on {', '.join(self.devices_in(DeviceState.PASS))}"
+            return f"passed on {', '.join(self.devices_in(DeviceState.PASS))}{note(d.record for d in self.devices)}"
         if state is FalsifierState.FALSIFIED:
             return f"FAIL on {', '.join(self.devices_in(DeviceState.FAIL))}"
         if state is FalsifierState.ERROR:
@@ -560,6 +561,7 @@ def to_json(status: ContractStatus, display_path: str | None = None) -> dict[str
             "git_commit": record.git_commit, "git_dirty": record.git_dirty, "observations": record.observations,
             "margin": record.margin, "message": record.message, "device_name": record.device_name,
             "git_commit_source": record.git_commit_source, "merged_from": record.merged_from,
+            "binding": record.binding,  # "modules": timed untraced, bound to whole modules (pv.timing)
         }
 
     return {
