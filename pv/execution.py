@@ -77,6 +77,7 @@ class _Collector:
 
         self.cov = coverage.Coverage(data_file=None, source_pkgs=list(packages), config_file=False, branch=False)
         self.cov.config.disable_warnings = list(_QUIET)
+        childtrace.skip_unexecuted_file_search(self.cov)
         self.checks = 0
         self.active = False
         self.context = ""
