@@ -257,8 +257,10 @@ _stores: dict[Path, object] = {}  # workspace root -> its pv.cache of code units
 
 
 def _store(root: Path | None) -> object | None:
-    """The persistent cache of code units under `root` (pv.codeunits.stored_units), per session."""
-    if root is None:
+    """The persistent cache of code units under `root` (pv.codeunits.stored_units), per session.
+    None in a process told to write no bytecode (PYTHONDONTWRITEBYTECODE: `pv mutate`'s runs,
+    which leave nothing in the user's tree): a parse cache is the same kind of by-product."""
+    if root is None or sys.dont_write_bytecode:
         return None
     if root not in _stores:
         from pv.cache import Cache, pv_source_digest
@@ -360,7 +362,8 @@ def bind(run: Run, packages: Iterable[str], workspace_root: Path,
         digests[name] = {q: units.digests.get(q, "absent") for q in sorted(unit_names)}
     origins = {name: _relative(files[name], root) for name in digests}
     store = _store(root)
-    store.save()  # type: ignore[union-attr]  # writes only when this bind parsed something new
+    if store is not None:
+        store.save()  # type: ignore[attr-defined]  # writes only when this bind parsed something new
     bound_files = set(loaded) | set(files.values())
     problems += importbind.loaded_problems(digests, modules, root, bound_files)  # type: ignore[arg-type]
     return Bound(digests, origins, sorted(dict.fromkeys(problems)))
