@@ -103,7 +103,7 @@ def _file_local(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
         except (KeyError, TypeError, ValueError):
             pass
     out: list[Diagnostic] = []
-    for check in (file_name, obligation_references, expressions, tolerance_caps):
+    for check in (file_name, obligation_references, expressions, tolerance_caps, timing_observations):
         out += _guarded(check, loaded)
     if not any(d.code == "PV199" for d in out):  # a bug in pv is reported every time, never remembered
         ctx.file_facts.put(key, [d.to_json() for d in out])
@@ -261,6 +261,27 @@ def tolerance_caps(loaded: LoadedContract) -> list[Diagnostic]:
         for dtype, name, value in tolerances.caps_exceeded(f.get(K.TOLERANCE.key)):
             out.append(_d(loaded, loaded.position((*K.TOLERANCE.at(i), dtype, name)), "PV408", tolerances.over_cap(dtype, name, value),
                           f"measure the worst case and bound it by a small factor, under {tolerances.CAPS[dtype][name]:g}"))
+    return out
+
+
+def timing_observations(loaded: LoadedContract) -> list[Diagnostic]:
+    """PV409: `timing_observations` names an observation the prediction does not read. The
+    declaration runs the check untraced (pv.timing); it must name what makes tracing wrong."""
+    out = []
+    for i, f in _falsifiers(loaded.data):
+        declared, text = f.get(K.TIMING_OBSERVATIONS.key), f.get(K.PREDICTION.key)
+        if not isinstance(declared, list) or not isinstance(text, str):
+            continue  # the schema reports the wrong types
+        try:
+            read = expr.parse(text).names
+        except expr.ExprError:
+            continue  # PV401 reports it
+        for j, name in enumerate(declared):
+            if isinstance(name, str) and name not in read:
+                out.append(_d(loaded, loaded.position((*K.TIMING_OBSERVATIONS.at(i), j)), "PV409",
+                              f"timing_observations names {name!r}, which the prediction does not read",
+                              f"list only the timed observations of the prediction ({', '.join(sorted(read))}); "
+                              "a falsifier that times nothing runs traced, bound to the functions it executed"))
     return out
 
 

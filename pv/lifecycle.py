@@ -48,6 +48,7 @@ from pv.diagnostics import Diagnostic
 from pv.ledger import LedgerRecord, Verdict
 from pv.runtimes import cell_runtime
 from pv.schema import STATUS_RANK, Contract, FalsificationTest, LifecycleStatus
+from pv.timing import note
 
 if TYPE_CHECKING:  # pragma: no cover
     from pv.loader import LoadedContract
@@ -198,7 +199,7 @@ class FalsifierStatus:
         """One line: why this falsifier is where it is."""
         state = self.state
         if state is FalsifierState.DISCHARGED:
-            return f"passed on {', '.join(self.devices_in(DeviceState.PASS))}"
+            return f"passed on {', '.join(self.devices_in(DeviceState.PASS))}{note(d.record for d in self.devices)}"
         if state is FalsifierState.FALSIFIED:
             return f"FAIL on {', '.join(self.devices_in(DeviceState.FAIL))}"
         if state is FalsifierState.ERROR:

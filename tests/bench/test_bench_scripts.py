@@ -104,3 +104,15 @@ def test_bench_binding_prints_both_ratios_of_one_run(tmp_path):
     figures = json.loads(out.read_text())
     assert figures["pytest"].startswith("1 passed")  # the same one test ran in both configurations
     assert all(t > 0 for mode in ("off", "on") for kind in ("cpu", "wall") for t in figures["runs"][mode][kind])
+
+
+def test_bench_binding_side_by_side_times_each_configuration_on_its_own(tmp_path):
+    out = tmp_path / "binding.json"
+    result = run("bench_binding.py", "--repeat", "1", "--side-by-side", "--tests",
+                 "generated_tests/test_softmax_kernel.py", "-k", "softmax_001", "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    figures = json.loads(out.read_text())
+    assert figures["pytest"].startswith("1 passed")
+    # each CPU time is one pytest process tree's, torch's import at least
+    cpu = {mode: figures["runs"][mode]["cpu"][0] for mode in ("off", "on")}
+    assert all(t > 1.0 for t in cpu.values()) and all(figures["runs"][m]["wall"][0] > 0 for m in cpu)
