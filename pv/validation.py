@@ -170,7 +170,10 @@ def _worker(item) -> tuple:
     loaded, found = _check_one(item, _WORKER_CTX)
     if loaded is not None:
         loaded.node = None  # the parent re-composes the few files whose positions it needs
-    return loaded, found, _WORKER_CTX.file_facts.take_added()  # the parent remembers them
+    from pv import replay
+
+    # the parent remembers the facts, and records what the worker read as inputs of the run
+    return loaded, found, (_WORKER_CTX.file_facts.take_added(), replay.take_noted())
 
 
 def jobs_for(count: int) -> int:
@@ -200,8 +203,11 @@ def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
             _WORKER_CTX = ctx
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
                 results = pool.map(_worker, items, chunksize=max(1, len(items) // (jobs * 4)))
-            for _, _, facts in results:
+            from pv import replay
+
+            for _, _, (facts, noted) in results:
                 ctx.file_facts.merge(facts)
+                replay.merge_noted(noted)
             return [(loaded, found) for loaded, found, _ in results]
         except Exception:  # noqa: BLE001 - no fork, no semaphores, a worker lost: check them here
             pass
