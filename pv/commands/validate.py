@@ -12,6 +12,7 @@ The engine is pv.validation; this module is the click command only.
 
 from __future__ import annotations
 
+import gc
 import os
 
 import click
@@ -64,6 +65,8 @@ def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, dialect: str, 
     report = replay.replayed(workspace.root, key) if key else None
     if report is None:
         recorder = replay.start(workspace.root, [workspace.pyproject]) if key else None
+        collecting = gc.isenabled()
+        gc.disable()  # kept off until the loaded files are dropped: see below
         try:
             scope = len(set(map(os.path.abspath, files)) | set(map(os.path.abspath, contract_files)))
             report = validate(workspace, files, strict_bindings=strict_bindings, dialect=dialect, jobs=jobs_for(scope))
@@ -71,6 +74,13 @@ def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, dialect: str, 
             report = Report(files=len(files), diagnostics=[internal_error(display(workspace.root), exc)])
         finally:
             replay.stop(recorder)
+            # The command needs no loaded file: dropped here, their node trees are freed by
+            # reference counting, so the collector that comes back on never scans them (a
+            # quarter of the CPU of 1,000 contracts).
+            if report is not None:
+                report.loaded = {}
+            if collecting:
+                gc.enable()
         report.diagnostics = sorted((with_default_hint(d) for d in missing + report.diagnostics), key=sort_key)
         report.files += len(missing)
         if key:
