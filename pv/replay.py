@@ -298,10 +298,25 @@ def start(root: Path, extra_files: list[Path]) -> Recorder | None:
     if not _HOOKED:
         sys.addaudithook(_audit)
         _HOOKED.append(True)
+    _forget_unseen_probes()
     recorder = Recorder(root, extra_files)
     _ACTIVE = recorder
     os.stat, os.lstat = _stat, _lstat
     return recorder
+
+
+def _forget_unseen_probes() -> None:
+    """In-process memories that answer a file-system question without asking it again: a
+    recording in a long-lived process (an in-process caller, a test session) must see every
+    question its run depends on, so they are forgotten first. (A `pv` process starts empty.)"""
+    import importlib
+
+    importlib.invalidate_caches()  # the import system's directory listings (codebind asks it)
+    for module, name in (("pv.codebind", "_imports_cached"), ("pv.crosscheck", "_schema_targets")):
+        memory = getattr(sys.modules.get(module), name, None)
+        clear = getattr(memory, "cache_clear", None) or getattr(memory, "clear", None)
+        if clear is not None:
+            clear()
 
 
 def stop(recorder: Recorder | None) -> None:
@@ -461,6 +476,8 @@ def fast_validate(args: list[str]) -> int | None:
             return None
         report = replayed(workspace.root, run_key(workspace, files, scope, options(strict, dialect)))
     except (ConfigError, OSError, ValueError):
+        return None
+    except Exception:  # noqa: BLE001 - a shortcut that fails is no shortcut: the command runs and says
         return None
     if report is None:
         return None
