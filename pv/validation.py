@@ -122,8 +122,10 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
     items = [(resolved, path, display(path), resolved in chosen) for resolved, path in scope.items()]
     shown = {name for _, _, name, is_selected in items if is_selected}
     diagnostics: list[Diagnostic] = []
+    ctx.load_facts.get("")  # read before any worker is forked: each inherits it
     checked = _check_files(items, ctx, jobs)
     ctx.file_facts.save()
+    ctx.load_facts.save()
     for (resolved, _, _, _), (loaded, found) in zip(items, checked):
         diagnostics += found
         if loaded is not None:
@@ -156,7 +158,7 @@ def _check_one(item, ctx) -> tuple:
     _, path, name, is_selected = item
     loaded, problems = None, []
     try:
-        loaded, problems = load_contract(path, name)
+        loaded, problems = load_contract(path, name, ctx.load_facts)
         if not is_selected:
             return loaded, []
         if loaded is not None:
@@ -173,7 +175,8 @@ def _worker(item) -> tuple:
     from pv import replay
 
     # the parent remembers the facts, and records what the worker read as inputs of the run
-    return loaded, found, (_WORKER_CTX.file_facts.take_added(), replay.take_noted())
+    return loaded, found, (_WORKER_CTX.file_facts.take_added(), _WORKER_CTX.load_facts.take_added(),
+                           replay.take_noted())
 
 
 def jobs_for(count: int) -> int:
@@ -205,8 +208,9 @@ def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
                 results = pool.map(_worker, items, chunksize=max(1, len(items) // (jobs * 4)))
             from pv import replay
 
-            for _, _, (facts, noted) in results:
+            for _, _, (facts, load_facts, noted) in results:
                 ctx.file_facts.merge(facts)
+                ctx.load_facts.merge(load_facts)
                 replay.merge_noted(noted)
             return [(loaded, found) for loaded, found, _ in results]
         except Exception:  # noqa: BLE001 - no fork, no semaphores, a worker lost: check them here
