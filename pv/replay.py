@@ -41,7 +41,8 @@ from pv import cache
 
 REPLAY_VERSION = "validate-replay-1"
 RUNS_DIR = cache.CACHE_DIR / "validate-runs"
-MAX_RUNS = 32  # stored runs kept (one per key: whole dir, each set of files a hook passed)
+PARTS_DIR = cache.CACHE_DIR / "validate-parts"
+MAX_RUNS = 256  # stored runs (and parts) kept: one per key (whole dir, each file set a hook passed, each contract's part)
 _PACKAGE = Path(__file__).resolve().parent
 
 
@@ -123,46 +124,59 @@ def _listing(path: str) -> str:
     return hashlib.sha256("\n".join(names).encode("utf-8", "surrogateescape")).hexdigest()
 
 
+_DIGEST_MEMO: dict[str, tuple[tuple[int, ...], str]] = {}  # a stored run and its parts share inputs
+
+
 def _file_digest(path: str) -> str | None:
+    """sha256 of the file, hashed once per process while its size, times and inode stay."""
     try:
         with open(path, "rb") as handle:
-            return hashlib.file_digest(handle, "sha256").hexdigest()
+            st = os.fstat(handle.fileno())
+            seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+            memo = _DIGEST_MEMO.get(path)
+            if memo is not None and memo[0] == seen:
+                return memo[1]
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
     except OSError:
         return None
+    _DIGEST_MEMO[path] = (seen, digest)
+    return digest
 
 
 _real_stat = os.stat
 _real_lstat = os.lstat
-_ACTIVE: "Recorder | None" = None
+_STACK: list["Recorder"] = []  # the recordings under way, outermost first (a part of a run nests)
+_BUSY: list[bool] = [False]  # a recorder is asking the file system itself: not an input of the run
 _HOOKED: list[bool] = []
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
 def _audit(event: str, args: tuple) -> None:
-    recorder = _ACTIVE
-    if recorder is None or recorder.busy:
+    if not _STACK or _BUSY[0]:
         return
     if event == "open":
         path, mode, flags = (tuple(args) + (None, None, None))[:3]
         writes = (any(c in mode for c in "wax+") if isinstance(mode, str)
                   else isinstance(flags, int) and bool(flags & _WRITE_FLAGS))
         if not writes:
-            recorder.note_read(path)
+            for recorder in _STACK:
+                recorder.note_read(path)
     elif event in ("os.listdir", "os.scandir"):
-        recorder.note_listing(args[0] if args else None)
+        for recorder in _STACK:
+            recorder.note_listing(args[0] if args else None)
 
 
 def _stat(path: Any, *, dir_fd: Any = None, follow_symlinks: bool = True) -> os.stat_result:
-    recorder = _ACTIVE
-    if recorder is not None and dir_fd is None and not recorder.busy:
-        recorder.note_kind(path, follow_symlinks)
+    if _STACK and dir_fd is None and not _BUSY[0]:
+        for recorder in _STACK:
+            recorder.note_kind(path, follow_symlinks)
     return _real_stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
 
 
 def _lstat(path: Any, *, dir_fd: Any = None) -> os.stat_result:
-    recorder = _ACTIVE
-    if recorder is not None and dir_fd is None and not recorder.busy:
-        recorder.note_kind(path, False)
+    if _STACK and dir_fd is None and not _BUSY[0]:
+        for recorder in _STACK:
+            recorder.note_kind(path, False)
     return _real_lstat(path, dir_fd=dir_fd)
 
 
@@ -171,7 +185,6 @@ class Recorder:
     run cannot be recorded faithfully (nothing is stored then)."""
 
     def __init__(self, root: Path, extra_files: list[Path]):
-        self.busy = False
         self.usable = True
         self.files: dict[str, tuple[int, int] | None] = {}  # path -> (size, mtime_ns) when first read
         self.kinds: dict[str, str] = {}  # "stat:/p" or "lstat:/p" -> kind
@@ -210,7 +223,7 @@ class Recorder:
         absolute = self._absolute(path)
         if absolute is None or absolute in self.files:
             return
-        self.busy = True
+        _BUSY[0] = True
         try:
             try:
                 st = _real_stat(absolute)
@@ -223,16 +236,16 @@ class Recorder:
                 self.files[absolute] = seen
                 self.fresh.append(("file", absolute, seen))
         finally:
-            self.busy = False
+            _BUSY[0] = False
 
     def note_kind(self, path: Any, follow: bool) -> None:
         absolute = self._absolute(path)
         if absolute is not None and f"{'stat' if follow else 'lstat'}:{absolute}" not in self.kinds:
-            self.busy = True
+            _BUSY[0] = True
             try:
                 self._put_kind(absolute, follow)
             finally:
-                self.busy = False
+                _BUSY[0] = False
 
     def _put_kind(self, absolute: str, follow: bool) -> None:
         key = f"{'stat' if follow else 'lstat'}:{absolute}"
@@ -244,12 +257,18 @@ class Recorder:
         absolute = self._absolute(path)
         if absolute is None or absolute in self.listings:
             return
-        self.busy = True
+        _BUSY[0] = True
         try:
             self.listings[absolute] = _listing(absolute)
             self.fresh.append(("listing", absolute, self.listings[absolute]))
         finally:
-            self.busy = False
+            _BUSY[0] = False
+
+    def take_all(self) -> list[tuple[str, str, Any]]:
+        """Everything noted so far (what a part's recorder was given before it began)."""
+        return ([("file", k, v) for k, v in self.files.items()]
+                + [("kind", k, v) for k, v in self.kinds.items()]
+                + [("listing", k, v) for k, v in self.listings.items()])
 
     def take(self) -> list[tuple[str, str, Any]]:
         fresh, self.fresh = self.fresh, []
@@ -291,16 +310,18 @@ def _skipped_dirs(root: Path) -> list[str]:
 
 
 def start(root: Path, extra_files: list[Path]) -> Recorder | None:
-    """Begin recording (None: replay is off, or another recording is under way)."""
-    global _ACTIVE
-    if not cache.enabled() or _ACTIVE is not None:
+    """Begin recording (None: replay is off). A recording started inside another is a part of
+    it: what the part reads, the whole run read too."""
+    if not cache.enabled():
         return None
     if not _HOOKED:
         sys.addaudithook(_audit)
         _HOOKED.append(True)
     _forget_unseen_probes()
     recorder = Recorder(root, extra_files)
-    _ACTIVE = recorder
+    for outer in _STACK:
+        outer.merge(recorder.take_all())
+    _STACK.append(recorder)
     os.stat, os.lstat = _stat, _lstat
     return recorder
 
@@ -320,42 +341,37 @@ def _forget_unseen_probes() -> None:
 
 
 def stop(recorder: Recorder | None) -> None:
-    global _ACTIVE
-    if recorder is not None and _ACTIVE is recorder:
-        os.stat, os.lstat = _real_stat, _real_lstat
-        _ACTIVE = None
+    if recorder is not None and recorder in _STACK:
+        _STACK.remove(recorder)
+        if not _STACK:
+            os.stat, os.lstat = _real_stat, _real_lstat
 
 
 def take_noted() -> list[tuple[str, str, Any]]:
     """What this (forked worker) process noted since it last handed its inputs over."""
-    return _ACTIVE.take() if _ACTIVE is not None else []
+    return _STACK[0].take() if _STACK else []
 
 
 def merge_noted(noted: list[tuple[str, str, Any]]) -> None:
-    if _ACTIVE is not None:
-        _ACTIVE.merge(noted)
+    for recorder in _STACK:
+        recorder.merge(noted)
 
 
 # --- storing and replaying -------------------------------------------------------------------
 
 
-def _run_file(root: Path, key: str) -> Path:
-    return Path(root) / RUNS_DIR / f"{key}.json"
+def _run_file(root: Path, key: str, where: Path = RUNS_DIR) -> Path:
+    return Path(root) / where / f"{key}.json"
 
 
-def store(root: Path, key: str, recorder: Recorder | None, report: Any) -> None:
-    """Keep `report` (pv.validation.Report) for `key` with the inputs the recorder saw."""
+def _write(path: Path, key: str, recorder: Recorder | None, payload: dict[str, Any]) -> None:
+    """Keep `payload` for `key` with the inputs the recorder saw, signed (pv.cache)."""
     if recorder is None or not recorder.usable or not cache.enabled():
         return
-    if any(d.code == "PV199" for d in report.diagnostics):
-        return  # a bug in pv (or a file it could not read) is reported every time
     inputs = recorder.inputs()
     if inputs is None:
         return
-    body = json.dumps({"version": REPLAY_VERSION, "key": key, "inputs": inputs,
-                       "report": {"files": report.files, "contracts": report.contracts,
-                                  "falsifiers": report.falsifiers,
-                                  "diagnostics": [d.to_json() for d in report.diagnostics]}},
+    body = json.dumps({"version": REPLAY_VERSION, "key": key, "inputs": inputs, **payload},
                       separators=(",", ":")).encode()
     signed = cache.sign(body)
     if signed is None:
@@ -363,7 +379,6 @@ def store(root: Path, key: str, recorder: Recorder | None, report: Any) -> None:
     try:
         from pv.atomic import write_bytes, write_text
 
-        path = _run_file(root, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         ignore = path.parent.parent / ".gitignore"
         if not ignore.exists():
@@ -374,6 +389,37 @@ def store(root: Path, key: str, recorder: Recorder | None, report: Any) -> None:
             old.unlink(missing_ok=True)
     except OSError:
         pass
+
+
+def _read(path: Path, key: str) -> dict[str, Any] | None:
+    """The stored payload for `key` if its signature verifies and every input is unchanged."""
+    if not cache.enabled():
+        return None
+    try:
+        body = cache.verified(path.read_bytes())
+        data = json.loads(body) if body is not None else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not (isinstance(data, dict) and data.get("version") == REPLAY_VERSION and data.get("key") == key):
+        return None
+    return data if unchanged(data.get("inputs")) else None
+
+
+def _diagnostics(rows: Any) -> list[Any]:
+    from pv.diagnostics import Diagnostic, Severity
+
+    return [Diagnostic(path=str(d["path"]), line=int(d["line"]), col=int(d["col"]), code=str(d["code"]),
+                       message=str(d["message"]), hint=str(d["hint"]), severity=Severity(d["severity"]))
+            for d in rows]
+
+
+def store(root: Path, key: str, recorder: Recorder | None, report: Any) -> None:
+    """Keep `report` (pv.validation.Report) for `key` with the inputs the recorder saw."""
+    if any(d.code == "PV199" for d in report.diagnostics):
+        return  # a bug in pv (or a file it could not read) is reported every time
+    _write(_run_file(root, key), key, recorder,
+           {"report": {"files": report.files, "contracts": report.contracts, "falsifiers": report.falsifiers,
+                       "diagnostics": [d.to_json() for d in report.diagnostics]}})
 
 
 def unchanged(inputs: Any) -> bool:
@@ -402,29 +448,52 @@ def unchanged(inputs: Any) -> bool:
 def replayed(root: Path, key: str) -> Any:
     """The stored pv.validation.Report for `key` if its signature verifies and every input is
     unchanged, else None."""
-    if not cache.enabled():
+    data = _read(_run_file(root, key), key)
+    if data is None:
         return None
     try:
-        body = cache.verified(_run_file(root, key).read_bytes())
-        data = json.loads(body) if body is not None else None
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not (isinstance(data, dict) and data.get("version") == REPLAY_VERSION and data.get("key") == key):
-        return None
-    if not unchanged(data.get("inputs")):
-        return None
-    try:
-        from pv.diagnostics import Diagnostic, Severity
         from pv.validation import Report
 
         saved = data["report"]
-        diagnostics = [Diagnostic(path=str(d["path"]), line=int(d["line"]), col=int(d["col"]), code=str(d["code"]),
-                                  message=str(d["message"]), hint=str(d["hint"]), severity=Severity(d["severity"]))
-                       for d in saved["diagnostics"]]
         return Report(files=int(saved["files"]), contracts=int(saved["contracts"]),
-                      falsifiers=int(saved["falsifiers"]), diagnostics=diagnostics)
+                      falsifiers=int(saved["falsifiers"]), diagnostics=_diagnostics(saved["diagnostics"]))
     except (KeyError, TypeError, ValueError):
         return None
+
+
+# --- parts of a run ----------------------------------------------------------------------------
+# One contract's share of a costly check (PV501: its declared status against the evidence) is
+# recorded and replayed on its own, so a run after one edit recomputes that contract's share only.
+
+
+def part_key(kind: str, workspace: Any, loaded: Any) -> str:
+    settings = sorted((k, v) for k, v in os.environ.items() if k.startswith("PV_"))
+    return cache.key_of(REPLAY_VERSION, "part", kind, package_digest(), environment(), repr(settings), os.getcwd(),
+                        repr(workspace), loaded.display_path, os.path.abspath(loaded.path), loaded.sha256)
+
+
+def store_part(root: Path, key: str, recorder: Recorder | None, diagnostics: list[Any]) -> None:
+    if not any(d.code == "PV199" for d in diagnostics):
+        _write(_run_file(root, key, PARTS_DIR), key, recorder, {"diagnostics": [d.to_json() for d in diagnostics]})
+
+
+def replayed_part(root: Path, key: str) -> list[Any] | None:
+    """A part's stored diagnostics when its every input is unchanged (those inputs become inputs
+    of the run under way), else None."""
+    data = _read(_run_file(root, key, PARTS_DIR), key)
+    if data is None:
+        return None
+    try:
+        found = _diagnostics(data["diagnostics"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    for recorder in _STACK:
+        for what, where, value in data["inputs"]:
+            if what == "file":
+                recorder.note_read(where)
+            else:
+                recorder.merge([(what, where, value)])
+    return found
 
 
 # --- the fast path -----------------------------------------------------------------------------

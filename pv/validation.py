@@ -222,23 +222,45 @@ def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
 
 def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
     """PV501 (pv.lifecycle): a declared metadata.status above what the ledger's evidence supports.
-    The ledger is read only when some contract declares more than DRAFT."""
+    The ledger is read only when some contract declares more than DRAFT. Each contract's share
+    is recorded and replayed on its own (pv.replay parts): after one edit, only the edited
+    contract's evidence is judged again."""
     from pv.schema import STATUS_RANK
 
     claiming = [c for c in loaded if c.contract is not None and STATUS_RANK.get(c.contract.metadata.status, 0) > 0]
     if not claiming:
         return []
     try:
-        from pv import ledger, lifecycle
-        from pv.codebind import TreeDigests
-        from pv.identity import EvidenceCheck
+        from pv import replay
 
-        # Module digests are remembered across runs by the bytes they came from (pv.cache).
-        tree = TreeDigests(workspace.root, persist=True)
-        records = ledger.read(workspace.ledger).records
-        found = lifecycle.declared_status_diagnostics(claiming, records, EvidenceCheck(workspace, claiming, tree),
-                                                      workspace.subject_param)
-        tree.save()
+        found: list[Diagnostic] = []
+        todo = []
+        for contract in claiming:
+            key = replay.part_key("PV501", workspace, contract)
+            remembered = replay.replayed_part(workspace.root, key)
+            if remembered is None:
+                todo.append((contract, key))
+            else:
+                found += remembered
+        if todo:
+            from pv import ledger, lifecycle
+            from pv.codebind import TreeDigests
+            from pv.identity import EvidenceCheck
+
+            records = ledger.read(workspace.ledger).records
+            for contract, key in todo:
+                # a fresh tree per contract: what it reads for this contract is this part's input
+                part = replay.start(workspace.root, [workspace.ledger])
+                try:
+                    # Module digests are remembered across runs by the bytes they came from (pv.cache).
+                    tree = TreeDigests(workspace.root, persist=True)
+                    share = lifecycle.declared_status_diagnostics(
+                        [contract], records, EvidenceCheck(workspace, [contract], tree), workspace.subject_param)
+                    tree.save()
+                finally:
+                    replay.stop(part)
+                replay.store_part(workspace.root, key, part, share)
+                found += share
         return found
     except Exception as exc:  # noqa: BLE001
         return [internal_error(display(workspace.ledger), exc)]

@@ -213,3 +213,42 @@ def test_inputs_read_in_worker_processes_are_recorded(vworkspace):
     _edit(vworkspace.root / "falsifiers" / "demo.py", "checkpoint, batches=1, tolerance=None", "checkpoint, tolerance=None")
     after, status = _pv(vworkspace.root, env=env)
     assert status.startswith("EXIT 1") and "PV313" in after, after
+
+
+def _two_claiming(ws):
+    """Two contracts that declare more than their (absent) evidence: PV501 on each."""
+    for n in (1, 2):
+        ws.contract(("id: demo-forward", f"id: demo-{n}"), ("status: DRAFT", "status: ACTIVE_RUNTIME"),
+                    ("DEMO-BND-001", f"DEMO-BND-00{n}"), ("FALSIFY-DEMO-FORWARD-001", f"FALSIFY-DEMO-{n}00-001"),
+                    ("FALSIFY-DEMO-FORWARD-001", f"FALSIFY-DEMO-{n}00-001"), name=f"demo-{n}-v1.yaml")
+
+
+def test_each_contracts_evidence_is_judged_again_only_when_its_inputs_change(vworkspace, monkeypatch):
+    from pv import lifecycle
+
+    judged: list[str] = []
+    real = lifecycle.declared_status_diagnostics
+
+    def counting(loaded, *args, **kwargs):
+        judged.extend(c.contract.metadata.id for c in loaded)
+        return real(loaded, *args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "declared_status_diagnostics", counting)
+    _two_claiming(vworkspace)
+    first = vworkspace.run()
+    assert first.output.count("PV501") == 2 and sorted(judged) == ["demo-1", "demo-2"], first.output
+    # an edit to one contract: the whole run is checked again, the other's evidence replayed
+    _edit(vworkspace.contracts / "demo-1-v1.yaml", "The forward pass", "The forward")
+    second = vworkspace.run()
+    assert second.output == first.output and judged[2:] == ["demo-1"], (judged, second.output)
+    # the ledger is an input of every contract's share
+    vworkspace.write("evidence/ledger.jsonl", "")
+    assert vworkspace.run().output == first.output and sorted(judged[3:]) == ["demo-1", "demo-2"]
+    # a forged part (unsigned) is never believed
+    for stored in (vworkspace.root / replay.PARTS_DIR).glob("*.json"):
+        body = stored.read_bytes().split(b"\n", 1)[1]
+        data = json.loads(body)
+        data["diagnostics"] = []
+        stored.write_bytes(cache.SIGNATURE_PREFIX + b"0" * 64 + b"\n" + json.dumps(data).encode())
+    _edit(vworkspace.contracts / "demo-2-v1.yaml", "The forward pass", "The forward")  # no whole-run replay
+    assert vworkspace.run().output.count("PV501") == 2 and sorted(judged[5:]) == ["demo-1", "demo-2"]
