@@ -76,7 +76,11 @@ def _site_dirs() -> list[str]:
 
 def environment() -> str:
     """The interpreter, its module search path and its installed distributions (a
-    distribution's metadata folder is made anew by every install, upgrade or reinstall)."""
+    distribution's metadata folder is made anew by every install, upgrade or reinstall).
+    Taken once per process and search path: a run and its parts are judged in one environment."""
+    memo = f"environment {sys.path!r}"
+    if memo in _DIGESTS:
+        return _DIGESTS[memo]
     parts = [sys.version, sys.executable, sys.platform, repr(sys.path), repr(tuple(sys.flags))]
     for directory in _site_dirs():
         try:
@@ -86,7 +90,8 @@ def environment() -> str:
                         parts.append(f"{directory}/{entry.name}:{entry.stat(follow_symlinks=False).st_mtime_ns}")
         except OSError:
             parts.append(f"{directory}: unreadable")
-    return "\n".join(parts)
+    _DIGESTS[memo] = "\n".join(parts)
+    return _DIGESTS[memo]
 
 
 def run_key(workspace: Any, files: list[Path], scope: list[Path], options: dict[str, Any]) -> str:

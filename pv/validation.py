@@ -248,12 +248,14 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
             from pv.identity import EvidenceCheck
 
             records = ledger.read(workspace.ledger).records
+            shared = None  # one tree for every contract when nothing is recorded (PV_NO_CACHE=1)
             for contract, key in todo:
-                # a fresh tree per contract: what it reads for this contract is this part's input
                 part = replay.start(workspace.root, [workspace.ledger])
                 try:
-                    # Module digests are remembered across runs by the bytes they came from (pv.cache).
-                    tree = TreeDigests(workspace.root, persist=True)
+                    # a fresh tree per recorded contract: what it reads for this contract is this
+                    # part's input. Module digests are remembered by the bytes they came from (pv.cache).
+                    tree = shared or TreeDigests(workspace.root, persist=True)
+                    shared = None if part is not None else tree
                     share = lifecycle.declared_status_diagnostics(
                         [contract], records, EvidenceCheck(workspace, [contract], tree), workspace.subject_param)
                     tree.save()
