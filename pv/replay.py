@@ -42,7 +42,8 @@ from pv import cache
 REPLAY_VERSION = "validate-replay-1"
 RUNS_DIR = cache.CACHE_DIR / "validate-runs"
 PARTS_DIR = cache.CACHE_DIR / "validate-parts"
-MAX_RUNS = 256  # stored runs (and parts) kept: one per key (whole dir, each file set a hook passed, each contract's part)
+MAX_RUNS = 64  # stored runs kept: one per key (the whole dir, each set of files a hook passed)
+MAX_PARTS = 20_000  # stored parts kept: one per contract's bytes (old versions of a contract age out)
 _PACKAGE = Path(__file__).resolve().parent
 
 
@@ -369,8 +370,10 @@ def _run_file(root: Path, key: str, where: Path = RUNS_DIR) -> Path:
     return Path(root) / where / f"{key}.json"
 
 
-def _write(path: Path, key: str, recorder: Recorder | None, payload: dict[str, Any]) -> None:
-    """Keep `payload` for `key` with the inputs the recorder saw, signed (pv.cache)."""
+def _write(path: Path, key: str, recorder: Recorder | None, payload: dict[str, Any], keep: int | None = None) -> None:
+    """Keep `payload` for `key` with the inputs the recorder saw, signed (pv.cache); at most
+    `keep` (default MAX_RUNS) files stay beside it."""
+    keep = MAX_RUNS if keep is None else keep
     if recorder is None or not recorder.usable or not cache.enabled():
         return
     inputs = recorder.inputs()
@@ -389,9 +392,11 @@ def _write(path: Path, key: str, recorder: Recorder | None, payload: dict[str, A
         if not ignore.exists():
             write_text(ignore, "# pv's cache of decided facts (pv/cache.py); safe to delete\n*\n")
         write_bytes(path, signed)
-        runs = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-        for old in runs[:-MAX_RUNS]:
-            old.unlink(missing_ok=True)
+        names = [n for n in os.listdir(path.parent) if n.endswith(".json") and not n.startswith(".")]
+        if len(names) > keep:  # the oldest go (listed first: stat only when there are too many)
+            runs = sorted((path.parent / n for n in names), key=lambda p: p.stat().st_mtime_ns)
+            for old in runs[:-keep]:
+                old.unlink(missing_ok=True)
     except OSError:
         pass
 
@@ -479,7 +484,8 @@ def part_key(kind: str, workspace: Any, loaded: Any) -> str:
 
 def store_part(root: Path, key: str, recorder: Recorder | None, diagnostics: list[Any]) -> None:
     if not any(d.code == "PV199" for d in diagnostics):
-        _write(_run_file(root, key, PARTS_DIR), key, recorder, {"diagnostics": [d.to_json() for d in diagnostics]})
+        _write(_run_file(root, key, PARTS_DIR), key, recorder, {"diagnostics": [d.to_json() for d in diagnostics]},
+               MAX_PARTS)
 
 
 def replayed_part(root: Path, key: str) -> list[Any] | None:

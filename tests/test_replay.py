@@ -252,3 +252,13 @@ def test_each_contracts_evidence_is_judged_again_only_when_its_inputs_change(vwo
         stored.write_bytes(cache.SIGNATURE_PREFIX + b"0" * 64 + b"\n" + json.dumps(data).encode())
     _edit(vworkspace.contracts / "demo-2-v1.yaml", "The forward pass", "The forward")  # no whole-run replay
     assert vworkspace.run().output.count("PV501") == 2 and sorted(judged[5:]) == ["demo-1", "demo-2"]
+
+
+def test_old_stored_runs_age_out(vworkspace, monkeypatch):
+    monkeypatch.setattr(replay, "MAX_RUNS", 2)
+    for n in range(3):
+        vworkspace.contract(("id: demo-forward", f"id: demo-{n}"), ("DEMO-BND-001", f"DEMO-BND-00{n}"),
+                            ("FALSIFY-DEMO-FORWARD-001", f"FALSIFY-DEMO-{n}00-001"),
+                            ("FALSIFY-DEMO-FORWARD-001", f"FALSIFY-DEMO-{n}00-001"), name=f"demo-{n}-v1.yaml")
+        assert vworkspace.run(f"contracts/demo-{n}-v1.yaml").exit_code == 0  # one stored run per selection
+    assert len(list((vworkspace.root / replay.RUNS_DIR).glob("*.json"))) == 2
