@@ -13,6 +13,14 @@ written atomically (pv.atomic), with a `.gitignore` of `*` beside it so it is ne
 Reads and writes are best effort: an unreadable, corrupt or unwritable cache is a miss, never an
 error. `PV_NO_CACHE=1` turns every cache off (each run recomputes everything).
 
+A cache is an input too: a file in the workspace could have been written by anyone (a cloned
+repository can ship a `.pv-cache/`), and a keyed entry only proves which bytes it claims to be
+about, not that pv computed its answer. So every cache file is signed: its first line is an
+HMAC-SHA256 of the rest under a per-user secret kept outside every repository
+(`$XDG_CACHE_HOME/pv/cache-key`, default `~/.cache/pv/cache-key`, created once, mode 0600). A
+file whose signature does not verify (forged, truncated, edited, signed on another account) is
+a miss; where no secret can be read or made, nothing is cached at all.
+
 Other checks can keep their own decided facts here (e.g. a solver's verdict on a prediction,
 keyed by the prediction's text and the solver's version): `Cache(root, "name", version)`.
 """
@@ -20,6 +28,7 @@ keyed by the prediction's text and the solver's version): `Cache(root, "name", v
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import sys
@@ -31,8 +40,76 @@ CACHE_DIR = Path(".pv-cache") / "pv"
 MAX_ENTRIES = 20_000
 
 
+SIGNATURE_PREFIX = b"pv-cache-hmac-sha256 "
+SECRET_BYTES = 32
+
+
 def enabled() -> bool:
-    return os.environ.get("PV_NO_CACHE", "") in ("", "0")
+    return os.environ.get("PV_NO_CACHE", "") in ("", "0") and secret() is not None
+
+
+def secret_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pv" / "cache-key"
+
+
+_SECRETS: dict[str, bytes | None] = {}
+
+
+def secret() -> bytes | None:
+    """The per-user key that signs cache files, made on first use (None: none can be had, so
+    nothing is cached). Created under a temporary name and linked into place, so two processes
+    starting at once agree on one key and none ever reads a half-written one."""
+    path = secret_path()
+    if str(path) in _SECRETS:
+        return _SECRETS[str(path)]
+    key = _read_secret(path)
+    if key is None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            temporary = path.with_name(f".{path.name}.{os.getpid()}")
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, os.urandom(SECRET_BYTES).hex().encode())
+            finally:
+                os.close(fd)
+            try:
+                os.link(temporary, path)  # fails if another process made it first: use theirs
+            except FileExistsError:
+                pass
+            finally:
+                os.unlink(temporary)
+        except OSError:
+            pass
+        key = _read_secret(path)
+    _SECRETS[str(path)] = key
+    return key
+
+
+def _read_secret(path: Path) -> bytes | None:
+    try:
+        data = path.read_bytes().strip()
+    except OSError:
+        return None
+    return data if len(data) == 2 * SECRET_BYTES else None
+
+
+def sign(body: bytes) -> bytes | None:
+    """The file text for `body`: a signature line, then the body (None: no secret)."""
+    key = secret()
+    if key is None:
+        return None
+    return SIGNATURE_PREFIX + hmac.new(key, body, hashlib.sha256).hexdigest().encode() + b"\n" + body
+
+
+def verified(data: bytes) -> bytes | None:
+    """The body of a signed file if its signature is this user's, else None."""
+    key = secret()
+    head, newline, body = data.partition(b"\n")
+    if key is None or not newline or not head.startswith(SIGNATURE_PREFIX):
+        return None
+    expected = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+    return body if hmac.compare_digest(head[len(SIGNATURE_PREFIX):], expected) else None
 
 
 _SOURCE_DIGEST: list[str] = []
@@ -93,7 +170,8 @@ class Cache:
         if not enabled():
             return {}
         try:
-            data = json.loads(self.path.read_bytes())
+            body = verified(self.path.read_bytes())
+            data = json.loads(body) if body is not None else None
         except (OSError, ValueError, RecursionError):
             return {}
         if isinstance(data, dict) and data.get("version") == self.version and isinstance(data.get("entries"), dict):
@@ -135,7 +213,7 @@ class Cache:
         try:
             import fcntl
 
-            from pv.atomic import write_text
+            from pv.atomic import write_bytes, write_text
 
             self.path.parent.mkdir(parents=True, exist_ok=True)
             ignore = self.path.parent / ".gitignore"
@@ -146,8 +224,11 @@ class Cache:
                 entries = {**self._read_file(), **self._added}
                 if len(entries) > MAX_ENTRIES:
                     entries = {k: v for k, v in entries.items() if k in self._used}
-                write_text(self.path, json.dumps({"version": self.version, "entries": entries},
-                                                 separators=(",", ":"), sort_keys=True))
+                signed = sign(json.dumps({"version": self.version, "entries": entries},
+                                          separators=(",", ":"), sort_keys=True).encode())
+                if signed is None:
+                    return
+                write_bytes(self.path, signed)
             self._entries = entries
             self._added = {}
         except OSError:

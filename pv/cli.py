@@ -1,15 +1,12 @@
 """The `pv` command line. Each verb lives in its own module and is imported only when used,
-so `pv validate` (a pre-commit hook) never pays for jinja2, pytest or torch."""
+so `pv validate` (a pre-commit hook) never pays for jinja2, pytest or torch. And `pv validate`
+whose inputs are all unchanged is answered from its stored run (pv.replay) before even click is
+imported; every other command line goes to the click group (pv.commands.group)."""
 
 from __future__ import annotations
 
-import difflib
-import errno
-import importlib
-
-import click
-
-from pv import __version__
+import sys
+from typing import Any
 
 # verb -> (module, attribute, one-line help shown in `pv --help`)
 VERBS: dict[str, tuple[str, str, str]] = {
@@ -27,70 +24,32 @@ VERBS: dict[str, tuple[str, str, str]] = {
 }
 
 
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(VERBS)
+class Main:
+    """`pv` itself: callable like the click group (the console script calls `main()`), and
+    every other attribute is the group's (`CliRunner().invoke(main, ...)`, `main.commands`)."""
 
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in VERBS:
-            return None
-        module_name, attr, _ = VERBS[name]
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            return _not_built(name)
-        return getattr(module, attr)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        argv = args[0] if args else kwargs.get("args")
+        argv = sys.argv[1:] if argv is None else list(argv)
+        if argv[:1] == ["validate"] and kwargs.get("standalone_mode", True) and len(args) <= 1:
+            from pv.replay import fast_validate
 
-    def resolve_command(self, ctx: click.Context, args: list[str]):
-        # click suggests near names from `self.commands`, which a lazy group leaves empty;
-        # suggest from the table instead, in click's own words (as `pv ledger chek` does).
-        name = args[0] if args else ""
-        if name and not name.startswith("-") and name not in VERBS:
-            near = difflib.get_close_matches(name, list(VERBS), n=1)
-            ctx.fail(f"No such command {name!r}." + (f" Did you mean {near[0]!r}?" if near else ""))
-        return super().resolve_command(ctx, args)
+            code = fast_validate(argv[1:])
+            if code is not None:
+                sys.exit(code)
+        return group()(*args, **kwargs)
 
-    def invoke(self, ctx: click.Context):
-        # A file pv cannot read or write (a read-only directory, permissions, a full disk, a
-        # path through a file) is the machine's state, not a bug in pv: one line naming the
-        # file and why, exit 1, never a traceback. A closed pipe stays click's own business.
-        try:
-            return super().invoke(ctx)
-        except OSError as exc:
-            if exc.errno == errno.EPIPE:
-                raise
-            where = f" {exc.filename}" if exc.filename else ""
-            raise click.ClickException(f"cannot access{where}: {exc.strerror or exc}; check that the path exists, "
-                                       "is of the right kind and is writable, then run the command again") from None
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # Help text comes from the table so `pv --help` imports no verb module.
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, text) for name, (_, _, text) in VERBS.items()])
+    def __getattr__(self, name: str) -> Any:
+        return getattr(group(), name)
 
 
-def _not_built(name: str) -> click.Command:
-    @click.command(name=name, help=f"`pv {name}` is not available in this build.")
-    def missing() -> None:
-        raise click.UsageError(f"`pv {name}` is not available in this build of pv {__version__}")
+def group() -> Any:
+    from pv.commands.group import main as click_group
 
-    return missing
+    return click_group
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="pv")
-def main() -> None:
-    """pv: contract-driven falsification for ML training runtimes.
-
-    \b
-    Typical loop:
-      pv validate contracts/*.yaml     strict schema and cross-checks
-      pv generate                      contracts -> generated_tests/
-      pv run --all --device cpu        run falsifiers, record evidence
-      pv status                        docs/STATUS.md from the evidence
-    """
+main = Main()
 
 
 if __name__ == "__main__":

@@ -49,6 +49,10 @@ class Context:
         # among them may ask z3, so its version is part of what decided them.
         self.file_facts = Cache(self.workspace.root, "file-checks",
                                 f"{pv_source_digest()}|z3-solver={installed_version('z3-solver')}")
+        # The YAML of each contract, per file bytes (pv.loadcache).
+        from pv.loadcache import LOAD_FACTS_VERSION
+
+        self.load_facts = Cache(self.workspace.root, "yaml-data", f"{pv_source_digest()}|{LOAD_FACTS_VERSION}")
 
 
 def _d(loaded: LoadedContract, pos: tuple[int, int], code: str, message: str, hint: str = "",

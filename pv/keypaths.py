@@ -14,6 +14,7 @@ has any more.
 
 from __future__ import annotations
 
+import functools
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,7 @@ EACH: Any = _Each()
 class KeyPath:
     parts: tuple[Any, ...]
 
-    @property
+    @functools.cached_property  # read for every falsifier of every contract
     def key(self) -> str:
         """The last key (the name of the field in its mapping)."""
         return next(p for p in reversed(self.parts) if isinstance(p, str))

@@ -8,6 +8,7 @@ data, positions on demand and the validated model) is re-exported here for them.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -20,10 +21,17 @@ __all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "SCHEMA_LINE_PREFIX", "LoadedC
            "read_yaml"]
 
 
-def load_contract(path: Path, display: str | None = None) -> tuple[LoadedContract | None, list[Diagnostic]]:
-    """YAML + schema. Returns the loaded file (contract None if the schema failed) and problems."""
+def load_contract(path: Path, display: str | None = None,
+                  remembered: Any = None) -> tuple[LoadedContract | None, list[Diagnostic]]:
+    """YAML + schema. Returns the loaded file (contract None if the schema failed) and problems.
+    `remembered` (a pv.cache.Cache): the YAML of bytes read before comes from it (pv.loadcache)."""
     display = display or str(path)
-    loaded, problems = read_yaml(path, display)
+    if remembered is not None:
+        from pv.loadcache import read_yaml_remembered
+
+        loaded, problems = read_yaml_remembered(path, display, remembered)
+    else:
+        loaded, problems = read_yaml(path, display)
     if loaded is None:
         return None, problems
     if loaded.data is None:

@@ -168,7 +168,7 @@ def replay(parsed: expr.Expression, observations: dict[str, float], want: bool) 
 def concrete_witnesses(parsed: expr.Expression) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(observations judged false, observations judged true), each None if not found."""
     names = sorted(parsed.names)
-    pool = _value_pool(parsed)
+    pool: list[float] = []  # built when the specials run out (most predictions are settled by them)
     rng = random.Random(zlib.crc32(parsed.text.encode()))
     found: dict[bool, dict[str, Any] | None] = {False: None, True: None}
 
@@ -192,6 +192,7 @@ def concrete_witnesses(parsed: expr.Expression) -> tuple[dict[str, Any] | None, 
         if i < len(SPECIALS):
             env = {n: SPECIALS[i] for n in names}
         else:
+            pool = pool or _value_pool(parsed)
             env = {n: rng.choice(pool) for n in names}
         if judge(env):
             break

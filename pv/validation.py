@@ -122,8 +122,10 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
     items = [(resolved, path, display(path), resolved in chosen) for resolved, path in scope.items()]
     shown = {name for _, _, name, is_selected in items if is_selected}
     diagnostics: list[Diagnostic] = []
+    ctx.load_facts.get("")  # read before any worker is forked: each inherits it
     checked = _check_files(items, ctx, jobs)
     ctx.file_facts.save()
+    ctx.load_facts.save()
     for (resolved, _, _, _), (loaded, found) in zip(items, checked):
         diagnostics += found
         if loaded is not None:
@@ -156,7 +158,7 @@ def _check_one(item, ctx) -> tuple:
     _, path, name, is_selected = item
     loaded, problems = None, []
     try:
-        loaded, problems = load_contract(path, name)
+        loaded, problems = load_contract(path, name, ctx.load_facts)
         if not is_selected:
             return loaded, []
         if loaded is not None:
@@ -170,7 +172,11 @@ def _worker(item) -> tuple:
     loaded, found = _check_one(item, _WORKER_CTX)
     if loaded is not None:
         loaded.node = None  # the parent re-composes the few files whose positions it needs
-    return loaded, found, _WORKER_CTX.file_facts.take_added()  # the parent remembers them
+    from pv import replay
+
+    # the parent remembers the facts, and records what the worker read as inputs of the run
+    return loaded, found, (_WORKER_CTX.file_facts.take_added(), _WORKER_CTX.load_facts.take_added(),
+                           replay.take_noted())
 
 
 def jobs_for(count: int) -> int:
@@ -200,8 +206,12 @@ def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
             _WORKER_CTX = ctx
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
                 results = pool.map(_worker, items, chunksize=max(1, len(items) // (jobs * 4)))
-            for _, _, facts in results:
+            from pv import replay
+
+            for _, _, (facts, load_facts, noted) in results:
                 ctx.file_facts.merge(facts)
+                ctx.load_facts.merge(load_facts)
+                replay.merge_noted(noted)
             return [(loaded, found) for loaded, found, _ in results]
         except Exception:  # noqa: BLE001 - no fork, no semaphores, a worker lost: check them here
             pass
@@ -212,23 +222,47 @@ def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
 
 def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
     """PV501 (pv.lifecycle): a declared metadata.status above what the ledger's evidence supports.
-    The ledger is read only when some contract declares more than DRAFT."""
+    The ledger is read only when some contract declares more than DRAFT. Each contract's share
+    is recorded and replayed on its own (pv.replay parts): after one edit, only the edited
+    contract's evidence is judged again."""
     from pv.schema import STATUS_RANK
 
     claiming = [c for c in loaded if c.contract is not None and STATUS_RANK.get(c.contract.metadata.status, 0) > 0]
     if not claiming:
         return []
     try:
-        from pv import ledger, lifecycle
-        from pv.codebind import TreeDigests
-        from pv.identity import EvidenceCheck
+        from pv import replay
 
-        # Module digests are remembered across runs by the bytes they came from (pv.cache).
-        tree = TreeDigests(workspace.root, persist=True)
-        records = ledger.read(workspace.ledger).records
-        found = lifecycle.declared_status_diagnostics(claiming, records, EvidenceCheck(workspace, claiming, tree),
-                                                      workspace.subject_param)
-        tree.save()
+        found: list[Diagnostic] = []
+        todo = []
+        for contract in claiming:
+            key = replay.part_key("PV501", workspace, contract)
+            remembered = replay.replayed_part(workspace.root, key)
+            if remembered is None:
+                todo.append((contract, key))
+            else:
+                found += remembered
+        if todo:
+            from pv import ledger, lifecycle
+            from pv.codebind import TreeDigests
+            from pv.identity import EvidenceCheck
+
+            records = ledger.read(workspace.ledger).records
+            shared = None  # one tree for every contract when nothing is recorded (PV_NO_CACHE=1)
+            for contract, key in todo:
+                part = replay.start(workspace.root, [workspace.ledger])
+                try:
+                    # a fresh tree per recorded contract: what it reads for this contract is this
+                    # part's input. Module digests are remembered by the bytes they came from (pv.cache).
+                    tree = shared or TreeDigests(workspace.root, persist=True)
+                    shared = None if part is not None else tree
+                    share = lifecycle.declared_status_diagnostics(
+                        [contract], records, EvidenceCheck(workspace, [contract], tree), workspace.subject_param)
+                    tree.save()
+                finally:
+                    replay.stop(part)
+                replay.store_part(workspace.root, key, part, share)
+                found += share
         return found
     except Exception as exc:  # noqa: BLE001
         return [internal_error(display(workspace.ledger), exc)]

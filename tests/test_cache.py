@@ -72,3 +72,47 @@ def test_validate_sees_every_edit_to_what_it_remembered(vworkspace):
 def test_installed_version_reads_metadata_and_names_an_absent_distribution():
     assert cache.installed_version("pydantic")[0].isdigit()
     assert cache.installed_version("no-such-distribution-pv-test") == "absent"
+
+
+def test_a_cache_file_not_signed_by_this_account_is_a_miss(tmp_path, monkeypatch):
+    """A cache is an input too: a hand-written or foreign file must never be believed."""
+    store = cache.Cache(tmp_path, "facts", "v1")
+    store.put("k", ["found nothing"])
+    store.save()
+    path = tmp_path / ".pv-cache" / "pv" / "facts.json"
+    signed = path.read_bytes()
+    assert signed.startswith(cache.SIGNATURE_PREFIX)
+    body = signed.split(b"\n", 1)[1]
+    path.write_bytes(body)  # the same facts, unsigned
+    assert cache.Cache(tmp_path, "facts", "v1").get("k") is None
+    path.write_bytes(signed.replace(b"found nothing", b"found nothinG"))  # edited after signing
+    assert cache.Cache(tmp_path, "facts", "v1").get("k") is None
+    path.write_bytes(signed)
+    assert cache.Cache(tmp_path, "facts", "v1").get("k") == ["found nothing"]  # the control
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "another-account"))
+    monkeypatch.setattr(cache, "_SECRETS", {})
+    assert cache.Cache(tmp_path, "facts", "v1").get("k") is None  # signed under another secret
+
+
+def test_the_secret_is_made_once_private_and_outside_the_workspace(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))
+    monkeypatch.setattr(cache, "_SECRETS", {})
+    key = cache.secret()
+    path = tmp_path / "home-cache" / "pv" / "cache-key"
+    assert key is not None and path.read_bytes() == key and len(key) == 2 * cache.SECRET_BYTES
+    assert path.stat().st_mode & 0o077 == 0
+    monkeypatch.setattr(cache, "_SECRETS", {})
+    assert cache.secret() == key  # read back, not made anew
+    assert [p.name for p in path.parent.iterdir()] == ["cache-key"]  # no temporary left behind
+
+
+def test_without_a_secret_nothing_is_cached(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache home would go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    monkeypatch.setattr(cache, "_SECRETS", {})
+    assert cache.secret() is None and not cache.enabled()
+    store = cache.Cache(tmp_path, "facts", "v1")
+    store.put("k", 1)
+    store.save()
+    assert not (tmp_path / ".pv-cache" / "pv" / "facts.json").exists()

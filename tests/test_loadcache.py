@@ -1,0 +1,67 @@
+"""pv.loadcache: a contract's YAML read back from the cache is exactly what reading it gives."""
+
+from __future__ import annotations
+
+import datetime
+import math
+
+from pv import cache
+from pv.loadcache import read_yaml_remembered
+from pv.safe_yaml import read_yaml
+
+TEXT = """\
+# a comment
+metadata:
+  id: demo
+  version: 1.0.0
+  on: yes
+  when: 2026-11-22
+  id: again
+numbers: {1: one, 2.5: half, false: f, big: 123456789012345678901234567890, inf: .inf, neg: -0.0}
+items: [1, "2", [3, {a: null}], ~]
+"""
+
+
+def _store(root):
+    return cache.Cache(root, "yaml-data", "test")
+
+
+def test_a_remembered_file_reads_back_as_reading_it_gives(tmp_path):
+    path = tmp_path / "c-v1.yaml"
+    path.write_text(TEXT)
+    fresh, fresh_problems = read_yaml(path, "c-v1.yaml")
+    store = _store(tmp_path)
+    first, first_problems = read_yaml_remembered(path, "c-v1.yaml", store)
+    store.save()
+    again, again_problems = read_yaml_remembered(path, "c-v1.yaml", _store(tmp_path))
+    assert again.node is None, "not read back from the cache"
+    assert again.data == fresh.data and again_problems == fresh_problems == first_problems
+    assert {"PV205", "PV209"} <= {d.code for d in again_problems}
+    numbers = again.data["numbers"]
+    assert [type(k) for k in numbers] == [type(k) for k in fresh.data["numbers"]] == [int, float, bool, str, str, str]
+    assert math.isinf(numbers["inf"]) and math.copysign(1, numbers["neg"]) == -1
+    assert again.data["metadata"]["when"] == datetime.date(2026, 11, 22)
+    assert (again.text, again.sha256) == (fresh.text, fresh.sha256)
+    assert again.position(("items", 2, 1, "a")) == fresh.position(("items", 2, 1, "a")) == (9, 25)
+
+
+def test_an_edit_is_read_again(tmp_path):
+    path = tmp_path / "c-v1.yaml"
+    path.write_text("a: 1\n")
+    store = _store(tmp_path)
+    read_yaml_remembered(path, "c-v1.yaml", store)
+    path.write_text("a: 2\n")
+    loaded, _ = read_yaml_remembered(path, "c-v1.yaml", store)
+    assert loaded.data == {"a": 2}
+
+
+def test_refused_and_unrepresentable_files_are_not_remembered(tmp_path):
+    store = _store(tmp_path)
+    for name, text in (("bad.yaml", "a: [1\n"), ("binary.yaml", "a: !!binary aGVsbG8=\n"), ("empty.yaml", "# nothing\n")):
+        path = tmp_path / name
+        path.write_text(text)
+        assert read_yaml_remembered(path, name, store)[1] == read_yaml(path, name)[1]
+    assert store.take_added() == {}  # nothing remembered: each is read (and refused or judged) again
+    (tmp_path / "good.yaml").write_text("a: 1\n")
+    read_yaml_remembered(tmp_path / "good.yaml", "good.yaml", store)
+    assert len(store.take_added()) == 1  # the control: a plain file is remembered
