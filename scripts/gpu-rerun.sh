@@ -7,9 +7,9 @@
 # 1. On the machine's spare CPU cores, niced, for the whole call: pv's front-door fuzz
 #    (bench/fuzz_contracts.py, FUZZ_CASES cases, default 100,000; counts every 100 cases per job
 #    in OUT/fuzz-progress/, the summary in OUT/fuzz.json). The GPU steps below use one or two cores.
-# 2. The production-scale subject (scripts/gpu-scale.sh's build), then every cuda cell of it on
-#    every runtime its falsifiers name (pvlab, transformers, liger), the declared scale bugs, the
-#    random twin's cells, and the tiny subjects' cuda cells named in RERUN (falsifier ids).
+# 2. The tiny subjects' cuda cells of the falsifiers named in RERUN (ids), then the
+#    production-scale subject (scripts/gpu-scale.sh's build), every cuda cell of it on every
+#    runtime its falsifiers name (pvlab, transformers, liger), the scale bugs, the random twin's cells.
 # Each step starts only if the deadline (SECONDS, default 540, from the start) leaves it room; a
 # step cut short or not started is printed as such. Records go to OUT/rerun-ledger.jsonl; merge
 # them where the repo lives: `pv ledger merge OUT/rerun-ledger.jsonl && pv status`.
@@ -49,6 +49,11 @@ nice -n 19 timeout --signal=INT "$(( $(left) - 5 ))" "$py" bench/fuzz_contracts.
   --json "$out/fuzz.json" > "$out/fuzz.log" 2>&1 &
 fuzz=$!
 
+if [ -n "${RERUN:-}" ]; then
+  # shellcheck disable=SC2086
+  step tiny-cells 30 timeout --signal=INT "${TINY_MAX:-240}" "$py" -m pv.cli run $RERUN --device cuda --skip-subject "$subject" \
+    --skip-subject "$subject-random" --ledger "$ledger"
+fi
 step build 200 "$py" -m pvlab.runtime.subjects build "$subject"
 step cells-"$subject" 120 "$py" -m pv.cli run --all --device cuda --subject "$subject" --ledger "$ledger"
 # FALSIFIER:BUG[:matrix] tokens (the bug planted under the falsifier's cells of the subject only; `matrix`:
@@ -60,11 +65,6 @@ for pair in FALSIFY-CUDA-FORWARD-PARITY-001:fast_path_drops_qkv_bias:matrix \
     --skip-subject tiny-random --ledger "$ledger"
 done
 step cells-"$subject"-random 40 "$py" -m pv.cli run --all --device cuda --subject "$subject-random" --ledger "$ledger"
-if [ -n "${RERUN:-}" ]; then
-  # shellcheck disable=SC2086
-  step tiny-cells 30 "$py" -m pv.cli run $RERUN --device cuda --skip-subject "$subject" \
-    --skip-subject "$subject-random" --ledger "$ledger"
-fi
 
 wait "$fuzz"; echo "== fuzz: exit $? ($(left) s left)" | tee -a "$out/steps.txt"
 "$py" - "$out/fuzz-progress" <<'PY' | tee "$out/fuzz-progress.txt"

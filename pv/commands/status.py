@@ -37,8 +37,8 @@ from pv.lifecycle import (
     compute,
     orphans,
     overclaim,
-    to_json,
 )
+from pv.statusjson import to_json
 from pv.loader import LoadedContract, load_contract
 from pv.markdown import fmt_value, md_code, md_text
 from pv.markdown import table as _table
