@@ -92,18 +92,6 @@ def test_seed_checks_run_on_a_real_text_subject(monkeypatch, tmp_path):
     assert judged.holds and sanity["positions"] == 2 * 2 * 32
 
 
-@pytest.mark.slow
-def test_eval_loss_reports_the_loss_the_build_recorded():
-    from pvlab.falsifiers import evaluation
-    from pvlab.runtime import zoo
-
-    trained = evaluation.eval_loss(device="cpu", checkpoint="tiny-trained", path="reference", batches=8)
-    # The build scored the same 8 held-out batches on the same path: the same number.
-    assert trained["recorded_val_loss"] == pytest.approx(zoo.build_record(zoo.tiny_trained())["val_loss"], rel=1e-9)
-    assert trained["val_loss"] == pytest.approx(trained["recorded_val_loss"], rel=1e-6)
-    assert "recorded_val_loss" not in evaluation.eval_loss(device="cpu", checkpoint="tiny-random", batches=1)
-
-
 def test_an_existing_directory_is_a_checkpoint_name(tmp_path):
     assert fixtures.checkpoint_dir(str(tmp_path)) == tmp_path.resolve()
 
