@@ -252,3 +252,10 @@ def test_an_expression_of_exactly_max_nodes_parts_parses_and_one_more_does_not()
     parse("-" * (expr.MAX_NODES - 1) + "x")  # 499 minus signs and a name: 500 parts
     with pytest.raises(ExprError, match="more than"):
         parse("-" * expr.MAX_NODES + "x")
+
+
+def test_an_integer_power_up_to_the_64th_is_exact_like_python():
+    # an observed count raised to a small integer power is computed as Python computes it (an
+    # exact integer), so an exact comparison holds; only bigger powers fall back to floats
+    assert judge("n ** 64 == 3433683820292512484657849089281", {"n": 3}).holds
+    assert judge("n ** -64 == 1 / 3433683820292512484657849089281", {"n": 3}).holds

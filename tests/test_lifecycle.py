@@ -432,3 +432,22 @@ def test_the_json_status_carries_each_cells_deciding_record():
     assert cell["state"] == "PASS" and cell["record"]["verdict"] == "PASS" and "record_id" in cell["record"]
     empty = to_json(contract_status(c, []))["falsifiers"][0]["devices"]["cpu"]
     assert empty["record"] is None
+
+
+def test_a_record_for_an_unknown_contract_is_an_orphan_unless_some_contracts_did_not_load():
+    from pv.lifecycle import orphans
+
+    known = contract()
+    stray = rec(known, "FAIL", cid="gone")
+    [(index, record, why)] = orphans([known], [rec(known, "PASS"), stray])
+    assert (index, record, why) == (1, stray, "no contract gone (FALSIFY-DEMO-001 belongs to demo)")
+    assert orphans([known], [stray], incomplete=True) == []  # it may belong to a file that failed to load
+
+
+def test_each_falsifier_state_is_explained_in_one_line():
+    c = contract(falsifiers=[falsifier(devices=("cpu", "cuda"))])
+    explain = lambda *records: contract_status(c, list(records)).falsifiers[0].explain()  # noqa: E731
+    assert explain() == "no evidence yet"
+    assert explain(rec(c, "PASS"), rec(c, "PASS", device="cuda")) == "passed on cpu, cuda"
+    assert explain(rec(c, "PASS")) == "passed on cpu; not on cuda (PENDING)"
+    assert explain(rec(c, "PASS"), rec(c, "FAIL", device="cuda")) == "FAIL on cuda"

@@ -193,3 +193,21 @@ def test_a_failing_value_only_the_solver_finds_is_replayed_and_kept():
     decision = vacuity.decide("x != 0.123456789 * 3")
     assert decision.refused is None and decision.undecided is None
     assert decision.fails_at == {"x": 0.123456789 * 3} and expr.judge("x != 0.123456789 * 3", decision.fails_at).holds is False
+
+
+@pytest.mark.parametrize("text, side", [("x * 3 == 1", "passes_at"), ("x * 3 != 1", "fails_at")])
+def test_a_witness_only_the_solver_finds_decides_the_question(text, side):
+    # no special double, number of the prediction or neighbour of one makes x * 3 == 1 true:
+    # the solver's candidate, replayed through pv.expr, settles it
+    decision = vacuity.decide(text)
+    assert decision.refused is None and decision.undecided is None
+    witness = getattr(decision, side)
+    assert expr.judge(text, witness).holds is (side == "passes_at")
+
+
+def test_a_passing_value_that_is_half_a_bound_is_found_without_the_solver():
+    # x * x == 324 is beyond the solver's budget (nonlinear floating point), but the concrete
+    # search tries each number of the prediction halved: 36 / 2 = 18 passes
+    decision = vacuity.decide("x * x == 324 and x < 36")
+    assert decision.undecided is None and decision.passes_at is not None
+    assert expr.judge("x * x == 324 and x < 36", decision.passes_at).holds

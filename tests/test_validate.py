@@ -789,3 +789,21 @@ def test_jobs_for(monkeypatch):
     monkeypatch.delenv("PV_JOBS", raising=False)
     assert jobs_for(3) == 1 and jobs_for(PARALLEL_MIN_FILES - 1) == 1
     assert 1 <= jobs_for(10_000) <= 8
+
+
+def test_a_version_that_is_not_text_is_left_to_the_schema_not_to_the_file_name_check(vworkspace):
+    vworkspace.contract(("version: 1.0.0", "version: 1"))
+    result = vworkspace.run()
+    assert result.exit_code == 1
+    assert not {"PV199", "PV304"} & codes(result), result.output  # no internal error, no name complaint
+
+
+def test_a_non_ascii_combining_mark_is_named_as_written(vworkspace):
+    # "e" + U+0301 (a decomposed é) is a valid name that Python folds to "é": the message must
+    # quote non-ASCII text, never the ASCII word before the mark
+    where = 'prediction: "val_loss < 0.7 * ln(vocab_size)"'
+    vworkspace.contract((where, where.replace("val_loss", "vale\u0301_loss", 1)))
+    result = vworkspace.run()
+    [d] = only(result, "PV406")
+    quoted = d.message.split("the name ", 1)[1].split(" is not ASCII", 1)[0]
+    assert not quoted.strip("'").isascii(), d.message
