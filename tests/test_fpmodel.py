@@ -51,3 +51,14 @@ def test_a_power_without_an_even_literal_exponent_can_fail(text):
 def test_a_complex_power_is_never_defined():
     # (-8) ** 0.5 is complex in Python: pv.expr reports an error, so no observation is judged
     assert can("x ** 0.5 == x ** 0.5 and x < 0 and x > -inf", want=True) == "unsat"
+
+
+def test_a_negated_comparison_is_a_number():
+    # -(x < 1) is -1 or 0 in Python (a boolean is 0 or 1 in arithmetic): never positive
+    assert can("-(x < 1) <= 0", want=False) == "unsat"
+    assert can("-(x < 1) == -1", want=True) == "sat"
+
+
+def test_ln_of_a_finite_positive_number_is_finite():
+    assert can("ln(x) < inf or x == inf", want=False) == "unsat"
+    assert can("ln(x) == ln(x) or x == inf", want=False) == "unsat"  # and never NaN

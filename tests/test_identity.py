@@ -334,3 +334,12 @@ def test_a_pass_recorded_on_python_312_before_test2_digests_counts_only_as_312s(
     append(ws.ledger, [honest.model_copy(update={**fields, "record_id": "y" * 32,
                                                  "versions": {**honest.versions, "python": python}})])
     assert (status_of(ws, "FALSIFY-DEMO-002")["state"] == "DISCHARGED") is counts
+
+
+def test_the_evidence_check_answers_code_changes_from_the_trees_digests():
+    from types import SimpleNamespace
+
+    tree = SimpleNamespace(changes=lambda recorded: tuple(sorted(recorded or {"(none)": ""})))
+    check = identity.EvidenceCheck(SimpleNamespace(root="."), [], tree=tree)
+    assert check.changes({"pkg.b": "1", "pkg.a": "2"}) == ("pkg.a", "pkg.b")
+    assert check.changes(None) == ("(none)",)

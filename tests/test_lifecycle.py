@@ -451,3 +451,9 @@ def test_each_falsifier_state_is_explained_in_one_line():
     assert explain(rec(c, "PASS"), rec(c, "PASS", device="cuda")) == "passed on cpu, cuda"
     assert explain(rec(c, "PASS")) == "passed on cpu; not on cuda (PENDING)"
     assert explain(rec(c, "PASS"), rec(c, "FAIL", device="cuda")) == "FAIL on cuda"
+
+
+def test_an_overclaim_over_red_evidence_names_each_red_falsifier_and_why():
+    c = contract(status="ACTIVE_RUNTIME", falsifiers=[falsifier(), falsifier("FALSIFY-DEMO-002")])
+    s = contract_status(c, [rec(c, "FAIL"), rec(c, "PASS", fid="FALSIFY-DEMO-002")])
+    assert overclaim(s) == "the evidence is red (FALSIFY-DEMO-001 FAIL on cpu)"

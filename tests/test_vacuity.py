@@ -205,9 +205,17 @@ def test_a_witness_only_the_solver_finds_decides_the_question(text, side):
     assert expr.judge(text, witness).holds is (side == "passes_at")
 
 
-def test_a_passing_value_that_is_half_a_bound_is_found_without_the_solver():
-    # x * x == 324 is beyond the solver's budget (nonlinear floating point), but the concrete
-    # search tries each number of the prediction halved: 36 / 2 = 18 passes
-    decision = vacuity.decide("x * x == 324 and x < 36")
-    assert decision.undecided is None and decision.passes_at is not None
-    assert expr.judge("x * x == 324 and x < 36", decision.passes_at).holds
+@pytest.mark.parametrize("text", [
+    "a == 0 and b == 2 and c == b",  # the repair step satisfies `name <op> bound` links
+    "x < -3 and x > -5",
+    # x * x == N is beyond the solver's budget (nonlinear floating point): the witness is one of
+    # the prediction's own numbers moved (halved, doubled, one up, one down)
+    "x * x == 324 and x < 36", "x * x == 5184 and x > 36", "x * x == 1225 and x < 36", "x * x == 1369 and x > 36",
+])
+def test_honest_predictions_are_decided_without_the_solver(text, monkeypatch):
+    from pv import fpmodel
+
+    monkeypatch.setattr(fpmodel, "Query", lambda parsed: pytest.fail(f"the solver was asked about {parsed.text}"))
+    decision = vacuity._decide_parsed(expr.parse(text))  # uncached
+    assert decision.refused is None and decision.undecided is None
+    assert expr.judge(text, decision.passes_at).holds and not expr.judge(text, decision.fails_at).holds
