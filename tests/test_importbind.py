@@ -13,7 +13,7 @@ import pytest
 
 from pv import importbind
 
-SOURCE = "def used(x):\n    return x + 1\n"
+SOURCE = "LIMIT = 1\n\n\ndef used(x):\n    return x + LIMIT\n\n\nclass Box:\n    def size(self):\n        return 1\n"
 
 
 @pytest.fixture
@@ -30,11 +30,13 @@ def module(tmp_path: Path, request: pytest.FixtureRequest):
     sys.modules.pop(name, None)
 
 
-def _write_pyc(module, body: bytes) -> None:
+def _write_pyc(module, body: bytes, flags: int = 0, mtime_shift: int = 0) -> None:
+    """A cached bytecode file: timestamp-based (flags 0) and current unless `mtime_shift`."""
     source = Path(module.__spec__.origin)
     stat = source.stat()
-    header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little") + \
-        (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    header = importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little") + \
+        ((int(stat.st_mtime) + mtime_shift) & 0xFFFFFFFF).to_bytes(4, "little") + \
+        (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little")
     cached = Path(module.__spec__.cached)
     cached.parent.mkdir(exist_ok=True)
     cached.write_bytes(header + body)
@@ -62,3 +64,29 @@ def test_a_function_replaced_by_installed_code_is_not_flagged_but_one_from_a_pro
     monkeypatch.setattr(module, "used", other.used)
     assert importbind.patched(module, set()) == \
         [f"{module.__name__}.used is replaced by code from {tmp_path / 'other.py'}"]
+
+
+def _forged(module) -> bytes:
+    return marshal.dumps(compile(SOURCE.replace("x + LIMIT", "x"), module.__spec__.origin, "exec"))
+
+
+def test_stale_timestamp_bytecode_is_no_mismatch_python_compiled_the_source_instead(module):
+    _write_pyc(module, _forged(module), mtime_shift=-100)
+    assert importbind.bytecode_mismatch(module) is None
+
+
+def test_unchecked_hash_based_bytecode_is_compared_checked_is_trusted_to_python(module):
+    _write_pyc(module, _forged(module), flags=0b01)  # hash-based, unchecked: Python runs it as is
+    assert "ran from bytecode" in importbind.bytecode_mismatch(module)
+    _write_pyc(module, _forged(module), flags=0b11)  # checked: Python compared the source's hash
+    assert importbind.bytecode_mismatch(module) is None
+
+
+def test_a_replaced_method_of_a_top_level_class_is_flagged(module, tmp_path, monkeypatch):
+    (tmp_path / "other2.py").write_text("def size(self):\n    return 2\n")
+    spec = importlib.util.spec_from_file_location("other2_ib", tmp_path / "other2.py")
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+    monkeypatch.setattr(module.Box, "size", other.size)
+    assert importbind.patched(module, set()) == \
+        [f"{module.__name__}.Box.size is replaced by code from {tmp_path / 'other2.py'}"]
