@@ -62,3 +62,11 @@ def test_a_negated_comparison_is_a_number():
 def test_ln_of_a_finite_positive_number_is_finite():
     assert can("ln(x) < inf or x == inf", want=False) == "unsat"
     assert can("ln(x) == ln(x) or x == inf", want=False) == "unsat"  # and never NaN
+
+
+def test_a_tree_outside_the_expression_language_is_refused():
+    import ast
+
+    outside = expr.Expression(text="x[0] > 1", tree=ast.parse("x[0] > 1", mode="eval"))  # parse() refuses it
+    with pytest.raises(ValueError, match="not in the expression language: Subscript"):
+        fpmodel.Query(outside)

@@ -343,3 +343,12 @@ def test_the_evidence_check_answers_code_changes_from_the_trees_digests():
     check = identity.EvidenceCheck(SimpleNamespace(root="."), [], tree=tree)
     assert check.changes({"pkg.b": "1", "pkg.a": "2"}) == ("pkg.a", "pkg.b")
     assert check.changes(None) == ("(none)",)
+
+
+def test_a_prose_keyword_given_as_code_is_code_in_the_digest():
+    """`if_fails=` text is prose, but a name there is code another module could change."""
+    as_name = module().replace("if_fails='look'", "if_fails=LOOK")
+    assert identity.test_sha256(as_name, "test_falsify_a") != \
+        identity.test_sha256(as_name.replace("if_fails=LOOK", "if_fails=SEE"), "test_falsify_a")
+    negative = module().replace("if_fails='look'", "if_fails=-1")  # a signed literal is still a literal
+    assert identity.test_sha256(negative, "test_falsify_a") == identity.test_sha256(module(), "test_falsify_a")

@@ -457,3 +457,10 @@ def test_an_overclaim_over_red_evidence_names_each_red_falsifier_and_why():
     c = contract(status="ACTIVE_RUNTIME", falsifiers=[falsifier(), falsifier("FALSIFY-DEMO-002")])
     s = contract_status(c, [rec(c, "FAIL"), rec(c, "PASS", fid="FALSIFY-DEMO-002")])
     assert overclaim(s) == "the evidence is red (FALSIFY-DEMO-001 FAIL on cpu)"
+
+
+def test_a_mutants_state_names_the_record_that_decided_it():
+    c = contract()
+    kill = rec(c, "FAIL", mutant="m_one")
+    s = contract_status(c, [rec(c, "PASS"), kill])
+    assert s.falsifiers[0].mutants[0].record == kill
