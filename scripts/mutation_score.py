@@ -27,12 +27,15 @@ How one run goes, in a single Python process (no pytest start-up per mutant):
    the module's source: an interrupted run, started again with the same arguments, runs only
    what is missing; `--rerun-survivors` runs the survivors again (after tests were added).
 
-Patching in place keeps identities: the child execs the mutated source into the module's own
-namespace, then puts back every object the mutated top-level statement does not bind; a
-mutant inside a function swaps the function's code object (`__code__`, defaults) into the
-original function, so a caller holding it (`from pv.expr import parse` in another module or
-in a test) runs the mutant too. A mutated module-level binding or class body takes its new
-value, and the same name imported into pv's or the tests' modules is rebound to it.
+Patching in place: the child execs the mutated source into the module's own namespace. A
+mutant inside a function swaps the new code object (`__code__`, defaults) into the original
+function and puts every other object back, so identities hold and a caller holding the
+function (`from pv.expr import parse` in another module or in a test) runs the mutant too. A
+mutant at module level or in a class body keeps the whole re-executed namespace (as a fresh
+import would: a model built from a mutated enum is rebuilt) and rebinds each changed name
+wherever pv's or the tests' modules imported it. What other modules derived from the old
+objects at their own import (an instance, a copy under another name) stays old: the figure
+is a lower bound.
 
 Equivalent mutants (no test can tell them from the original) are listed, each with a reason,
 in scripts/mutation_equivalents.toml by site id; the score is killed / (sampled - equivalent).
@@ -209,19 +212,23 @@ def patch(module: Any, original: str, mutated: str, site: operators.Site, roots:
     namespace.setdefault("__builtins__", builtins)
     exec(code, namespace)  # noqa: S102 - pv's own source, mutated at one site
     after = dict(namespace)
-    for name, value in before.items():  # everything the mutated statement does not bind stays itself
-        if name not in names:
-            namespace[name] = value
     scope = [] if site.scope == "<module>" else site.scope.split(".")
-    if len(names) == 1 and scope and scope[0] in names and scope[0] in before and scope[0] in after \
-            and _swap(before[scope[0]], after[scope[0]], scope[1:]):
-        namespace[scope[0]] = before[scope[0]]
+    head = scope[0] if scope else None
+    if head in names and head in before and head in after and _swap(before[head], after[head], scope[1:]):
+        # a mutant inside a function: every other object is put back as it was, so identities
+        # (classes, enum members, sentinels) hold, and the function object itself is the
+        # original one running the mutated code
+        namespace.clear()
+        namespace.update(before)
         return "function"
-    for name in names:  # a module-level binding or a class body: the new value, everywhere it was imported
-        old, new = before.get(name, _MISSING), after.get(name, _MISSING)
-        if new is _MISSING:
-            namespace.pop(name, None)
-        if old is _MISSING:
+    # A module-level statement or a class body: the module as a fresh import of the mutated
+    # source would be (a pydantic model built from a mutated enum is rebuilt too), and every
+    # name imported from it into pv's or the tests' modules follows.
+    for name, old in before.items():
+        if name.startswith("__") and name.endswith("__"):
+            continue
+        new = after.get(name, _MISSING)
+        if new is old:
             continue
         for other in list(sys.modules.values()):
             where = getattr(other, "__file__", None) or ""

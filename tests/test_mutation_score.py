@@ -102,13 +102,24 @@ def test_a_class_body_mutant_replaces_the_class_everywhere(toy):
     assert user.Box is module.Box and module.Box().double() == 4
 
 
-def test_patching_with_the_unmutated_source_changes_nothing(toy):
+def test_patching_with_the_unmutated_source_changes_no_behaviour(toy):
     module, user, root = toy
-    over, box = module.over, module.Box
     for site in operators.sites(TOY, module.__name__):
-        ms.patch(module, TOY, TOY, site, roots=(root,))
-    assert module.over is over and user.check(4) is True and module.Box().double() == 2
-    assert module.LIMIT == 3
+        over = module.over
+        how = ms.patch(module, TOY, TOY, site, roots=(root,))
+        assert how == ("function" if site.scope in ("over", "Box.double") else "binding"), site
+        if how == "function":
+            assert module.over is over  # identities kept
+        assert user.check(4) is True and user.check(3) is False and module.Box().double() == 2
+        assert module.LIMIT == 3 and user.over is module.over and user.Box is module.Box
+
+
+def test_a_module_level_mutant_rebuilds_what_the_module_derives_from_it(toy):
+    module, user, _ = toy
+    site = next(s for s in operators.sites(TOY, module.__name__) if s.operator == "constant" and s.line == 1)
+    module_source = TOY + "DOUBLE_LIMIT = LIMIT * 2\n"
+    ms.patch(module, module_source, operators.apply(module_source, site), site, roots=(toy[2],))
+    assert module.DOUBLE_LIMIT == 8  # as a fresh import of the mutated source computes it
 
 
 def test_changed_lines_cover_every_line_of_a_dropped_multiline_statement():
