@@ -90,3 +90,10 @@ def test_a_replaced_method_of_a_top_level_class_is_flagged(module, tmp_path, mon
     monkeypatch.setattr(module.Box, "size", other.size)
     assert importbind.patched(module, set()) == \
         [f"{module.__name__}.Box.size is replaced by code from {tmp_path / 'other2.py'}"]
+
+
+def test_a_compiled_module_beside_the_source_shadows_it(tmp_path):
+    (tmp_path / "m.py").write_text(SOURCE)
+    compiled = tmp_path / ("m" + importbind.EXTENSION_SUFFIXES[0])
+    assert importbind.shadowing("pkg.m", compiled) == f"{compiled.name} shadows m.py"
+    assert importbind.shadowing("pkg.m", tmp_path / "m.py") is None

@@ -464,3 +464,12 @@ def test_a_mutants_state_names_the_record_that_decided_it():
     kill = rec(c, "FAIL", mutant="m_one")
     s = contract_status(c, [rec(c, "PASS"), kill])
     assert s.falsifiers[0].mutants[0].record == kill
+
+
+def test_adhoc_cells_of_one_path_sort_by_falsifier_not_by_ledger_order():
+    from pv.lifecycle import adhoc_cells
+
+    c = contract(falsifiers=[dict(falsifier(), subjects=["small"]), dict(falsifier("FALSIFY-DEMO-002"), subjects=["s"])])
+    second = rec(c, "PASS", fid="FALSIFY-DEMO-002").model_copy(update={"subject": "path:/u/ckpt", "subject_digest": "a"})
+    first = rec(c, "PASS").model_copy(update={"subject": "path:/u/ckpt", "subject_digest": "a"})
+    assert [r.falsifier.id for r in adhoc_cells([c], [second, first])] == ["FALSIFY-DEMO-001", "FALSIFY-DEMO-002"]

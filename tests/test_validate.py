@@ -807,3 +807,17 @@ def test_a_non_ascii_combining_mark_is_named_as_written(vworkspace):
     [d] = only(result, "PV406")
     quoted = d.message.split("the name ", 1)[1].split(" is not ASCII", 1)[0]
     assert not quoted.strip("'").isascii(), d.message
+
+
+def test_depends_on_a_misspelt_contract_id_gets_a_hint(vworkspace):
+    vworkspace.contract(("depends_on: []", "depends_on: [demo-othr]"))
+    other_contract(vworkspace)
+    result = vworkspace.run()
+    only(result, "PV306")
+    assert "did you mean 'demo-other'?" in result.output
+
+
+def test_a_check_that_is_not_module_colon_function_is_left_to_the_schema(vworkspace):
+    vworkspace.contract(("check: falsifiers.demo:measure", "check: falsifiers.demo.measure"))
+    result = vworkspace.run()
+    assert result.exit_code == 1 and "PV199" not in codes(result), result.output
