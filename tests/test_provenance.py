@@ -48,6 +48,10 @@ def test_a_copy_inside_another_repository_does_not_take_its_commit(tmp_path, mon
     monkeypatch.setenv("PV_GIT_COMMIT", "c" * 40)
     monkeypatch.setenv("PV_GIT_DIRTY", "0")
     assert state(copy) == ("c" * 40, False, "PV_GIT_COMMIT")
+    outer_commit = git(outer, "rev-parse", "HEAD")  # even a commit the outer repository has:
+    monkeypatch.setenv("PV_GIT_COMMIT", outer_commit)
+    monkeypatch.setenv("PV_GIT_DIRTY", "1")
+    assert state(copy) == (outer_commit, True, "PV_GIT_COMMIT")  # dirty as said: the outer git is not asked
 
 
 def test_an_explicit_commit_wins_over_git_and_dirty_is_measured_against_it(tmp_path, monkeypatch):
