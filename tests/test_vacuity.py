@@ -211,8 +211,8 @@ def test_a_witness_only_the_solver_finds_decides_the_question(text, side):
     "x > -inf", "x < inf",  # the special doubles include both infinities
     "x > 4 and x * x == 36", "x < -4 and x * x == 36",  # only a repaired value (the bound moved past) passes
     # x * x == N is beyond the solver's budget (nonlinear floating point): the witness is one of
-    # the prediction's own numbers moved (halved, doubled, one up, one down)
-    "x * x == 324 and x != 36", "x * x + 0 * 36 == 5184", "x * x + 0 * 36 == 1225", "x * x + 0 * 36 == 1369",
+    # the prediction's own numbers moved (halved, doubled, one down)
+    "x * x == 324 and x != 36", "x * x + 0 * 36 == 5184", "x * x + 0 * 36 == 1225",
 ])
 def test_honest_predictions_are_decided_without_the_solver(text, monkeypatch):
     from pv import fpmodel
