@@ -505,6 +505,9 @@ def markdown(summary: dict[str, Any]) -> str:
         score = "–" if r["score"] is None else f"{100 * r['score']:.1f} %"
         lines.append(f"| {name} | {r['sampled']} | {r['run']} | {r['killed']} | {r['equivalent']} | "
                      f"{r['survived']} | {score} |")
+    if summary["equivalents"]:
+        lines += ["", "| equivalent mutant | why no test can kill it |", "|---|---|"]
+        lines += [f"| `{e['mutant']}` | {e['reason']} |" for e in summary["equivalents"]]
     return "\n".join(lines)
 
 

@@ -209,7 +209,7 @@ def test_a_witness_only_the_solver_finds_decides_the_question(text, side):
     "a == 0 and b == 2 and c == b",  # the repair step satisfies `name <op> bound` links
     "x < -3 and x > -5",
     "x > -inf", "x < inf",  # the special doubles include both infinities
-    "x > 4 and x * x == 36", "x < -4 and x * x == 36",  # only a repaired value (the bound moved past) passes
+    "x > 4 and x * x == 36", "x < -4 and x * x == 36", "x != 4 and x * x == 36",  # only the repaired value passes
     # x * x == N is beyond the solver's budget (nonlinear floating point): the witness is one of
     # the prediction's own numbers moved (halved, doubled, one down)
     "x * x == 324 and x != 36", "x * x + 0 * 36 == 5184", "x * x + 0 * 36 == 1225",
