@@ -7,7 +7,8 @@ Each configuration runs `pytest generated_tests -k EXPR --pv-device cpu --pv-no-
 no:randomly` in a fresh process (the same work: kernels, data pipeline, gates, DDP launches
 with two ranks each, a checkpoint round trip); the baseline sets PV_EXECUTION=off, which
 collects nothing (records made that way say so and are never fresh). Runs alternate (off, on,
-off, on, ...) so a neighbour's load falls on both.
+off, on, ...) so a neighbour's load falls on both; with --side-by-side each repeat starts the two
+together, so both run under the same load for the same minutes.
 
 Two figures, each the ratio of the medians:
 
@@ -58,6 +59,34 @@ def once(selection: str, collect: bool, tests: str = "generated_tests") -> tuple
     return elapsed, spent, summary.strip("= ")
 
 
+def paired(selection: str, tests: str = "generated_tests") -> dict[str, tuple[float, float, str]]:
+    """One run without and one with collection started together and run side by side: on a
+    machine shared with other work both see the same neighbours for the same minutes. Each
+    one's CPU time is its own process tree's (os.wait4: the process and every descendant it
+    waited for), so the two do not mix."""
+    started = {}
+    for mode in ("off", "on"):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        env.pop("PV_EXECUTION", None)
+        if mode == "off":
+            env["PV_EXECUTION"] = "off"
+        process = subprocess.Popen([sys.executable, "-m", "pytest", tests, "-q", "-k", selection, "--pv-device",
+                                    "cpu", "--pv-no-ledger", "-p", "no:randomly", "-p", "no:cacheprovider"],
+                                   cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        started[mode] = (process, time.perf_counter())
+    out = {}
+    for mode, (process, start) in started.items():
+        stdout = process.stdout.read() if process.stdout else ""
+        _, status, usage = os.wait4(process.pid, 0)
+        elapsed = time.perf_counter() - start
+        code = os.waitstatus_to_exitcode(status)
+        if code not in (0, 1):
+            raise SystemExit(f"pytest ({mode}) exited {code}:\n{stdout[-3000:]}")
+        summary = next((line for line in reversed(stdout.splitlines()) if " passed" in line or " failed" in line), "")
+        out[mode] = (elapsed, usage.ru_utime + usage.ru_stime, summary.strip("= "))
+    return out
+
+
 def _ratio(off: list[float], on: list[float]) -> float:
     return statistics.median(on) / statistics.median(off)
 
@@ -68,14 +97,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-k", dest="selection", default=DEFAULT)
     parser.add_argument("--tests", default="generated_tests", help="the test path pytest collects")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="run each repeat's two configurations at the same time (a shared machine)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     runs: dict[str, dict[str, list[float]]] = {"off": {"wall": [], "cpu": []}, "on": {"wall": [], "cpu": []}}
     summary = ""
     for _ in range(args.repeat):
+        pair = paired(args.selection, args.tests) if args.side_by_side else None
         for mode in ("off", "on"):
-            wall, cpu, summary = once(args.selection, collect=mode == "on", tests=args.tests)
+            if pair is not None:
+                wall, cpu, summary = pair[mode]
+            else:
+                wall, cpu, summary = once(args.selection, collect=mode == "on", tests=args.tests)
             runs[mode]["wall"].append(wall)
             runs[mode]["cpu"].append(cpu)
             print(f"  {mode:3s} wall {wall:7.1f} s  cpu {cpu:7.1f} s  ({summary})", flush=True)

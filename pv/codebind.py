@@ -270,8 +270,9 @@ class TreeDigests:
         """Why a record's code is not the tree's. A record that carries the units it executed
         (pv.execution) is judged by those; an older one by its module digests."""
         executed = getattr(record, "executed_code", None)
-        if executed is None:
-            return self.changes(getattr(record, "code_digests", None))
+        if executed is None:  # module binding: older records, and timing checks run untraced (pv.timing)
+            problems = tuple(f"binding: {p}" for p in getattr(record, "binding_problems", None) or ())
+            return problems + self.changes(getattr(record, "code_digests", None))
         if self._units is None:
             from pv.codeunits import UnitTree
 

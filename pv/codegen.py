@@ -248,6 +248,9 @@ def render(loaded: LoadedContract, workspace: Workspace) -> str:
             "runtimes_kw": Code("" if f.runtimes is None else f", runtimes={literal(list(f.runtimes))}"),
             "runtime_param": Code("" if f.runtimes is None else ", runtime: str"),
             "runtime_arg": Code("" if f.runtimes is None else ", runtime=runtime"),
+            # a timing check runs untraced, bound to whole modules (pv.timing)
+            "timing_arg": Code("" if f.timing_observations is None
+                               else f", timing_observations={literal(list(f.timing_observations))}"),
         }
         if f.check:
             any_bound = True

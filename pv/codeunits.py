@@ -168,6 +168,40 @@ def units_of_source(data: bytes) -> ModuleUnits:
     return parse_units(data)
 
 
+def stored_units(data: bytes, store: "object | None") -> ModuleUnits:
+    """units_of_source, also remembered across sessions in `store` (a pv.cache.Cache keyed by
+    the source's sha256): parsing and digesting every bound module again was most of what
+    binding cost a fresh pytest process. An entry that does not read back whole is a miss."""
+    if store is None:
+        return units_of_source(data)
+    from pv.cache import key_of
+
+    key = key_of(data)
+    found = store.get(key)  # type: ignore[attr-defined]
+    if isinstance(found, dict):
+        try:
+            return _from_json(found)
+        except (KeyError, TypeError, ValueError):
+            pass
+    units = units_of_source(data)
+    store.put(key, _to_json(units))  # type: ignore[attr-defined]
+    return units
+
+
+def _to_json(units: ModuleUnits) -> dict:
+    return {"digests": units.digests, "spans": [list(s) for s in units.spans],
+            "imports": [[level, module, list(names)] for level, module, names in units.imports]}
+
+
+def _from_json(data: dict) -> ModuleUnits:
+    digests = data["digests"]
+    if not isinstance(digests, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in digests.items()):
+        raise ValueError("digests")
+    spans = tuple((int(a), int(b), str(q)) for a, b, q in data["spans"])
+    imports = tuple((int(level), str(module), tuple(str(n) for n in names)) for level, module, names in data["imports"])
+    return ModuleUnits(dict(digests), spans, imports)
+
+
 def raw_units(data: bytes) -> ModuleUnits:
     """A file that is not Python source (an extension module, bytecode): one unit, its bytes."""
     return ModuleUnits({MODULE_UNIT: "raw-" + hashlib.sha256(data).hexdigest()[: DIGEST_CHARS - 4]})

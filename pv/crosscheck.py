@@ -103,7 +103,7 @@ def _file_local(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
         except (KeyError, TypeError, ValueError):
             pass
     out: list[Diagnostic] = []
-    for check in (file_name, obligation_references, expressions, tolerance_caps):
+    for check in (file_name, obligation_references, expressions, tolerance_caps, timing_observations):
         out += _guarded(check, loaded)
     if not any(d.code == "PV199" for d in out):  # a bug in pv is reported every time, never remembered
         ctx.file_facts.put(key, [d.to_json() for d in out])
@@ -264,6 +264,27 @@ def tolerance_caps(loaded: LoadedContract) -> list[Diagnostic]:
     return out
 
 
+def timing_observations(loaded: LoadedContract) -> list[Diagnostic]:
+    """PV409: `timing_observations` names an observation the prediction does not read. The
+    declaration runs the check untraced (pv.timing); it must name what makes tracing wrong."""
+    out = []
+    for i, f in _falsifiers(loaded.data):
+        declared, text = f.get(K.TIMING_OBSERVATIONS.key), f.get(K.PREDICTION.key)
+        if not isinstance(declared, list) or not isinstance(text, str):
+            continue  # the schema reports the wrong types
+        try:
+            read = expr.parse(text).names
+        except expr.ExprError:
+            continue  # PV401 reports it
+        for j, name in enumerate(declared):
+            if isinstance(name, str) and name not in read:
+                out.append(_d(loaded, loaded.position((*K.TIMING_OBSERVATIONS.at(i), j)), "PV409",
+                              f"timing_observations names {name!r}, which the prediction does not read",
+                              f"list only the timed observations of the prediction ({', '.join(sorted(read))}); "
+                              "a falsifier that times nothing runs traced, bound to the functions it executed"))
+    return out
+
+
 def _status(loaded: LoadedContract) -> LifecycleStatus | None:
     raw = _dict(loaded.data.get(K.METADATA.key)).get(K.STATUS.key)
     try:
@@ -394,6 +415,42 @@ def mutants(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
             hint = f"did you mean {near!r}?" if near else f"declare it in {module} with @mutant({name!r})"
         out.append(_d(loaded, loaded.position(K.MUTANTS.at(i) + (j,)), "PV309",
                       f"unknown mutant {name!r}", hint))
+    return out + mutant_runtimes(loaded, ctx, declared)
+
+
+def mutant_runtimes(loaded: LoadedContract, ctx: Context, declared: list[tuple[int, int, str]]) -> list[Diagnostic]:
+    """PV321: a declared mutant's `runtimes=` is unreadable or names no runtime of [tool.pv]
+    runtimes; PV320: the mutant is planted in no runtime the falsifier runs on, so `pv strength`
+    could never meet it (pv.mutation.meets)."""
+    from pv import mutation
+
+    module = ctx.workspace.mutants_module
+    found = ctx.index.mutant_runtimes(module) if module else None
+    if not found:
+        return []
+    table = ctx.workspace.runtimes
+    falsifiers = dict(_falsifiers(loaded.data))
+    out = []
+    for i, j, name in declared:
+        if name not in found:
+            continue  # PV309 said so
+        runtimes, problem = found[name]
+        pos = loaded.position(K.MUTANTS.at(i) + (j,))
+        unknown = [rt for rt in runtimes or () if rt not in table]
+        if problem or unknown:
+            out.append(_d(loaded, pos, "PV321", f"mutant {name!r}: " + (problem or (
+                f"runtimes= names {', '.join(map(repr, unknown))}, not one of [tool.pv] runtimes "
+                f"({', '.join(table) or 'none'})")), f"fix @mutant({name!r}, runtimes=...) in {module}"))
+            continue
+        ran_on = [rt for rt in _list(falsifiers[i].get(K.RUNTIMES.key)) if isinstance(rt, str)] or [None]
+        planted = mutation.planted_in(runtimes, table)
+        if not any(mutation.meets(planted, rt, table) for rt in ran_on):
+            where = ", ".join(rt for rt in ran_on if rt) or f"its own code (the default runtime, {next(iter(table), 'none')})"
+            out.append(_d(loaded, pos, "PV320",
+                          f"mutant {name!r} is planted in {', '.join(sorted(planted or ()))} only, and the falsifier "
+                          f"runs on {where}: it can never meet the bug",
+                          f"add a runtime the bug is planted in to `runtimes:`, or declare the bug's equivalent "
+                          f"on this falsifier's runtime (a mutant with runtimes= in {module})"))
     return out
 
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from pv import childtrace, codebind, importbind
-from pv.codeunits import MODULE_UNIT, ModuleUnits, raw_units, units_of_source
+from pv.codeunits import MODULE_UNIT, ModuleUnits, raw_units, stored_units
 
 # Warnings coverage would print for packages a check never imports: not ours to show.
 _QUIET = ["module-not-imported", "no-data-collected", "module-not-measured", "module-not-python",
@@ -77,16 +77,20 @@ class _Collector:
 
         self.cov = coverage.Coverage(data_file=None, source_pkgs=list(packages), config_file=False, branch=False)
         self.cov.config.disable_warnings = list(_QUIET)
+        childtrace.skip_unexecuted_file_search(self.cov)
         self.checks = 0
         self.active = False
+        self.context = ""
 
     def next_context(self) -> str:
         self.checks += 1
-        return f"pv-check-{self.checks}"
+        self.context = f"pv-check-{self.checks}"
+        return self.context
 
 
 _collectors: dict[tuple[str, ...], _Collector] = {}
 _untraced_imports: tuple[str, ...] = ()
+_measuring: list[_Collector] = []  # the collectors measuring now, outermost first
 
 
 def set_untraced_imports(modules: Iterable[str]) -> None:
@@ -137,6 +141,7 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
     context = collector.next_context()
     try:
         collector.active = True
+        _measuring.append(collector)
         os.environ[_ENV] = child_config.serialize()
         cov.start()
         started = True
@@ -157,11 +162,31 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
             run.problem = f"executed code could not be collected ({type(exc).__name__}: {exc})"
         finally:
             collector.active = False
+            if collector in _measuring:
+                _measuring.remove(collector)
             if previous is None:
                 os.environ.pop(_ENV, None)
             else:
                 os.environ[_ENV] = previous
             shutil.rmtree(children, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """No collector measures inside the block: those measuring a check around it (a check run
+    inside a check) stop, child processes start unmeasured, and both resume after it."""
+    measuring = list(_measuring)
+    previous = os.environ.pop(_ENV, None)
+    for collector in reversed(measuring):  # coverage stops the innermost first
+        collector.cov.stop()
+    try:
+        yield
+    finally:
+        for collector in measuring:
+            collector.cov.start()
+            collector.cov.switch_context(collector.context)
+        if previous is not None:
+            os.environ[_ENV] = previous
 
 
 def _package_dirs(packages: tuple[str, ...]) -> list[str]:
@@ -228,17 +253,33 @@ def _loaded_files(packages: tuple[str, ...], modules: Mapping[str, object]) -> d
     return files
 
 
-def _units(path: str) -> ModuleUnits | None:
+_stores: dict[Path, object] = {}  # workspace root -> its pv.cache of code units
+
+
+def _store(root: Path | None) -> object | None:
+    """The persistent cache of code units under `root` (pv.codeunits.stored_units), per session.
+    None in a process told to write no bytecode (PYTHONDONTWRITEBYTECODE: `pv mutate`'s runs,
+    which leave nothing in the user's tree): a parse cache is the same kind of by-product."""
+    if root is None or sys.dont_write_bytecode:
+        return None
+    if root not in _stores:
+        from pv.cache import Cache, pv_source_digest
+
+        _stores[root] = Cache(root, "code-units", pv_source_digest())
+    return _stores[root]
+
+
+def _units(path: str, root: Path | None = None) -> ModuleUnits | None:
     try:
         data = Path(path).read_bytes()
     except OSError:
         return None
-    return units_of_source(data) if importbind.is_source(Path(path)) else raw_units(data)
+    return stored_units(data, _store(root)) if importbind.is_source(Path(path)) else raw_units(data)
 
 
-def _static_imports(name: str, path: str) -> set[str]:
+def _static_imports(name: str, path: str, root: Path | None = None) -> set[str]:
     """The modules a module's import statements name (with `from pkg import sub`'s submodule)."""
-    units = _units(path)
+    units = _units(path, root)
     if units is None:
         return set()
     return set(_imports_in(name, Path(path).name.startswith("__init__."), units.imports))
@@ -287,7 +328,7 @@ def bind(run: Run, packages: Iterable[str], workspace_root: Path,
         name = module_for_file(path, packages, loaded)
         if not lines or name is None or not codebind.in_packages(name, packages):
             continue
-        units = _units(path)
+        units = _units(path, root)
         if units is None:
             problems.append(f"{name} ran from {path}, which is gone")
             continue
@@ -302,7 +343,7 @@ def bind(run: Run, packages: Iterable[str], workspace_root: Path,
         wanted = [(".".join(parts[:i]), False) for i in range(1, len(parts))]
         path = files.get(name) or getattr(modules.get(name), "__file__", None)
         if path and not Path(path).name.startswith("__init__."):
-            wanted += [(n, True) for n in _static_imports(name, path)]
+            wanted += [(n, True) for n in _static_imports(name, path, root)]
         for other, expand in wanted:
             module_path = getattr(modules.get(other), "__file__", None)
             if other in seen or not codebind.in_packages(other, packages) or not module_path:
@@ -314,12 +355,15 @@ def bind(run: Run, packages: Iterable[str], workspace_root: Path,
                 todo.append(other)
     digests: dict[str, dict[str, str]] = {}
     for name, unit_names in sorted(executed.items()):
-        units = _units(files[name])
+        units = _units(files[name], root)
         if units is None:
             problems.append(f"{name}: {files[name]} could not be read")
             continue
         digests[name] = {q: units.digests.get(q, "absent") for q in sorted(unit_names)}
     origins = {name: _relative(files[name], root) for name in digests}
+    store = _store(root)
+    if store is not None:
+        store.save()  # type: ignore[attr-defined]  # writes only when this bind parsed something new
     bound_files = set(loaded) | set(files.values())
     problems += importbind.loaded_problems(digests, modules, root, bound_files)  # type: ignore[arg-type]
     return Bound(digests, origins, sorted(dict.fromkeys(problems)))

@@ -33,7 +33,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from pv import codebind, execution, explain, expr, identity, mutation, provenance, tolerance as tolerances, vacuity
+from pv import (codebind, execution, explain, expr, identity, importbind, mutation, provenance, timing,
+                tolerance as tolerances, vacuity)
 from pv.outcome import Outcome
 
 
@@ -174,12 +175,13 @@ def _record(outcome: Outcome) -> Outcome:
     return outcome
 
 
-def _code_digests(check: Callable[..., Any], before: set[str]) -> dict[str, str] | None:
-    """The digests of the code this check exercised (pv.codebind); None if it cannot be told."""
+def _code_digests(check: Callable[..., Any], before: set[str], also: Iterable[str] = ()) -> dict[str, str] | None:
+    """The digests of the code this check exercised (pv.codebind); None if it cannot be told.
+    `also`: more modules whose closure it ran (a runtime adapter's)."""
     module = getattr(check, "__module__", None)
     if not module:
         return None
-    start = [module]
+    start = [module, *also]
     factory = mutation.run_mutant_factory()
     mutant_module = getattr(getattr(factory, "__wrapped__", factory), "__module__", None)
     if mutant_module:
@@ -208,6 +210,17 @@ def _bind_executed(outcome: Outcome, run: execution.Run | None, check: Callable[
         return
     outcome.executed_code, outcome.code_origins = bound.executed, bound.origins
     outcome.binding_problems = bound.problems or None
+
+
+def _bind_untraced(outcome: Outcome, check: Callable[..., Any], before: set[str], adapter: Any) -> None:
+    """A timing check ran untraced (pv.timing): bind it to the whole modules it can run."""
+    also = [type(adapter).__module__] if adapter is not None else []
+    outcome.code_digests = _code_digests(check, before, also)
+    outcome.binding = timing.UNTRACED_BINDING
+    root = _binding[1][0] if _binding is not None and _binding[1] else Path.cwd()
+    files = {os.path.realpath(f) for n in outcome.code_digests or {} if (f := getattr(sys.modules.get(n), "__file__", None))}
+    problems = importbind.loaded_problems(outcome.code_digests or {}, sys.modules, root, files)  # type: ignore[arg-type]
+    outcome.binding_problems = sorted(set(problems)) or None
 
 
 def code_digests_of(start: list[str], *, before: set[str] | None = None,
@@ -345,10 +358,12 @@ def falsify(
     subject: str | None = None,
     subject_param: str = "subject",
     runtime: str | None = None,
+    timing_observations: list[str] | None = None,
 ) -> Outcome:
     """Call `check(device=..., **params)`, judge `prediction` on what it observed. With a
     `subject`, the check also receives it as `subject_param` (the directory of a `path:`
-    subject, pv.subjects.param_value).
+    subject, pv.subjects.param_value). With `timing_observations`, the check runs untraced and
+    its record is bound to whole modules (pv.timing).
 
     Returns the PASS outcome; raises pytest's skip (SKIP), Falsified (FAIL) or FalsifierError
     (ERROR) otherwise. Every path leaves its Outcome for take_outcome().
@@ -417,8 +432,9 @@ def falsify(
     before = set(sys.modules)
     start = time.perf_counter()
     run = None
+    collector = timing.untraced() if timing_observations else execution.collecting(_bound_packages(check))
     try:
-        with execution.collecting(_bound_packages(check)) as run, mutation.around_check():
+        with collector as run, mutation.around_check():
             observations = check(**kwargs)
     except DeviceUnavailable as exc:
         outcome.verdict, outcome.message = "SKIP", f"device absent: {exc}"
@@ -431,7 +447,10 @@ def falsify(
         raise FalsifierError(f"{label}: {outcome.message}") from exc
     finally:  # an ERROR or a SKIP is evidence about this code too
         outcome.duration_s = time.perf_counter() - start
-        _bind_executed(outcome, run, check, before)
+        if timing_observations:
+            _bind_untraced(outcome, check, before, kwargs.get("runtime") if runtime is not None else None)
+        else:
+            _bind_executed(outcome, run, check, before)
 
     if not isinstance(observations, Mapping) or not all(isinstance(k, str) for k in observations):
         outcome.message = (f"check returned {type(observations).__name__}, not a mapping of named "

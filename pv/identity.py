@@ -215,12 +215,30 @@ class EvidenceCheck:
         self._rendered: dict[str, str | None] = {}
         self._expected: dict[tuple[str, str], tuple[str, str | None] | None] = {}
         self._legacy_digests: dict[tuple[str, str, str], str | None] = {}
+        self._planted: dict[str, tuple[str, ...] | None] | None = None  # mutant -> its `runtimes=`
 
     def changes(self, recorded: Mapping[str, str] | None) -> tuple[str, ...]:
         return self.tree.changes(recorded)
 
     def record_changes(self, record: LedgerRecord) -> tuple[str, ...]:
         return self.tree.record_changes(record)
+
+    def mutant_meets(self, mutant: str, runtime: str | None) -> bool:
+        """Whether the bug `mutant` is planted in `runtime`, a falsifier cell's (pv.mutation.meets;
+        read from the mutants module without importing it). A name the module does not declare
+        is judged by no runtime (pv validate reports it, PV309)."""
+        from pv import mutation
+
+        if self._planted is None:  # read as pv validate reads it (pv.cache keeps it by the files' bytes)
+            from pv.staticcheck import ModuleIndex
+
+            module = self.workspace.mutants_module
+            found = ModuleIndex(self.workspace.root).mutant_runtimes(module) if module else None
+            self._planted = {name: runtimes for name, (runtimes, _) in (found or {}).items()}
+        if mutant not in self._planted:
+            return True
+        table = self.workspace.runtimes
+        return mutation.meets(mutation.planted_in(self._planted[mutant], table), runtime, table)
 
     def __getattr__(self, name: str) -> Any:  # anything else the tree's digests answer
         if name == "tree":

@@ -21,11 +21,14 @@ def kill_matrix_section(entries: list[Any]) -> list[str]:
         out += [
             "Each falsifier run under each planted bug it declares: KILLED (it failed, as it must), "
             "SURVIVED (it passed: blind to that bug), ERROR, STALE (run on code that has changed since), "
-            "— (not run yet). Blank: not declared.",
+            "— (not run yet), **NO CELL** (the bug is planted in no runtime the falsifier runs on). Blank: not "
+            "declared. Only the cells of the runtimes a bug is planted in count: a record under it on another "
+            "runtime counts neither way.",
             "",
         ]
         cell = {MutantState.KILLED: "KILLED", MutantState.SURVIVED: "**SURVIVED**",
-                MutantState.ERROR: "ERROR", MutantState.STALE: "STALE", MutantState.NOT_RUN: "—"}
+                MutantState.ERROR: "ERROR", MutantState.STALE: "STALE", MutantState.NOT_RUN: "—",
+                MutantState.NO_CELL: "**NO CELL**"}
         rows = []
         for e, f in falsifiers:
             states = {m.mutant: cell[m.state] for m in f.mutants}

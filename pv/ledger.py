@@ -28,8 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # 2: records may carry code_digests, git_commit_source and merged_from; 3: subject and
 # subject_digest; 4: executed_code, code_origins and binding_problems; 5: test_node, test_sha256,
-# judged_params, judged_tolerance; 6: runtime and runtime_version (all optional, so older lines still read).
-LEDGER_SCHEMA_VERSION = 6
+# judged_params, judged_tolerance; 6: runtime and runtime_version; 7: binding (all optional, so
+# older lines still read).
+LEDGER_SCHEMA_VERSION = 7
 # A record is a flat object with a few small mappings; anything nested deeper is not ours.
 MAX_DEPTH = 16
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
@@ -100,6 +101,10 @@ class LedgerRecord(BaseModel):
     executed_code: dict[str, dict[str, str]] | None = None
     code_origins: dict[str, str] | None = None
     binding_problems: list[str] | None = None
+    # How the record is bound to code: None, to the units in executed_code (or, on records made
+    # before, to code_digests' modules); "modules": the check observes timings and ran without the
+    # line tracer (pv.timing), so code_digests binds whole modules and any edit of one stales it.
+    binding: str | None = None
     # Set by `pv ledger merge`: which file the record came from and when it was merged.
     merged_from: dict[str, str] | None = None
     # What ran (pv.identity): the test (`<path from the workspace root>::<pytest name>`), the

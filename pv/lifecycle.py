@@ -27,6 +27,9 @@ The rules (docs/internals.md, "Lifecycle"):
   mutants act on one device only, e.g. `cuda_drops_qkv_bias`, so surviving on a device the
   mutant does not touch does not count against the falsifier); else ERROR if one errored;
   else SURVIVED if one passed; else NOT_RUN. A falsifier that declares no mutant is UNPROVEN.
+  Only the cells of a runtime the bug is planted in count (`@mutant(..., runtimes=)`, asked of
+  `code.mutant_meets`): a record under the bug on another runtime, where its code never runs,
+  counts neither way; a declared bug that no cell of the falsifier meets is NO_CELL (not killed).
 * Per contract: DRAFT (no fresh PASS/FAIL/ERROR on any falsifier) -> DRAFT_RED (a FALSIFIED
   or ERROR falsifier) -> DRAFT_PARTIAL_DISCHARGE (no failure, not all discharged, or a
   mutant not killed, or an UNPROVEN falsifier) -> ACTIVE_RUNTIME (every falsifier discharged
@@ -45,6 +48,7 @@ from pv.diagnostics import Diagnostic
 from pv.ledger import LedgerRecord, Verdict
 from pv.runtimes import cell_runtime
 from pv.schema import STATUS_RANK, Contract, FalsificationTest, LifecycleStatus
+from pv.timing import note
 
 if TYPE_CHECKING:  # pragma: no cover
     from pv.loader import LoadedContract
@@ -80,6 +84,7 @@ class MutantState(str, Enum):
     ERROR = "ERROR"
     STALE = "STALE"  # the latest record under the bug ran other code than the tree's: re-run it
     NOT_RUN = "NOT_RUN"
+    NO_CELL = "NO_CELL"  # the bug is planted in no runtime the falsifier runs on: it can never meet it
 
 
 FAILING = frozenset({FalsifierState.FALSIFIED, FalsifierState.ERROR})
@@ -194,7 +199,7 @@ class FalsifierStatus:
         """One line: why this falsifier is where it is."""
         state = self.state
         if state is FalsifierState.DISCHARGED:
-            return f"passed on {', '.join(self.devices_in(DeviceState.PASS))}"
+            return f"passed on {', '.join(self.devices_in(DeviceState.PASS))}{note(d.record for d in self.devices)}"
         if state is FalsifierState.FALSIFIED:
             return f"FAIL on {', '.join(self.devices_in(DeviceState.FAIL))}"
         if state is FalsifierState.ERROR:
@@ -304,6 +309,13 @@ def refused(record: LedgerRecord, code: Any, falsifier: FalsificationTest) -> st
     return None if refuses is None else refuses(record, falsifier)
 
 
+def mutant_meets(code: Any, mutant: str, runtime: str | None) -> bool:
+    """Whether the bug `mutant` is planted in the runtime of a cell (pv.identity.EvidenceCheck
+    reads the mutants module's `runtimes=`); True when `code` does not judge that."""
+    meets = getattr(code, "mutant_meets", None)
+    return True if meets is None else meets(mutant, runtime)
+
+
 def _cell(device: str, subject: str | None, here: list[Indexed], sha: str, code: Any,
           falsifier: FalsificationTest, runtime: str | None = None) -> DeviceEvidence:
     """The evidence of one cell from its records (`here`: the cell's non-mutant records). A
@@ -368,7 +380,8 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
         under = [(i, r, s, rt) for i, r, s, rt in relevant
                  if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s] and refused(r, code, falsifier) is None]
         per_device = []
-        for rt_, subject, device in cells:
+        met = [cell for cell in cells if mutant_meets(code, mutant, cell[0])]
+        for rt_, subject, device in met:
             latest = _latest((i, r) for i, r, s, rt in under if (rt, s, r.device) == (rt_, subject, device))
             if latest is not None:
                 changed = code_changes(latest, code, falsifier)
@@ -383,6 +396,8 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
             mstate = MutantState.SURVIVED
         elif DeviceState.STALE in seen:
             mstate = MutantState.STALE
+        elif not met:
+            mstate = MutantState.NO_CELL
         else:
             mstate = MutantState.NOT_RUN
         mutants.append(MutantEvidence(mutant, mstate, tuple(per_device)))
@@ -547,50 +562,3 @@ def declared_status_diagnostics(
                   f"pv status --promote{demote} {status.id}"),
         ))
     return out
-
-
-def to_json(status: ContractStatus, display_path: str | None = None) -> dict[str, Any]:
-    """A plain, deterministic dict of a contract's computed status (for `--format json`)."""
-
-    def record_json(record: LedgerRecord | None) -> dict[str, Any] | None:
-        if record is None:
-            return None
-        return {
-            "record_id": record.record_id, "verdict": record.verdict.value, "time_utc": record.time_utc,
-            "git_commit": record.git_commit, "git_dirty": record.git_dirty, "observations": record.observations,
-            "margin": record.margin, "message": record.message, "device_name": record.device_name,
-            "git_commit_source": record.git_commit_source, "merged_from": record.merged_from,
-        }
-
-    return {
-        "id": status.id,
-        "path": display_path,
-        "version": status.contract.metadata.version,
-        "declared": status.declared.value,
-        "evidence": status.evidence.value,
-        "computed": status.computed.value,
-        "overclaim": overclaim(status),
-        "blockers": list(status.blockers),
-        "falsifiers": [
-            {
-                "id": f.id,
-                "state": f.state.value,
-                "ship_blocking": f.falsifier.ship_blocking,
-                "sha256": f.sha256,
-                "prediction": f.falsifier.prediction,
-                "strength": f.strength,
-                # keyed `cpu`, or `cpu[tiny-trained]` for a subject's cell
-                "devices": {d.label: {"device": d.device, "subject": d.subject, "state": d.state.value,
-                                      "stale_because": list(d.stale_because), "record": record_json(d.record)}
-                            for d in f.devices},
-                "mutants": {
-                    m.mutant: {
-                        "state": m.state.value,
-                        "devices": {d.label: d.state.value for d in m.devices},
-                    }
-                    for m in f.mutants
-                },
-            }
-            for f in status.falsifiers
-        ],
-    }

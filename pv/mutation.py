@@ -13,7 +13,12 @@
             runtime.attention.apply_bias = original
 
 The decorator wraps the generator with `contextlib.contextmanager` and registers it, with its
-docstring, under its name. `load_registry(workspace)` imports `[tool.pv] mutants_module` and
+docstring, under its name. `runtimes=` says which of `[tool.pv] runtimes` the bug is planted in
+(a name or a tuple of names, literal so that pv reads it without importing); left out, the bug is
+planted in the project's default runtime, the first of the table: a project's mutants break its
+own runtime. `pv strength` runs a falsifier under a bug only on the cells of a runtime the bug
+is planted in, and the lifecycle counts only those cells (`meets`): a pass on another runtime,
+where the bug's code never runs, says nothing about the falsifier. `load_registry(workspace)` imports `[tool.pv] mutants_module` and
 returns the registry; `scan_mutant_names(path)` finds the names statically (for `pv validate`,
 which must not import the runtime).
 
@@ -72,6 +77,7 @@ class Mutant:
     doc: str
     module: str
     qualname: str
+    runtimes: tuple[str, ...] | None = None  # planted in these runtimes; None: the default runtime
 
     def __call__(self) -> contextlib.AbstractContextManager[Any]:
         return self.factory()
@@ -125,10 +131,24 @@ def _reporting(name: str, factory: Callable[[], contextlib.AbstractContextManage
     return entered
 
 
-def mutant(name: str) -> Callable[[Callable[..., Any]], Callable[[], contextlib.AbstractContextManager[Any]]]:
-    """Register a generator (contextlib.contextmanager style) as the planted bug `name`."""
+def runtimes_of(value: Any, what: str) -> tuple[str, ...] | None:
+    """`runtimes=` of a mutant as a tuple of names (None when left out), or MutationError."""
+    if value is None:
+        return None
+    names = (value,) if isinstance(value, str) else value
+    if not isinstance(names, (tuple, list)) or not names or not all(isinstance(n, str) and n for n in names):
+        raise MutationError(f"{what}: runtimes= must be a runtime name or a tuple of names "
+                            f"of [tool.pv] runtimes, got {value!r}")
+    return tuple(dict.fromkeys(names))
+
+
+def mutant(name: str, runtimes: str | tuple[str, ...] | list[str] | None = None
+           ) -> Callable[[Callable[..., Any]], Callable[[], contextlib.AbstractContextManager[Any]]]:
+    """Register a generator (contextlib.contextmanager style) as the planted bug `name`, planted
+    in `runtimes` (names of [tool.pv] runtimes; None: the project's default runtime)."""
     if not isinstance(name, str) or not re.match(MUTANT_PATTERN, name):
         raise MutationError(f"mutant name {name!r} must be snake_case ({MUTANT_PATTERN})")
+    declared_runtimes = runtimes_of(runtimes, f"@mutant({name!r})")
 
     def register(fn: Callable[..., Any]) -> Callable[[], contextlib.AbstractContextManager[Any]]:
         if inspect.isgeneratorfunction(fn):
@@ -141,6 +161,7 @@ def mutant(name: str) -> Callable[[Callable[..., Any]], Callable[[], contextlib.
         entry = Mutant(
             name=name, factory=factory, doc=inspect.getdoc(fn) or "",
             module=getattr(fn, "__module__", "?"), qualname=getattr(fn, "__qualname__", "?"),
+            runtimes=declared_runtimes,
         )
         previous = REGISTRY.get(name)
         if previous is not None and (previous.module, previous.qualname) != (entry.module, entry.qualname):
@@ -200,6 +221,30 @@ class MutantDecl:
     col: int
     function: str
     doc: str
+    runtimes: tuple[str, ...] | None = None  # `runtimes=` of the decorator; None: left out
+    problem: str | None = None  # why `runtimes=` could not be read (not a literal)
+
+
+def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """`NAME = <expr>` at the top level of a module (a `runtimes=` may name one, e.g. HF)."""
+    return {target.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+            for target in node.targets if isinstance(target, ast.Name)}
+
+
+def _decorator_runtimes(node: ast.Call, constants: dict[str, ast.expr]) -> tuple[tuple[str, ...] | None, str | None]:
+    """(runtimes, problem) of `@mutant("x", runtimes=...)`: a literal name or tuple/list of names,
+    or a module-level constant holding one."""
+    value = next((k.value for k in node.keywords if k.arg == "runtimes"), None)
+    if value is None and len(node.args) > 1:
+        value = node.args[1]
+    if value is None:
+        return None, None
+    try:
+        literal = ast.literal_eval(constants.get(value.id, value) if isinstance(value, ast.Name) else value)
+        return runtimes_of(literal, "@mutant"), None
+    except (ValueError, TypeError, SyntaxError, MutationError):
+        return None, ("runtimes= must be a literal runtime name or tuple of names (pv reads it without "
+                      f"importing the module), got `{ast.unparse(value)}`")
 
 
 def _decorator_name(node: ast.expr) -> str | None:
@@ -225,13 +270,15 @@ def _scan_file(path: Path) -> list[MutantDecl]:
     except (OSError, UnicodeDecodeError) as exc:
         raise MutationError(f"{path}: cannot read: {exc}") from None
     found = []
+    constants = _module_constants(tree)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for deco in node.decorator_list:
                 name = _decorator_name(deco)
                 if name is not None:
+                    planted_in, problem = _decorator_runtimes(deco, constants)  # type: ignore[arg-type]
                     found.append(MutantDecl(name, path, deco.lineno, deco.col_offset + 1, node.name,
-                                            ast.get_docstring(node) or ""))
+                                            ast.get_docstring(node) or "", planted_in, problem))
     return found
 
 
@@ -256,3 +303,28 @@ def module_path(workspace: Any) -> Path | None:
     if (base / "__init__.py").is_file():
         return base
     return None
+
+
+# --- which cells a planted bug meets ---------------------------------------------------------
+
+
+def planted_in(declared: tuple[str, ...] | None, table: Any) -> frozenset[str] | None:
+    """The runtimes a bug is planted in: its `runtimes=`, else the project's default runtime (the
+    first of [tool.pv] runtimes). None when the project names no runtime and the bug none either:
+    then every cell meets it (a project without runtimes has one runtime, its own code)."""
+    if declared is not None:
+        return frozenset(declared)
+    names = list(table or ())
+    return frozenset(names[:1]) or None
+
+
+def meets(planted: frozenset[str] | None, cell_runtime: str | None, table: Any) -> bool:
+    """Whether a falsifier's cell of runtime `cell_runtime` runs the code a bug planted in
+    `planted` breaks. A falsifier without `runtimes:` (cell runtime None) drives the project's
+    own code: the default runtime's."""
+    if planted is None:
+        return True
+    names = list(table or ())
+    runtime = cell_runtime if cell_runtime is not None else (names[0] if names else None)
+    return runtime in planted
+

@@ -41,6 +41,7 @@ class Outcome:
     executed_code: dict[str, dict[str, str]] | None = None  # module -> unit -> digest (pv.execution)
     code_origins: dict[str, str] | None = None
     binding_problems: list[str] | None = None
+    binding: str | None = None  # "modules": a timing check, untraced, bound to whole modules (pv.timing)
     # The test's identity, from its `pv_falsifier` marker (the plugin fills these in).
     contract: str | None = None
     contract_version: str | None = None
@@ -94,6 +95,7 @@ class Outcome:
             executed_code=self.executed_code,
             code_origins=self.code_origins,
             binding_problems=self.binding_problems,
+            binding=self.binding,
             test_node=self.test_node,
             test_sha256=self.test_sha256,
             judged_params=self.judged_params,

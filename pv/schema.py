@@ -64,6 +64,8 @@ MutantName = Annotated[str, StringConstraints(pattern=MUTANT_PATTERN)]
 SubjectName = Annotated[str, StringConstraints(pattern=SUBJECT_PATTERN)]
 RUNTIME_PATTERN = r"^[a-z0-9][a-z0-9_.-]*$"
 RuntimeName = Annotated[str, StringConstraints(pattern=RUNTIME_PATTERN)]
+OBSERVATION_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+ObservationName = Annotated[str, StringConstraints(pattern=OBSERVATION_PATTERN)]
 
 # Values a check may receive as params: plain JSON-like data, nothing executable.
 ParamScalar = str | int | float | bool | None
@@ -235,8 +237,14 @@ class FalsificationTest(Strict):
     )
     tolerance: Tolerance | None = None
     counter_example_classes: list[NonEmpty] = Field(default_factory=list)
+    timing_observations: list[ObservationName] | None = Field(
+        default=None, min_length=1,
+        description="The observations the prediction reads that are timings (tokens/s, a speed-up, MFU). "
+                    "The check then runs without the line tracer, which would slow what it times, and its "
+                    "record is bound to whole modules (pv.timing): any edit of any of them stales it. "
+                    "Each name must be one the prediction reads.")
 
-    @field_validator("devices", "mutants", "subjects", "runtimes")
+    @field_validator("devices", "mutants", "subjects", "runtimes", "timing_observations")
     @classmethod
     def _no_repeats(cls, value: list[str] | None) -> list[str] | None:
         if value is None:

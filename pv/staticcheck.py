@@ -28,7 +28,7 @@ MAX_MODULE_BYTES = 2_000_000  # a check module is a few kilobytes; more is not w
 # in another, or deeper in the stack. pv parses with this many frames of headroom, whatever the
 # limit and depth are, so the same file always gives the same answer.
 PARSE_HEADROOM = 500
-MUTANT_SCAN_VERSION = f"mutant-names-1|{MAX_MODULE_BYTES}"  # pv.cache: change with the scan
+MUTANT_SCAN_VERSION = f"mutant-names-3|{MAX_MODULE_BYTES}"  # pv.cache: change with the scan
 FACTS_VERSION = f"module-facts-1|{MAX_MODULE_BYTES}"  # pv.cache: change with _signature/_top_level_binding
 MAX_NAME_BYTES = 255  # one path component, the longest most file systems allow
 
@@ -108,7 +108,7 @@ class ModuleIndex:
 
     root: Path
     _modules: dict[str, _Module | None] = field(default_factory=dict)
-    _mutants: dict[str, frozenset[str] | None] = field(default_factory=dict)
+    _mutants: dict[str, dict[str, tuple[tuple[str, ...] | None, str | None]] | None] = field(default_factory=dict)
     _functions: dict[tuple[str, str], "Signature | Unresolved"] = field(default_factory=dict)
     _store: Any = None  # pv.cache.Cache of mutant names per file, opened on first use
     _facts: Any = None  # pv.cache.Cache of check signatures per file, opened on first use
@@ -291,27 +291,33 @@ class ModuleIndex:
     def mutant_names(self, dotted: str) -> frozenset[str] | None:
         """Names declared with `mutant("name")` in the module (every module of the package);
         None when the module does not exist."""
+        found = self.mutant_runtimes(dotted)
+        return None if found is None else frozenset(found)
+
+    def mutant_runtimes(self, dotted: str) -> dict[str, tuple[tuple[str, ...] | None, str | None]] | None:
+        """Name -> (its `runtimes=`, None when left out; why that could not be read, or None) of
+        every mutant the module (package) declares; None when the module does not exist."""
         if dotted in self._mutants:
             return self._mutants[dotted]
         try:
             found = self.module_file(dotted)
         except Unresolved:
             found = None
-        names: frozenset[str] | None = None
+        names: dict[str, tuple[tuple[str, ...] | None, str | None]] | None = None
         if found is not None:
             path, is_package = found
             files = sorted(path.parent.rglob("*.py")) if is_package else [path]
-            collected: set[str] = set()
+            names = {}
             for file in files:
-                collected.update(self._file_mutant_names(file))
-            names = frozenset(collected)
+                for name, runtimes, problem in self._file_mutant_names(file):
+                    names[name] = (None if runtimes is None else tuple(runtimes), problem)
             if self._store is not None:
                 self._store.save()
         self._mutants[dotted] = names
         return names
 
-    def _file_mutant_names(self, file: Path) -> list[str]:
-        """The mutant names one file declares; remembered in pv.cache under the file's bytes
+    def _file_mutant_names(self, file: Path) -> list[list[Any]]:
+        """[name, runtimes or None, problem or None] of each mutant one file declares; remembered in pv.cache under the file's bytes
         (scanning parses the file, and a mutants package is scanned whole for every contract)."""
         try:
             data = file.read_bytes()
@@ -327,12 +333,13 @@ class ModuleIndex:
 
             key = key_of(data)
             found = self._store.get(key)
-            if isinstance(found, list) and all(isinstance(n, str) for n in found):
+            if isinstance(found, list) and all(isinstance(n, list) and len(n) == 3 for n in found):
                 return found
-        names: list[str] = []
+        names: list[list[Any]] = []
         if parse_module(file)[0] is not None:  # an unparsable module declares nothing pv can see
             try:
-                names = [decl.name for decl in mutation.scan_mutant_names(file)]
+                names = [[decl.name, None if decl.runtimes is None else list(decl.runtimes), decl.problem]
+                         for decl in mutation.scan_mutant_names(file)]
             except mutation.MutationError:
                 names = []
         try:

@@ -42,6 +42,11 @@ FORMAT = 1
 SUBJECT_FILE = "subject.json"
 FILES = {"heldout": "heldout.safetensors", "train": "train.safetensors",
          "train_windows": "train_windows.safetensors", "prompts": "prompts.safetensors"}
+# What each argument of write() holds, for the error that names a missing one.
+HOLDS = {"heldout": "held-out batches, as your eval loop scores them",
+         "train": "training batches, in training order (fine-tune and eval-pollution checks)",
+         "train_windows": "fixed windows of the training data, batched like heldout (train_val_ratio)",
+         "prompts": "openings of held-out text, as lists of token ids (greedy decoding checks)"}
 
 
 class SubjectError(Exception):
@@ -79,7 +84,13 @@ class Subject:
             raise SubjectError(f"subject {self.name}: a bare checkpoint has no {kind} batches; give a subject "
                                f"directory ({SUBJECT_FILE} + {FILES[kind]}, pvpack.subjects) or a subject the "
                                "project's [tool.pv] subject_provider knows")
-        return _read(self.directory / FILES[kind])
+        file = self.directory / FILES[kind]
+        if not file.is_file():
+            raise SubjectError(f"subject {self.name}: {file} is missing: it was written without "
+                               f"pvpack.subjects.write({kind}=...), {HOLDS[kind]}. Pass {kind}= in your "
+                               f"subject provider ([tool.pv] subject_provider), then delete {self.directory} "
+                               "so it is built again")
+        return _read(file)
 
     def _batches(self, kind: str, count: int | None, start: int = 0) -> list[Batch]:
         tensors = self._tensors(kind)

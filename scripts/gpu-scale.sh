@@ -64,12 +64,13 @@ run_cells() {  # device
 if [ "$phase" != cpu ]; then
   run_cells cuda
   echo "== planted bugs at scale"
-  for pair in "FALSIFY-CUDA-FORWARD-PARITY-001 fast_path_drops_qkv_bias" \
+  for pair in "FALSIFY-CUDA-FORWARD-PARITY-001 fast_path_drops_qkv_bias matrix" \
               "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-002 eval_reads_stale_train_buffer"; do
     set -- $pair
-    pv run "$1" --device cuda --subject "$subject" --mutant "$2" --ledger "$ledger" > "$out/mutant-$2.log" 2>&1
-    if grep -q "FAIL (killed)" "$out/mutant-$2.log"; then echo "killed: $2 by $1"
-    else echo "NOT killed: $2 by $1 ($(grep -oE 'PASS \(survived\)|ERROR|SKIP' "$out/mutant-$2.log" | head -1))"; fi
+    pv strength "$1" --mutant "$2" ${3:+--matrix} --device cuda --skip-subject tiny-trained --skip-subject tiny-random \
+      --ledger "$ledger" > "$out/mutant-$2.log" 2>&1
+    if grep -qE "KILLED|FAIL \(killed\)" "$out/mutant-$2.log"; then echo "killed: $2 by $1"
+    else echo "NOT killed: $2 by $1 ($(grep -oE 'SURVIVED|PASS \(survived\)|ERROR|SKIP' "$out/mutant-$2.log" | head -1))"; fi
     grep -E "^\[" "$out/mutant-$2.log"
   done | tee "$out/kills.txt"
   grep -q "NOT killed" "$out/kills.txt" && status=1

@@ -121,3 +121,19 @@ def test_docstrings_and_added_functions_leave_module_code_unchanged():
     assert {k: v for k, v in now.items() if k != "added"} == base
     changed = codeunits.parse_units(TRICKY.replace('"a second string is code"', '"other"').encode()).digests
     assert changed["decorated"] != base["decorated"]
+
+
+def test_units_kept_in_the_cache_read_back_equal_and_a_bad_entry_is_a_miss(tmp_path):
+    from pv.cache import Cache, key_of
+    from pv.codeunits import stored_units, units_of_source
+
+    source = b"import os\nfrom . import sib\n\n\ndef f(x):\n    def g():\n        return x\n    return g()\n\n\nclass C:\n    def m(self):\n        return 1\n"
+    first = Cache(tmp_path, "code-units", "v")
+    computed = stored_units(source, first)
+    first.save()
+    again = stored_units(source, Cache(tmp_path, "code-units", "v"))  # read back from disk
+    assert again == computed == units_of_source(source)
+    assert again.imports == computed.imports and again.unit_of_line(7) == "f.<locals>.g"
+    broken = Cache(tmp_path, "code-units", "v")
+    broken.put(key_of(source), {"digests": {"f": 3}, "spans": [], "imports": []})
+    assert stored_units(source, broken) == computed  # recomputed, never the broken entry

@@ -152,3 +152,27 @@ def test_a_contract_that_is_not_a_mapping_gets_no_per_file_findings_and_no_crash
         loaded = LoadedContract(path=Path(tmp_path / "a-v1.yaml"), display_path="a-v1.yaml", text="", sha256="0",
                                 data=data, contract=None)
         assert crosscheck.check_file(loaded, None) == []
+
+
+@pytest.mark.parametrize("decorator, runtimes_key, expected", [
+    ('@mutant("drops_bias", runtimes="alpha")', "    runtimes: [alpha, beta]\n", []),
+    ('@mutant("drops_bias")', "    runtimes: [alpha]\n", []),  # left out: the default runtime, alpha
+    ('@mutant("drops_bias", runtimes=("beta",))', "    runtimes: [alpha]\n", [("PV320", "planted in beta only")]),
+    ('@mutant("drops_bias")', "    runtimes: [beta]\n", [("PV320", "planted in alpha only")]),
+    ('@mutant("drops_bias", runtimes="gamma")', "    runtimes: [alpha]\n", [("PV321", "'gamma'")]),
+    ('@mutant("drops_bias", runtimes=pick())', "    runtimes: [alpha]\n", [("PV321", "literal")]),
+])
+def test_a_declared_bug_must_be_planted_in_a_runtime_the_falsifier_runs_on(vworkspace, decorator, runtimes_key,
+                                                                         expected):
+    from pv_validate_ws import parse_output
+    from test_runtimes import RUNTIMES_TOML, _contract, _with_runtime_check
+
+    vworkspace.write("pyproject.toml", (vworkspace.root / "pyproject.toml").read_text() + RUNTIMES_TOML)
+    _with_runtime_check(vworkspace)
+    mutants = vworkspace.root / "falsifiers" / "mutants.py"
+    assert '@mutant("drops_bias")' in mutants.read_text()
+    vworkspace.write("falsifiers/mutants.py", mutants.read_text().replace('@mutant("drops_bias")', decorator))
+    vworkspace.contract(*_contract(runtimes_key))
+    found = parse_output(vworkspace.run().output)
+    assert [(f.code, text in f.message) for f, (_, text) in zip(found, expected)] == [(c, True) for c, _ in expected]
+    assert [f.code for f in found] == [c for c, _ in expected]

@@ -249,7 +249,7 @@ def test_nanotrainer_example_end_to_end(nanotrainer: Project):
 
     strength = project.run("pv", "strength", "--device", "cpu", "-j", "2", timeout=900)
     for mutant in NANO_MUTANTS:
-        assert re.search(rf"\s{mutant}\s+FALSIFY-NANO-[A-Z]+-00\d\s+cpu\[nano-\w+\]\s+KILLED", strength.stdout), \
+        assert re.search(rf"\s{mutant}\s+FALSIFY-NANO-[A-Z]+-00\d\s+cpu\[nano-\w+\]@nanotrainer\s+KILLED", strength.stdout), \
             (mutant, strength.stdout)
     assert "SURVIVED" not in strength.stdout, strength.stdout
     killed = [r for r in project.ledger() if r["mutant"] is not None]

@@ -423,15 +423,48 @@ def test_adhoc_cells_of_one_path_with_and_without_a_digest_sort_without_a_crash(
     assert [(r.subject_digest, r.evidence.state.value) for r in rows] == [(None, "FAIL"), ("b" * 64, "PASS")]
 
 
-def test_the_json_status_carries_each_cells_deciding_record():
-    from pv.lifecycle import to_json
+class _PlantedIn:
+    """The `code` pv.lifecycle is given, judging only where each bug is planted (pv.identity's
+    EvidenceCheck reads it from the mutants module); the records' code always the tree's."""
 
-    c = contract()
-    payload = to_json(contract_status(c, [rec(c, "PASS")]))
-    cell = payload["falsifiers"][0]["devices"]["cpu"]
-    assert cell["state"] == "PASS" and cell["record"]["verdict"] == "PASS" and "record_id" in cell["record"]
-    empty = to_json(contract_status(c, []))["falsifiers"][0]["devices"]["cpu"]
-    assert empty["record"] is None
+    def __init__(self, planted: dict[str, tuple[str, ...]]):
+        self.planted = planted
+
+    def mutant_meets(self, mutant: str, runtime: str | None) -> bool:
+        return (runtime or "pvlab") in self.planted.get(mutant, ("pvlab",))
+
+    def record_changes(self, record) -> tuple[str, ...]:
+        return ()
+
+
+def test_a_bug_is_judged_only_on_the_cells_of_the_runtimes_it_is_planted_in():
+    from pv.lifecycle import falsifier_status
+
+    c = contract(falsifiers=[dict(falsifier(mutants=("pvlab_bug", "hf_bug", "liger_bug")),
+                                  runtimes=["pvlab", "hf"], check="p.m:f")])
+    f = c.falsification_tests[0]
+    code = _PlantedIn({"hf_bug": ("hf",), "liger_bug": ("liger",)})
+
+    def under(mutant, verdict, runtime):
+        record = rec(c, verdict, mutant=mutant)
+        return record.model_copy(update={"runtime": runtime})
+
+    def states(*records):
+        status = falsifier_status(c.metadata.id, f, list(enumerate(records)), code)
+        return {m.mutant: (m.state, [d.label for d in m.devices]) for m in status.mutants}
+
+    # off-runtime survivors (the pvlab bug passing on hf, the hf bug on pvlab) never lower the count
+    got = states(under("pvlab_bug", "FAIL", "pvlab"), under("pvlab_bug", "PASS", "hf"),
+                 under("hf_bug", "FAIL", "hf"), under("hf_bug", "PASS", "pvlab"))
+    assert got["pvlab_bug"] == (MutantState.KILLED, ["cpu@pvlab"])
+    assert got["hf_bug"] == (MutantState.KILLED, ["cpu@hf"])
+    # ... and an off-runtime FAIL never raises it: no kill, no survivor, not run
+    got = states(under("pvlab_bug", "FAIL", "hf"), under("hf_bug", "FAIL", None))  # None: an old, default-runtime record
+    assert got["pvlab_bug"] == (MutantState.NOT_RUN, []) and got["hf_bug"] == (MutantState.NOT_RUN, [])
+    # a bug planted in no runtime the falsifier runs on can never be met: NO_CELL, which blocks like a survivor
+    assert got["liger_bug"] == (MutantState.NO_CELL, [])
+    status = contract_status(c, [under("liger_bug", "FAIL", "liger")], code)
+    assert "liger_bug NO_CELL" in " ".join(status.blockers)
 
 
 def test_a_record_for_an_unknown_contract_is_an_orphan_unless_some_contracts_did_not_load():

@@ -185,3 +185,78 @@ def test_the_run_mutant_wraps_each_check_call(monkeypatch):
     assert mutation.planted() == ()  # only around the check call
     mutation.set_run_mutant(None)
     assert mutation.run_mutant() is None
+
+
+# --- where a planted bug is planted (runtimes=) --------------------------------------------------
+
+
+def test_runtimes_are_registered_as_a_tuple_and_bad_values_refused():
+    @mutation.mutant("one_runtime", runtimes="beta")
+    def one_runtime():
+        yield
+
+    @mutation.mutant("two_runtimes", runtimes=["beta", "gamma", "beta"])
+    def two_runtimes():
+        yield
+
+    @mutation.mutant("left_out")
+    def left_out():
+        yield
+
+    assert mutation.REGISTRY["one_runtime"].runtimes == ("beta",)
+    assert mutation.REGISTRY["two_runtimes"].runtimes == ("beta", "gamma")
+    assert mutation.REGISTRY["left_out"].runtimes is None
+    for bad in ((), [""], 3, ("beta", 4)):
+        with pytest.raises(mutation.MutationError, match="runtimes= must be"):
+            mutation.mutant("bad_runtimes", runtimes=bad)
+
+
+def test_static_scan_reads_runtimes_literals_and_module_constants(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(textwrap.dedent('''\
+        from pv.mutation import mutant
+
+        HF = ("transformers", "liger")
+        NOT_A_LITERAL = tuple(["x"])
+
+        @mutant("plain")
+        def plain():
+            yield
+
+        @mutant("named", runtimes="transformers")
+        def named():
+            yield
+
+        @mutant("by_constant", runtimes=HF)
+        def by_constant():
+            yield
+
+        @mutant("computed", runtimes=NOT_A_LITERAL)
+        def computed():
+            yield
+
+        @mutant("called", runtimes=sorted(HF))
+        def called():
+            yield
+        '''))
+    found = {d.name: (d.runtimes, d.problem) for d in mutation.scan_mutant_names(path)}
+    assert found["plain"] == (None, None)
+    assert found["named"] == (("transformers",), None)
+    assert found["by_constant"] == (("transformers", "liger"), None)
+    for name in ("computed", "called"):  # never run: a name pv cannot read is a problem, not a guess
+        runtimes, problem = found[name]
+        assert runtimes is None and "must be a literal runtime name" in problem
+
+
+@pytest.mark.parametrize("declared, cell, table, expected", [
+    (None, "alpha", ["alpha", "beta"], True),  # left out: the project's default runtime (the first)
+    (None, "beta", ["alpha", "beta"], False),
+    (None, None, ["alpha", "beta"], True),  # a falsifier without runtimes: drives the project's own code
+    (("beta",), None, ["alpha", "beta"], False),
+    (("beta",), "beta", ["alpha", "beta"], True),
+    (("beta", "gamma"), "gamma", ["alpha", "beta", "gamma"], True),
+    (None, None, [], True),  # no runtimes anywhere: one runtime, every cell
+    (("beta",), None, [], False),  # a runtime the project does not have: met nowhere
+])
+def test_a_bug_meets_only_cells_of_the_runtimes_it_is_planted_in(declared, cell, table, expected):
+    assert mutation.meets(mutation.planted_in(declared, table), cell, table) is expected

@@ -158,7 +158,7 @@ def test_a_mutant_acting_on_cuda_only_is_not_run_on_cpu(ws):
     ws.add_contract("cuda-bug", [falsifier("FALSIFY-CB-001", devices=("cpu", "cuda"), mutants=["cuda_only_bug"])])
     result = pv("FALSIFY-CB-001", "--device", "cpu")
     assert result.exit_code == 0, result.output
-    assert "1 pair(s) not applicable here (the mutant acts on other devices)" in result.output
+    assert "1 pair(s) not applicable here (the mutant acts on other devices or runtimes)" in result.output
     assert not ws.ledger.exists()
     result = pv("FALSIFY-CB-001", "--device", "auto")  # cuda is absent here: skipped, not survived
     assert result.exit_code == 0, result.output
@@ -340,3 +340,137 @@ def test_from_ledger_leaves_cells_blank_when_the_code_changed_since(ws):
     data = json.loads(pv("--device", "cpu", "--from-ledger", "--format", "json").stdout)
     results = {(c["falsifier"], c["mutant"]): c["result"] for c in data["cells"]}
     assert KILLED not in results.values() and SURVIVED not in results.values(), results
+
+
+# ---- runtimes: a planted bug is judged only on the runtimes it is planted in ------------------
+
+RUNTIME_CHECKS = '''
+
+BROKEN = set()  # the runtimes (adapter class names) a planted bug breaks right now
+
+
+class Alpha:
+    pass
+
+
+class Beta:
+    pass
+
+
+def rt_loss(*, device, runtime):
+    """observations: val_loss, vocab_size (what the runtime under test computes)"""
+    return {"val_loss": 18.55 if type(runtime).__name__ in BROKEN else 2.0, "vocab_size": 1024}
+'''
+
+RUNTIME_MUTANTS = '''
+
+@contextmanager
+def _breaks(runtime):
+    basic.BROKEN.add(runtime)
+    try:
+        yield
+    finally:
+        basic.BROKEN.discard(runtime)
+
+
+@mutant("alpha_bug", runtimes="alpha")
+def alpha_bug():
+    """A bug in runtime alpha's code."""
+    with _breaks("Alpha"):
+        yield
+
+
+@mutant("beta_bug", runtimes=("beta",))
+def beta_bug():
+    """A bug in runtime beta's adapter."""
+    with _breaks("Beta"):
+        yield
+
+
+@mutant("default_bug")
+def default_bug():
+    """Left unsaid: planted in the project's default runtime, alpha (the first of the table)."""
+    with _breaks("Alpha"):
+        yield
+'''
+
+
+@pytest.fixture
+def rws(tmp_path, monkeypatch):
+    ws = make_workspace(tmp_path)
+    basic = ws.root / ws.package / "basic.py"
+    basic.write_text(basic.read_text(encoding="utf-8") + RUNTIME_CHECKS, encoding="utf-8")
+    mutants = ws.root / ws.package / "mutants.py"
+    mutants.write_text(mutants.read_text(encoding="utf-8") + RUNTIME_MUTANTS, encoding="utf-8")
+    pyproject = ws.root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text(encoding="utf-8") + (
+        f'runtimes = {{ alpha = "{ws.package}.basic:Alpha", beta = "{ws.package}.basic:Beta" }}\n'), encoding="utf-8")
+    both = dict(check="basic:rt_loss", runtimes=["alpha", "beta"])
+    ws.add_contract("rt", [
+        falsifier("FALSIFY-RT-001", mutants=["alpha_bug", "beta_bug", "default_bug"], **both),
+    ])
+    return ws.enter(monkeypatch)
+
+
+def test_each_bug_runs_only_on_the_cells_of_its_runtime_and_is_killed_there(rws):
+    result = pv("--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert_contains(result.output, [
+        "FALSIFY-RT-001  alpha_bug  KILLED  (cpu@alpha FAIL)",
+        "FALSIFY-RT-001  beta_bug  KILLED  (cpu@beta FAIL)",
+        "FALSIFY-RT-001  default_bug  KILLED  (cpu@alpha FAIL)",
+        "mutation score: 3/3 (100.0%) killed (declared pairs)",
+    ])
+    # never run where the bug's code does not run: a pass there would be called blindness
+    assert {(r.mutant, r.runtime, r.verdict.value) for r in rws.records()} == {
+        ("alpha_bug", "alpha", "FAIL"), ("beta_bug", "beta", "FAIL"), ("default_bug", "alpha", "FAIL")}
+
+
+def test_a_declared_bug_no_cell_of_the_falsifier_meets_is_a_finding_not_a_skip(rws):
+    rws.add_contract("alpha-only", [falsifier("FALSIFY-RT-002", check="basic:rt_loss", runtimes=["alpha"],
+                                              mutants=["beta_bug"])])
+    validate = cli("validate")()
+    assert validate.exit_code == 1 and "PV320 mutant 'beta_bug' is planted in beta only" in validate.output, \
+        validate.output
+    result = pv("FALSIFY-RT-002", "--device", "cpu", "--format", "json")
+    assert result.exit_code == 1, result.output
+    data = json.loads(result.stdout)
+    assert data["no_cell"] == [{"falsifier": "FALSIFY-RT-002", "mutant": "beta_bug",
+                                "reason": "planted in beta only; the falsifier runs on alpha"}]
+    assert data["cells"] == [] and not rws.ledger.exists()  # nothing run, nothing recorded
+    text = pv("FALSIFY-RT-002", "--device", "cpu")
+    assert "NO CELL: FALSIFY-RT-002 declares beta_bug, which it can never meet" in text.output
+
+
+def test_an_off_runtime_record_counts_neither_way(rws):
+    """What an attacker (or an older pv) leaves in the ledger: the bug run on a runtime it is not
+    planted in. A PASS there must not turn a kill into a survivor; a FAIL there must not be a kill."""
+    from pv import lifecycle
+    from pv.identity import EvidenceCheck
+    from pv.loader import load_contract
+
+    run = cli("run")
+    assert run("--all", "--device", "cpu", "--runtime", "beta", "--mutant", "alpha_bug").exit_code == 0  # PASS on beta
+    loaded, _ = load_contract(rws.contracts / "rt-v1.yaml")
+
+    def alpha_bug_state():
+        status = lifecycle.contract_status(loaded.contract, rws.records(), EvidenceCheck(rws.workspace(), [loaded]))
+        return next(m for m in status.falsifiers[0].mutants if m.mutant == "alpha_bug")
+
+    replay = json.loads(pv("--device", "cpu", "--from-ledger", "--format", "json").stdout)
+    assert replay["cells"] == [] and alpha_bug_state().state is lifecycle.MutantState.NOT_RUN  # not SURVIVED
+
+    assert pv("--device", "cpu", "--mutant", "alpha_bug").exit_code == 0  # the kill, on alpha
+    assert run("--all", "--device", "cpu", "--runtime", "beta", "--mutant", "alpha_bug").exit_code == 0  # a later PASS on beta
+    replay = json.loads(pv("--device", "cpu", "--from-ledger", "--format", "json", "--mutant", "alpha_bug").stdout)
+    assert [(c["mutant"], c["result"], c["devices"]) for c in replay["cells"]] == [
+        ("alpha_bug", KILLED, {"cpu@alpha": "FAIL"})]
+    state = alpha_bug_state()
+    assert state.state is lifecycle.MutantState.KILLED and [d.runtime for d in state.devices] == ["alpha"]
+
+    # and a FAIL on a runtime the bug is not planted in is no kill: the broken check is not the bug
+    rws.ledger.unlink()
+    with_beta_broken = rws.root / rws.package / "basic.py"
+    with_beta_broken.write_text(with_beta_broken.read_text().replace("BROKEN = set()", 'BROKEN = {"Beta"}'))
+    assert run("--all", "--device", "cpu", "--runtime", "beta", "--mutant", "alpha_bug").exit_code == 1  # FAIL on beta
+    assert alpha_bug_state().state is lifecycle.MutantState.NOT_RUN

@@ -37,8 +37,8 @@ from pv.lifecycle import (
     compute,
     orphans,
     overclaim,
-    to_json,
 )
+from pv.statusjson import to_json
 from pv.loader import LoadedContract, load_contract
 from pv.markdown import fmt_value, md_code, md_text
 from pv.markdown import table as _table
@@ -162,6 +162,8 @@ def _evidence_cell(record: LedgerRecord | None) -> str:
     cell = f"{date} {md_code(commit)}"
     if record.device != "cpu" and record.device_name:  # which accelerator the evidence came from
         cell += f" on {md_text(record.device_name)}"
+    if record.binding:  # timed untraced: bound to whole modules, not the functions that ran (pv.timing)
+        cell += f" · binding: {md_text(record.binding)}"
     return cell
 
 

@@ -12,6 +12,10 @@ Over a falsifier's devices, a FAIL on any device kills (many mutants act on one 
 otherwise an ERROR is an error, a PASS survives, and only SKIPs skip — the same rule as
 pv.lifecycle's. A mutant may say where it can show (`pv_devices` on its function, e.g. a
 CUDA-only bug); it is not run on other devices, so a PASS there is never called blindness.
+Likewise a mutant is planted in some runtimes (`@mutant(..., runtimes=)`, default the project's
+default runtime): a falsifier that runs on several runtimes is run under it on the cells of
+those runtimes only. A declared pair with no such cell is NO CELL, a finding: the contract
+declares a bug its falsifier can never meet.
 
 Every run is a ledger record carrying the mutant's name, so the dashboard and the lifecycle
 see it. `--matrix` runs every registered mutant against every selected falsifier and prints
@@ -56,6 +60,25 @@ def cell_result(verdicts: dict[str, str]) -> str:
     return SKIPPED
 
 
+def mutant_runtimes(entry: Any, table: Any) -> frozenset[str] | None:
+    """The runtimes a registered mutant is planted in (pv.mutation.planted_in: its `runtimes=`, else
+    the project's default runtime); None: every cell (no runtimes anywhere, or not registered)."""
+    from pv.mutation import planted_in
+
+    return None if entry is None else planted_in(getattr(entry, "runtimes", None), table)
+
+
+def meets(planted: frozenset[str] | None, runtime: str | None, table: Any) -> bool:
+    from pv import mutation
+
+    return mutation.meets(planted, runtime, table)
+
+
+def no_cell_reason(planted: frozenset[str] | None, runtimes: list[str] | None, table: Any) -> str:
+    where = ", ".join(runtimes) if runtimes else f"its own code ({next(iter(table), 'no runtime')})"
+    return f"planted in {', '.join(sorted(planted or ()))} only; the falsifier runs on {where}"
+
+
 def mutant_devices(entry: Any) -> tuple[str, ...] | None:
     """The devices a registered mutant acts on (`pv_devices` on its function), None for all."""
     factory = getattr(entry, "factory", entry)
@@ -73,6 +96,7 @@ class StrengthResult:
     verdicts: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # (f, m) -> device -> verdict
     messages: dict[tuple[str, str], str] = field(default_factory=dict)  # why a cell errored or skipped
     not_applicable: dict[tuple[str, str], str] = field(default_factory=dict)  # (f, m) -> why it was not run
+    no_cell: dict[tuple[str, str], str] = field(default_factory=dict)  # declared, planted in no runtime of f
     broken: list[str] = field(default_factory=list)  # mutants whose pytest run broke
     unproven: list[str] = field(default_factory=list)  # selected falsifiers that declare no mutant
     seconds: dict[str, float] = field(default_factory=dict)  # mutant -> wall time of its run
@@ -114,7 +138,7 @@ class StrengthResult:
 
     @property
     def ok(self) -> bool:
-        return not (self.not_killed() or self.broken or self.unproven)
+        return not (self.not_killed() or self.broken or self.unproven or self.no_cell)
 
     def to_json(self) -> dict[str, Any]:
         killed, judged = self.score(declared_only=not self.matrix)
@@ -135,6 +159,7 @@ class StrengthResult:
                                for (f, m), why in self.not_applicable.items()],
             "killed_by": {m: self.killers(m) for m in self.mutants},
             "not_killed": [{"falsifier": f, "mutant": m, "result": r} for f, m, r in self.not_killed()],
+            "no_cell": [{"falsifier": f, "mutant": m, "reason": why} for (f, m), why in self.no_cell.items()],
             "unproven": self.unproven,
             "broken_runs": self.broken,
             "seconds": {m: round(s, 1) for m, s in self.seconds.items()},
@@ -184,6 +209,9 @@ def render_matrix(result: StrengthResult) -> str:
     findings = result.not_killed()
     lines += ["", "## Declared mutants not killed", ""]
     lines += [f"- `{f}` {r.lower()} `{m}`" for f, m, r in findings] or ["- none"]
+    if result.no_cell:
+        lines += ["", "## Declared mutants no cell of the falsifier meets", ""]
+        lines += [f"- `{f}` `{m}`: {why}" for (f, m), why in result.no_cell.items()]
     if result.unproven:
         lines += ["", "## UNPROVEN falsifiers (declare no mutant)", ""] + [f"- `{f}`" for f in result.unproven]
     if result.matrix:
@@ -202,7 +230,7 @@ def render_matrix(result: StrengthResult) -> str:
         if blind:
             lines += ["", "## Falsifiers that kill no mutant at all", ""] + [f"- `{f}`" for f in blind]
     if result.not_applicable:
-        lines += ["", "## Not applicable on this device", ""]
+        lines += ["", "## Not applicable on these devices and runtimes", ""]
         reasons: dict[str, list[str]] = {}
         for (f, m), why in result.not_applicable.items():
             reasons.setdefault(f"`{m}`: {why}", []).append(f)
@@ -225,6 +253,7 @@ def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants
     out: dict[str, list[Any]] = {}
     for mutant in mutants:
         acts_on = mutant_devices(registry.get(mutant))
+        planted = mutant_runtimes(registry.get(mutant), workspace.runtimes)
         tests = []
         for fid in selected_ids:
             if not (matrix or mutant in result.declared[fid]):
@@ -235,7 +264,15 @@ def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants
             if devices and not usable:
                 result.not_applicable[(fid, mutant)] = f"acts on {', '.join(acts_on or ())} only"
             subjects = [s for s in falsifier.subjects or [None] if s not in skip_subjects]
-            for subject, dev, rt in runtime_cells(falsifier.runtimes, subjects, usable):  # pv.runtimes
+            runtimes = [rt for rt in falsifier.runtimes or [None] if meets(planted, rt, workspace.runtimes)]
+            if not runtimes:
+                why = no_cell_reason(planted, falsifier.runtimes, workspace.runtimes)
+                if mutant in result.declared[fid]:
+                    result.no_cell[(fid, mutant)] = why
+                else:
+                    result.not_applicable[(fid, mutant)] = why
+                continue
+            for subject, dev, rt in runtime_cells(falsifier.runtimes and runtimes, subjects, usable):  # pv.runtimes
                 tests.append(Selected(fid, contract_file.contract.metadata.id, dev,
                                       f"{workspace.rel(contract_file.path)}::{test_name(fid, dev, subject, rt)}",
                                       subject, rt))
@@ -265,7 +302,8 @@ def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutan
             echo(click.style(f"mutant {mutant}: {len(tests)} falsifier test(s)", bold=True))
 
         def on_outcome(event: Any, _rep: int) -> None:  # a pv.outcome.Outcome
-            fid, dev, verdict = event.falsifier, _cell(event.device, event.subject), event.verdict or "ERROR"
+            fid, verdict = event.falsifier, event.verdict or "ERROR"
+            dev = _cell(event.device, event.subject, event.runtime)
             with lock:
                 result.verdicts.setdefault((fid, mutant), {})[dev] = verdict
                 if verdict in ("ERROR", "SKIP") and event.message:
@@ -286,7 +324,7 @@ def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutan
                 echo(run.output.rstrip("\n")[-3000:], err=True)
                 for test in tests:  # a test that reported nothing is an error, never a kill
                     result.verdicts.setdefault((test.falsifier, mutant), {}).setdefault(
-                        _cell(test.device, test.subject), "ERROR")
+                        _cell(test.device, test.subject, test.runtime), "ERROR")
             if jobs > 1:
                 echo(click.style(f"mutant {mutant}: done in {result.seconds[mutant]:.0f}s", bold=True))
 
@@ -408,6 +446,8 @@ def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: 
     declared = {fid: list(index[fid][1].mutants) for fid in selected_ids}
     result = StrengthResult(falsifiers=selected_ids, mutants=mutants, declared=declared, matrix=matrix,
                             device=device)
+    from pv.runtimes import cell_runtime
+
     # the definition hash of each cell: per subject for a falsifier with subjects
     current = {fid: {s: index[fid][1].definition_sha256(s, plan.workspace.subject_param)
                      for s in (index[fid][1].subjects or [None])} for fid in selected_ids}
@@ -425,20 +465,31 @@ def result_from_ledger(path: Path, plan: Any, selected_ids: list[str], mutants: 
                 or (not matrix and record.mutant not in declared[record.falsifier])
                 or tree.refuses(record, index[record.falsifier][1])):
             continue
+        runtime = cell_runtime(record.runtime, index[record.falsifier][1].runtimes)
+        if not tree.mutant_meets(record.mutant, runtime):
+            continue  # run where the bug's code never runs: evidence neither way
         # The ledger's order decides which record is the latest, never the typed-in time.
-        latest[(record.falsifier, record.mutant, _cell(record.device, subject))] = record
+        latest[(record.falsifier, record.mutant, _cell(record.device, subject, runtime))] = record
     latest = {key: r for key, r in latest.items() if not tree.record_changes(r)}
     for (fid, mutant, dev), record in sorted(latest.items()):
         result.verdicts.setdefault((fid, mutant), {})[dev] = record.verdict.value
         if record.verdict.value in ("ERROR", "SKIP") and record.message:
             result.messages[(fid, mutant)] = record.message.strip().splitlines()[0][:200]
     result.unproven = [fid for fid in selected_ids if not declared[fid]]
+    for fid in selected_ids:
+        falsifier = index[fid][1]
+        for mutant in declared[fid]:
+            if mutant in wanted and not any(tree.mutant_meets(mutant, rt) for rt in falsifier.runtimes or [None]):
+                result.no_cell[(fid, mutant)] = (f"planted in no runtime the falsifier runs on "
+                                                 f"({', '.join(falsifier.runtimes or ['its own code'])})")
     return result
 
 
-def _cell(device: str, subject: str | None) -> str:
-    """A verdict's column: the device, or `cpu[tiny-trained]` for a subject's cell."""
-    return device if subject is None else f"{device}[{subject}]"
+def _cell(device: str, subject: str | None, runtime: str | None = None) -> str:
+    """A verdict's column: the device, `cpu[tiny-trained]` for a subject's cell, and
+    `cpu[tiny-trained]@transformers` for a runtime's (as pv.lifecycle labels cells)."""
+    label = device if subject is None else f"{device}[{subject}]"
+    return label if runtime is None else f"{label}@{runtime}"
 
 
 def workspace_registry(workspace: Workspace) -> dict[str, Any]:
@@ -475,7 +526,10 @@ def _print_summary(result: StrengthResult, ledger_label: str | None) -> None:
     if skipped:
         click.echo(click.style(f"{len(skipped)} pair(s) skipped — not evidence (device absent)", fg="yellow"))
     if result.not_applicable:
-        click.echo(f"{len(result.not_applicable)} pair(s) not applicable here (the mutant acts on other devices)")
+        click.echo(f"{len(result.not_applicable)} pair(s) not applicable here (the mutant acts on other devices "
+                   "or runtimes)")
+    for (f, m), why in result.no_cell.items():
+        click.echo(click.style(f"NO CELL: {f} declares {m}, which it can never meet: {why}", fg="red"))
     if result.unproven:
         click.echo(click.style(f"UNPROVEN (declare no mutant): {', '.join(result.unproven)}", fg="red"))
     if result.broken:

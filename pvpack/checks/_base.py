@@ -73,6 +73,19 @@ def subject_of(subject: str) -> Subject:
     return resolve(subject)
 
 
+def hf_weight_files(subject: Subject, check: str) -> list:
+    """The checkpoint's model*.safetensors, which the checks that read tensors by their Hugging
+    Face names open themselves; none is a clear error (a checkpoint in the runtime's own format
+    is fine for every other check: they only hand its directory to the adapter's load)."""
+    files = sorted(subject.checkpoint.glob("model*.safetensors"))
+    if not files:
+        raise RuntimeError(f"{check} reads the checkpoint's weights by Hugging Face tensor names from "
+                           f"model*.safetensors, and {subject.checkpoint} has none (a checkpoint in your "
+                           "runtime's own format): this check does not apply to it; drop the falsifier "
+                           "(docs/adopting.md, 'Point pv's falsifiers at your runtime', step 5)")
+    return files
+
+
 def next_token_nll(logits: torch.Tensor, targets: torch.Tensor) -> tuple[float, int]:
     """(sum of -log softmax(logits)[target], scored tokens) in float64 over targets that are not
     IGNORE_INDEX — the definition, written here, independent of every runtime's loss code."""

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from ..protocol import FAST, LOAD, LOGITS, STATE
-from ._base import load, subject_of, torch_device, uses
+from ._base import hf_weight_files, load, subject_of, torch_device, uses
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 
@@ -43,10 +43,11 @@ def qkv_bias_presence(*, runtime, device: str, subject: str, path: str = FAST) -
 
     dev = torch_device(device)
     who = subject_of(subject)
+    files = hf_weight_files(who, "qkv_bias_presence")
     model = load(runtime, who, device, path)
     held = model.state()
     expected = on_device = nonzero = 0
-    for file in sorted(who.checkpoint.glob("model*.safetensors")):
+    for file in files:
         with safe_open(str(file), framework="pt", device="cpu") as handle:
             for name in _bias_names(handle.keys()):
                 expected += 1
@@ -93,7 +94,7 @@ def qkv_bias_effect(*, runtime, device: str, subject: str, path: str = FAST, lay
 
     torch_device(device)
     who = subject_of(subject)
-    files = sorted(who.checkpoint.glob("model*.safetensors"))
+    files = hf_weight_files(who, "qkv_bias_effect")
     tensors: dict[str, torch.Tensor] = {}
     for file in files:
         tensors.update(load_file(str(file)))

@@ -9,10 +9,12 @@ weights).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from ..protocol import IGNORE_INDEX, LOAD, LOGITS, REFERENCE, STATE
-from ._base import load, subject_of, torch_device, uses
+from ._base import hf_weight_files, load, subject_of, torch_device, uses
 
 
 @uses(LOAD, LOGITS)
@@ -56,9 +58,18 @@ def forward_sanity(*, runtime, device: str, subject: str, path: str = REFERENCE,
 def expected_tensors(checkpoint) -> dict[str, tuple[int, ...]]:
     """(name -> shape) of every tensor transformers' implementation of the checkpoint's
     architecture holds, built on the meta device (nothing allocated), a tied head left out."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.from_pretrained(str(checkpoint))
+    try:
+        from transformers import AutoConfig, AutoModelForCausalLM
+    except ImportError:
+        raise RuntimeError("populate_coverage takes the expected tensor list from transformers, which is not "
+                           "installed: `pip install transformers` (it applies only to architectures "
+                           "transformers implements)") from None
+    try:
+        config = AutoConfig.from_pretrained(str(checkpoint))
+    except (ValueError, KeyError, OSError) as error:
+        raise RuntimeError(f"populate_coverage: transformers cannot read {Path(checkpoint) / 'config.json'} "
+                           f"({str(error).splitlines()[0]}); the check applies only to architectures "
+                           "transformers implements (config.json with their model_type)") from None
     with torch.device("meta"):
         reference = AutoModelForCausalLM.from_config(config)
     tied = bool(getattr(config, "tie_word_embeddings", False))
@@ -79,12 +90,10 @@ def populate_coverage(*, runtime, device: str, subject: str, path: str = REFEREN
 
     dev = torch_device(device)
     who = subject_of(subject)
+    files = hf_weight_files(who, "populate_coverage")
     expected = expected_tensors(who.checkpoint)
     model = load(runtime, who, device, path)
     held = model.state()
-    files = [f for f in sorted(who.checkpoint.glob("*.safetensors")) if f.name.startswith("model")]
-    if not files:
-        raise RuntimeError(f"{who.checkpoint}: no model*.safetensors")
     in_file: dict[str, tuple[int, ...]] = {}
     populated = mismatched = 0
     for file in files:

@@ -17,9 +17,12 @@ def run(script: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=600)
 
 
+# These tests read what the scripts print, not how steady this machine is: microsecond steps on a
+# loaded CI machine vary by 100x, so the stability gate is lifted ("inf"); the gate itself is
+# tested with a fake clock in tests/falsifiers/test_throughput.py.
 def test_bench_loss_prints_every_variant_against_the_reference():
     result = run("bench_loss.py", "--tokens", "64", "--hidden", "16", "--vocab", "128", "--device", "cpu",
-                 "--chunks", "16,64", "--compile", "off", "--min-window-s", "0.05", "--max-spread", "100")
+                 "--chunks", "16,64", "--compile", "off", "--min-window-s", "0.05", "--max-spread", "inf")
     assert result.returncode == 0, result.stderr
     rows = [line for line in result.stdout.splitlines() if line.startswith("| train") or line.startswith("| eval")]
     assert len(rows) == 2 * 3                       # reference + two chunk sizes, train and eval
@@ -53,7 +56,7 @@ def test_bench_validate_generates_a_clean_set(tmp_path, monkeypatch):
 
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu-speed.sh"
-TINY = ["--device", "cpu", "--config", "tiny", "--batch", "2", "--seq", "16", "--window-s", "0.05", "--max-spread", "100"]
+TINY = ["--device", "cpu", "--config", "tiny", "--batch", "2", "--seq", "16", "--window-s", "0.05", "--max-spread", "inf"]
 
 
 def test_gpu_speed_script_names_every_step_of_both_phases():
@@ -101,3 +104,15 @@ def test_bench_binding_prints_both_ratios_of_one_run(tmp_path):
     figures = json.loads(out.read_text())
     assert figures["pytest"].startswith("1 passed")  # the same one test ran in both configurations
     assert all(t > 0 for mode in ("off", "on") for kind in ("cpu", "wall") for t in figures["runs"][mode][kind])
+
+
+def test_bench_binding_side_by_side_times_each_configuration_on_its_own(tmp_path):
+    out = tmp_path / "binding.json"
+    result = run("bench_binding.py", "--repeat", "1", "--side-by-side", "--tests",
+                 "generated_tests/test_softmax_kernel.py", "-k", "softmax_001", "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    figures = json.loads(out.read_text())
+    assert figures["pytest"].startswith("1 passed")
+    # each CPU time is one pytest process tree's, torch's import at least
+    cpu = {mode: figures["runs"][mode]["cpu"][0] for mode in ("off", "on")}
+    assert all(t > 1.0 for t in cpu.values()) and all(figures["runs"][m]["wall"][0] > 0 for m in cpu)

@@ -14,13 +14,14 @@ from pvpack.adapters.transformers import TransformersAdapter
 from pvpack.protocol import FAST, IGNORE_INDEX, REFERENCE, Batch, TrainSettings
 
 
-@functools.lru_cache(maxsize=1)
-def _checkpoint() -> Path:
+@functools.lru_cache(maxsize=2)
+def _checkpoint(tied: bool = False) -> Path:
     """A random Qwen2-shaped checkpoint with non-zero Q/K/V biases (kept for the session)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         tie_word_embeddings=tied)
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config)
     with torch.no_grad():
@@ -58,3 +59,66 @@ def probe_hf_warmup_never_warms():
 def probe_hf_fast_path_attention_scale_wrong():
     model = TransformersAdapter().load(_checkpoint(), device="cpu", path=FAST)
     return model.logits(_ids(3))
+
+
+def _reference(**kwargs):
+    return TransformersAdapter().load(_checkpoint(), device="cpu", path=REFERENCE, **kwargs)
+
+
+def _batch(seed: int) -> Batch:
+    ids = _ids(seed)
+    return Batch(ids[:, :-1], ids[:, 1:])
+
+
+def probe_hf_loader_reads_wrong_byte_order():
+    return _reference().logits(_ids(4))
+
+
+def probe_hf_tied_head_uninitialised():
+    return TransformersAdapter().load(_checkpoint(tied=True), device="cpu", path=REFERENCE).logits(_ids(5))
+
+
+def probe_hf_populate_drops_optional_tensors():
+    return tuple(sorted(name for name in _reference().state() if name.endswith(".bias")))
+
+
+def probe_hf_final_norm_skipped():
+    return _reference().logits(_ids(6))
+
+
+def probe_hf_finetune_starts_from_random_init():
+    return round(_reference(train=TrainSettings(lr=1e-3)).evaluate([_batch(7)]), 6)
+
+
+def probe_hf_optimizer_holds_stale_parameters():
+    model = _reference(train=TrainSettings(lr=1e-2))
+    before = model.evaluate([_batch(8)])
+    model.train_step(_batch(9))
+    return round(model.evaluate([_batch(8)]) - before, 6)
+
+
+def probe_hf_cross_entropy_off_by_one():
+    return round(_reference().evaluate([_batch(10)]), 6)
+
+
+def probe_hf_cross_entropy_mean_over_batch_not_tokens():
+    return round(_reference().evaluate([_batch(11)]), 6)
+
+
+def probe_hf_eval_targets_equal_inputs():
+    return round(_reference().evaluate([_batch(12)]), 6)
+
+
+def probe_hf_eval_reads_stale_train_buffer():
+    model = _reference(train=TrainSettings(lr=1e-3))
+    model.train_step(_batch(13))
+    return round(model.evaluate([_batch(14)]), 6)
+
+
+def probe_hf_head_padded_rows_unmasked():
+    return tuple(_reference().logits(_ids(15)).shape)
+
+
+def probe_hf_greedy_decode_samples():
+    model = _reference()
+    return tuple(model.generate([1, 2, 3], 8)) + tuple(model.generate([1, 2, 3], 8))

@@ -150,3 +150,7 @@ def probe_config_written_with_fixed_norm_eps():
 
 def probe_optimizer_moments_swapped_on_save():
     return _trained_one_step()._named_optimizer_state()["model.norm.weight::exp_avg"]
+
+
+def probe_warmup_never_warms():
+    return tuple(trainer.learning_rate(s, peak=1.0, warmup_steps=4, total_steps=10, min_lr=0.1) for s in range(5))

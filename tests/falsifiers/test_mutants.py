@@ -153,6 +153,19 @@ def test_the_seed_defects_are_all_planted():
     assert seeds <= set(NAMES)
 
 
+def test_each_bug_is_planted_in_the_runtime_whose_seam_it_patches():
+    """A bug at a seam of the pack's transformers adapter (its docstring's `Seam: pvpack...`) is
+    planted in transformers, and in liger where the Liger adapter inherits the seam; every other
+    bug patches pvlab's runtime, the project's default runtime (`runtimes=` left out)."""
+    for name, entry in REGISTRY.items():
+        seam = entry.doc.split("Seam")[1]
+        if "pvpack.adapters.transformers" in seam:
+            assert entry.runtimes and entry.runtimes[0] == "transformers" and "pvlab" not in entry.runtimes, name
+            assert ("liger" in entry.runtimes) != ("train_step" in seam), name  # LigerModel overrides train_step
+        else:
+            assert entry.runtimes is None and "pvpack" not in seam, name
+
+
 def test_only_no_gpu_ignored_is_limited_to_cuda():
     limited = {name: entry.factory.pv_devices for name, entry in REGISTRY.items()
                if getattr(entry.factory, "pv_devices", None)}

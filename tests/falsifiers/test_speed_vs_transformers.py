@@ -79,7 +79,7 @@ def test_the_ratios_are_the_runtime_over_the_strongest_peer(monkeypatch):
     monkeypatch.setattr(svt, "_gpu_named", lambda device, gpu: "cpu")
     observed = svt.training_and_eval_vs_transformers(
         device="cpu", gpu="any", config="tiny", batch=2, seq=16, runtime="eager+fused", peers="eager,liger",
-        min_window_s=0.05, max_spread=100.0)
+        min_window_s=0.05, max_spread=float("inf"))  # not this machine's steadiness
     assert observed["strongest_train_peer"] == observed["strongest_eval_peer"] == "eager"
     assert observed["train_ratio"] == pytest.approx(observed["runtime_train_tok_s"] / observed["transformers_eager_train_tok_s"])
     assert observed["eval_ratio"] == pytest.approx(observed["runtime_eval_tok_s"] / observed["transformers_eager_eval_tok_s"])

@@ -2,8 +2,9 @@
 are killed by the seed falsifiers that declare them — the same pack falsifiers that kill their
 pvlab counterparts — and those falsifiers PASS on the unmutated adapter: each generated test
 cell (cpu, tiny-trained, runtime transformers) run by pytest with pv's plugin, once clean and
-once with `--pv-mutant`. (The cuda cells, and hf_warmup_never_warms, which waits for the pack's
-learning-rate oracle, are for `pv strength` on a GPU machine.)"""
+once with `--pv-mutant`. (The cuda cells are for `pv strength` on a GPU machine; the other
+seed-defect equivalents, declared next to their pvlab counterparts, are measured by `pv strength
+--device cpu`, one process each, too slow to repeat here.)"""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ DECLARED = {
     "hf_fast_path_attention_scale_wrong": ("test_apr_cpu_vs_gpu_output_parity.py", "FALSIFY-CPU-GPU-002"),
     "hf_evaluate_averages_batch_means": ("test_apr_pretrain_eval_methodology.py",
                                          "FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-006"),
+    "hf_warmup_never_warms": ("test_lr_schedule.py", "FALSIFY-LR-SCHEDULE-001"),
 }
 BIAS_EFFECT = ("test_apr_pretrain_cuda_forward_parity.py", "FALSIFY-CUDA-FORWARD-PARITY-003")
 

@@ -43,3 +43,11 @@ def test_a_name_without_a_provider_is_an_error(tmp_path):
         runtimes.configure(None)
     with pytest.raises(SubjectError, match="neither a subject directory"):
         read(tmp_path)
+
+
+def test_a_subject_written_without_a_kind_of_batches_names_the_write_argument(tmp_path):
+    directory = pack_tiny.subject(tmp_path)
+    (directory / "train_windows.safetensors").unlink()
+    with pytest.raises(SubjectError, match=r"written without pvpack\.subjects\.write\(train_windows=\.\.\.\), fixed "
+                                           r"windows of the training data.*subject_provider"):
+        read(directory).train_windows(1)

@@ -3,7 +3,16 @@
 same pack falsifiers that kill them in pvlab's runtime are shown to kill them there too.
 
 Each swaps one attribute of the adapter module or its model class (the adapter calls them at
-call time: `token_loss`, `schedule`, `TransformersModel.evaluate`, `TransformersAdapter.load`)."""
+call time: `token_loss`, `schedule`, `TransformersModel.evaluate`, `TransformersAdapter.load`).
+
+Where each is planted (`runtimes=`, decided seam by seam, never from the name): the Liger adapter
+(pvpack.adapters.liger) subclasses this one — LigerAdapter.load calls TransformersAdapter.load,
+LigerModel inherits evaluate, logits, generate, learning_rate and __init__, and its eval goes
+through `token_loss` — so a bug at those seams is planted in `liger` too. LigerModel overrides
+train_step (Liger's fused loss), so a bug in TransformersModel.train_step is not. pvlab's
+runtime never imports this adapter: none of these is planted there. (Every other module of this
+package plants bugs in pvlab's runtime, the project's default runtime, the default of
+`@mutant`.)"""
 
 from __future__ import annotations
 
@@ -11,8 +20,16 @@ from pv.mutation import mutant
 
 from .planting import plant, swap
 
+HF = ("transformers", "liger")  # the transformers adapter's seams, inherited by the Liger adapter
 
-@mutant("hf_fast_path_drops_qkv_bias")
+
+def _loaded_from_file(kwargs) -> bool:
+    from pvpack.protocol import TRAINED
+
+    return kwargs.get("init", TRAINED) == TRAINED
+
+
+@mutant("hf_fast_path_drops_qkv_bias", runtimes=HF)
 def hf_fast_path_drops_qkv_bias():
     """The transformers adapter's fast path loads the model without its Q/K/V projection biases
     (each q/k/v_proj.bias removed from the modules); the reference path keeps them.
@@ -36,7 +53,7 @@ def hf_fast_path_drops_qkv_bias():
         yield
 
 
-@mutant("hf_evaluate_averages_batch_means")
+@mutant("hf_evaluate_averages_batch_means", runtimes=HF)
 def hf_evaluate_averages_batch_means():
     """The transformers adapter's eval loop averages each batch's mean loss: a batch with few
     scored tokens weighs as much as a full one.
@@ -57,7 +74,7 @@ def hf_evaluate_averages_batch_means():
         yield
 
 
-@mutant("hf_warmup_never_warms")
+@mutant("hf_warmup_never_warms", runtimes=HF)
 def hf_warmup_never_warms():
     """The warmup is written with integer division, lr * (step // warmup_steps): every warmup
     step runs at lr 0, then the schedule jumps to the peak.
@@ -76,7 +93,7 @@ def hf_warmup_never_warms():
         yield
 
 
-@mutant("hf_fast_path_attention_scale_wrong")
+@mutant("hf_fast_path_attention_scale_wrong", runtimes=HF)
 def hf_fast_path_attention_scale_wrong():
     """The transformers adapter's fast path scales attention scores by 1/head_dim instead of
     1/sqrt(head_dim) (each attention module's `scaling` set on fast-path models): flatter
@@ -98,4 +115,305 @@ def hf_fast_path_attention_scale_wrong():
         return model
 
     with plant("hf_fast_path_attention_scale_wrong", swap(adapter.TransformersAdapter, "load", load)):
+        yield
+
+
+def _wrap_load(name, after):
+    """plant(name, ...) of TransformersAdapter.load followed by `after(model, path, kwargs)`."""
+    from pvpack.adapters import transformers as adapter
+
+    original = adapter.TransformersAdapter.load
+
+    def load(self, checkpoint, *, device, path="reference", **kwargs):
+        model = original(self, checkpoint, device=device, path=path, **kwargs)
+        after(model, path, kwargs)
+        return model
+
+    return plant(name, swap(adapter.TransformersAdapter, "load", load))
+
+
+@mutant("hf_loader_reads_wrong_byte_order", runtimes=HF)
+def hf_loader_reads_wrong_byte_order():
+    """Every tensor loaded from the checkpoint has its bytes in the wrong order (big- instead of
+    little-endian, as safetensors stores them): weights become garbage — huge, tiny, Inf, NaN —
+    while names and shapes are right.
+
+    Imitates the pvlab seam's loader_reads_wrong_byte_order ("a tensor was loaded as garbage").
+    Seam: pvpack.adapters.transformers.TransformersAdapter.load (every path, weights from a file)."""
+    import torch
+
+    def garble(model, path, kwargs):
+        if not _loaded_from_file(kwargs):
+            return
+        seen = set()  # a tied head shares the embedding's storage: swap its bytes once
+        with torch.no_grad():
+            for tensor in model.model.state_dict().values():
+                if tensor.is_floating_point() and tensor.data_ptr() not in seen:
+                    seen.add(tensor.data_ptr())
+                    swapped = torch.from_numpy(tensor.detach().cpu().numpy().byteswap())
+                    tensor.copy_(swapped.to(tensor.device))
+
+    with _wrap_load("hf_loader_reads_wrong_byte_order", garble):
+        yield
+
+
+@mutant("hf_tied_head_uninitialised", runtimes=HF)
+def hf_tied_head_uninitialised():
+    """A model with tie_word_embeddings gets its own, never-filled output head instead of sharing
+    the trained embedding: the head is a fresh zero buffer, so every logit is 0.
+
+    Imitates the seed defect "tied head replaced by an uninitialised one" (pvlab's
+    tied_head_uninitialised). Seam: pvpack.adapters.transformers.TransformersAdapter.load."""
+    import torch
+
+    def untie(model, path, kwargs):
+        net = model.model
+        if getattr(net.config, "tie_word_embeddings", False):
+            head = net.get_output_embeddings()
+            head.weight = torch.nn.Parameter(torch.zeros_like(head.weight))
+
+    with _wrap_load("hf_tied_head_uninitialised", untie):
+        yield
+
+
+@mutant("hf_populate_drops_optional_tensors", runtimes=HF)
+def hf_populate_drops_optional_tensors():
+    """Loading drops the optional tensors (every linear layer's bias, the Q/K/V biases of a Qwen2
+    model) on every path: the model holds no bias, and nothing reports it.
+
+    Imitates the seed defect where populate silently dropped the Q/K/V biases (pvlab's
+    populate_drops_optional_tensors). Seam: pvpack.adapters.transformers.TransformersAdapter.load."""
+    import torch
+
+    def drop(model, path, kwargs):
+        for module in model.model.modules():
+            if isinstance(module, torch.nn.Linear) and module.bias is not None:
+                module.bias = None
+
+    with _wrap_load("hf_populate_drops_optional_tensors", drop):
+        yield
+
+
+@mutant("hf_final_norm_skipped", runtimes=HF)
+def hf_final_norm_skipped():
+    """The RMSNorm between the last decoder layer and the output head is skipped: the head sees
+    the raw residual stream.
+
+    Imitates the seed defect "final norm skipped" (pvlab's final_norm_skipped). Seam:
+    pvpack.adapters.transformers.TransformersAdapter.load (the model's final norm replaced by the
+    identity)."""
+    import torch
+
+    def skip(model, path, kwargs):
+        model.model.model.norm = torch.nn.Identity()
+
+    with _wrap_load("hf_final_norm_skipped", skip):
+        yield
+
+
+@mutant("hf_finetune_starts_from_random_init", runtimes=HF)
+def hf_finetune_starts_from_random_init():
+    """A model loaded for training from a checkpoint reads its config but starts from freshly
+    initialised weights; loading for inference is untouched.
+
+    Imitates the seed defect "fine-tune runs that silently started from random init" (pvlab's
+    finetune_starts_from_random_init). Seam: pvpack.adapters.transformers.TransformersAdapter.load."""
+    from pvpack.adapters import transformers as adapter
+    from pvpack.protocol import RANDOM
+
+    original = adapter.TransformersAdapter.load
+
+    def load(self, checkpoint, *, device, path="reference", **kwargs):
+        if kwargs.get("train") is not None and _loaded_from_file(kwargs):
+            kwargs = {**kwargs, "init": RANDOM, "seed": 0}
+        return original(self, checkpoint, device=device, path=path, **kwargs)
+
+    with plant("hf_finetune_starts_from_random_init", swap(adapter.TransformersAdapter, "load", load)):
+        yield
+
+
+@mutant("hf_optimizer_holds_stale_parameters", runtimes=HF)
+def hf_optimizer_holds_stale_parameters():
+    """The optimizer is built over copies of the parameters rather than the model's own tensors:
+    every step updates the copies and the model never changes.
+
+    Imitates "the optimizer does not update the loaded weights" (pvlab's
+    optimizer_holds_stale_parameters). Seam: pvpack.adapters.transformers.TransformersModel.__init__
+    (where the AdamW is built; LigerModel's __init__ calls it)."""
+    import torch
+
+    from pvpack.adapters import transformers as adapter
+
+    original = adapter.TransformersModel.__init__
+
+    def __init__(self, model, device, train, path="reference"):
+        original(self, model, device, train, path)
+        if self.optimizer is not None:
+            copies = [p.detach().clone().requires_grad_(True) for p in model.parameters() if p.requires_grad]
+            self.optimizer = torch.optim.AdamW(copies, lr=train.lr, betas=tuple(train.betas), eps=train.eps,
+                                               weight_decay=train.weight_decay)
+
+    with plant("hf_optimizer_holds_stale_parameters", swap(adapter.TransformersModel, "__init__", __init__)):
+        yield
+
+
+@mutant("hf_cross_entropy_off_by_one", runtimes=HF)
+def hf_cross_entropy_off_by_one():
+    """The loss shifts the (already aligned) targets a second time: the logits at position t are
+    scored against the token at t+2.
+
+    Imitates the seed defect "cross-entropy off by one position" (pvlab's cross_entropy_off_by_one).
+    Seam: pvpack.adapters.transformers.token_loss (eval, loss and the training step)."""
+    import torch
+
+    from pvpack.adapters import transformers as adapter
+    from pvpack.protocol import IGNORE_INDEX
+
+    def token_loss(logits, targets):
+        logits, targets = logits[:, :-1], targets[:, 1:]
+        return torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                                 ignore_index=IGNORE_INDEX, reduction="mean")
+
+    with plant("hf_cross_entropy_off_by_one", swap(adapter, "token_loss", token_loss)):
+        yield
+
+
+@mutant("hf_cross_entropy_mean_over_batch_not_tokens", runtimes=HF)
+def hf_cross_entropy_mean_over_batch_not_tokens():
+    """The loss sums the token losses and divides by the batch size instead of the number of
+    scored tokens: every loss is about T times too large.
+
+    Imitates `loss.sum() / batch_size` for `loss.mean()` (pvlab's
+    cross_entropy_mean_over_batch_not_tokens). Seam: pvpack.adapters.transformers.token_loss."""
+    import torch
+
+    from pvpack.adapters import transformers as adapter
+    from pvpack.protocol import IGNORE_INDEX
+
+    def token_loss(logits, targets):
+        summed = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                                   ignore_index=IGNORE_INDEX, reduction="sum")
+        return summed / targets.shape[0]
+
+    with plant("hf_cross_entropy_mean_over_batch_not_tokens", swap(adapter, "token_loss", token_loss)):
+        yield
+
+
+@mutant("hf_eval_targets_equal_inputs", runtimes=HF)
+def hf_eval_targets_equal_inputs():
+    """The eval loop scores each position against the input token itself instead of the next
+    token (the targets are not shifted): eval measures copying, not prediction.
+
+    Imitates the seed defect "eval targets equal the inputs" (pvlab's eval_targets_equal_inputs).
+    Seam: pvpack.adapters.transformers.TransformersModel.evaluate."""
+    import torch
+
+    from pvpack.adapters import transformers as adapter
+    from pvpack.protocol import IGNORE_INDEX
+
+    def evaluate(self, batches):
+        self.model.eval()
+        total, tokens = 0.0, 0
+        with torch.no_grad():
+            for batch in batches:
+                targets = torch.where(batch.targets != IGNORE_INDEX, batch.inputs, batch.targets)
+                count = batch.target_tokens
+                total += float(adapter.token_loss(self._forward(batch.inputs), targets.to(self.device))) * count
+                tokens += count
+        return total / tokens
+
+    with plant("hf_eval_targets_equal_inputs", swap(adapter.TransformersModel, "evaluate", evaluate)):
+        yield
+
+
+@mutant("hf_eval_reads_stale_train_buffer", runtimes=("transformers",))
+def hf_eval_reads_stale_train_buffer():
+    """Eval reads the loss workspace the last training step wrote instead of its own forward:
+    after any training step the eval loss is the cross-entropy of training's leftover one-hot
+    logits against training's leftover targets — nearly zero, whatever the eval batch. Before the
+    first training step eval is correct.
+
+    Imitates the bug hunt's eval that reported val_loss 0.0008 next to train_loss 1.20 (pvlab's
+    eval_reads_stale_train_buffer). Seams: pvpack.adapters.transformers.TransformersModel.train_step
+    (which leaves the buffer) and .evaluate. Planted in `transformers` only: LigerModel has its
+    own train_step, which leaves no buffer."""
+    import torch
+
+    from pvpack.adapters import transformers as adapter
+
+    model_class = adapter.TransformersModel
+    train_step, evaluate = model_class.train_step, model_class.evaluate
+
+    def stale_train_step(self, batch):
+        loss = train_step(self, batch)
+        self._pv_stale_targets = batch.targets.clone()
+        return loss
+
+    def stale_evaluate(self, batches):
+        targets = getattr(self, "_pv_stale_targets", None)
+        if targets is None:
+            return evaluate(self, batches)
+        vocab = self.model.config.vocab_size
+        buffer = torch.nn.functional.one_hot(targets.clamp(min=0), vocab).float() * 20.0
+        return float(adapter.token_loss(buffer, targets))
+
+    with plant("hf_eval_reads_stale_train_buffer", swap(model_class, "train_step", stale_train_step),
+               swap(model_class, "evaluate", stale_evaluate)):
+        yield
+
+
+@mutant("hf_head_padded_rows_unmasked", runtimes=HF)
+def hf_head_padded_rows_unmasked():
+    """The output head is padded for kernel efficiency (V rounded up to a multiple of 128, plus
+    128 when V already is one) and the padding rows — never trained, holding leftover values —
+    are not cut off: logits() returns V + P columns and the argmax lands in the padding.
+
+    Imitates "the head has the wrong output width" (pvlab's head_padded_rows_unmasked). Seam:
+    pvpack.adapters.transformers.TransformersModel.logits (the training loss is untouched)."""
+    import torch
+
+    from pvpack.adapters import transformers as adapter
+
+    def logits(self, inputs):
+        self.model.eval()
+        with torch.no_grad(), self.precision():
+            out = self.model(input_ids=inputs.to(self.device), use_cache=False, output_hidden_states=True)
+        hidden = out.hidden_states[-1].float()
+        vocab = out.logits.shape[-1]
+        extra = 128 - vocab % 128 if vocab % 128 else 128
+        generator = torch.Generator(device="cpu").manual_seed(128)
+        rows = torch.randn((extra, hidden.shape[-1]), generator=generator).to(hidden.device)
+        return torch.cat((out.logits.float(), hidden @ rows.t()), dim=-1)
+
+    with plant("hf_head_padded_rows_unmasked", swap(adapter.TransformersModel, "logits", logits)):
+        yield
+
+
+@mutant("hf_greedy_decode_samples", runtimes=HF)
+def hf_greedy_decode_samples():
+    """Greedy decoding samples from softmax(logits) instead of taking the argmax (each call seeded
+    from a counter: the draws differ from call to call, the run is reproducible).
+
+    Imitates the seed defect "greedy decode samples" (pvlab's greedy_decode_samples). Seam:
+    pvpack.adapters.transformers.TransformersModel.generate."""
+    import itertools
+
+    import torch
+
+    from pvpack.adapters import transformers as adapter
+
+    calls = itertools.count()
+
+    def generate(self, prompt, max_new_tokens):
+        self.model.eval()
+        inputs = torch.tensor([list(prompt)], dtype=torch.long, device=self.device)
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), torch.no_grad(), self.precision():
+            torch.manual_seed(1000 + next(calls))
+            out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), do_sample=True, top_k=0,
+                                      top_p=1.0, temperature=1.0, max_new_tokens=max_new_tokens,
+                                      pad_token_id=self.model.config.eos_token_id or 0)
+        return out[0, len(prompt):].tolist()
+
+    with plant("hf_greedy_decode_samples", swap(adapter.TransformersModel, "generate", generate)):
         yield

@@ -223,3 +223,23 @@ def resume_drops_optimizer_state():
 
     with plant("resume_drops_optimizer_state", swap(Trainer, "_load_optimizer_state", _load_optimizer_state)):
         yield
+
+
+@mutant("warmup_never_warms")
+def warmup_never_warms():
+    """The warmup is written with integer division, lr * (step // warmup_steps): every warmup
+    step runs at lr 0, then the schedule jumps to the peak.
+
+    Imitates a warmup that never warms (the transformers adapter's hf_warmup_never_warms at
+    pvlab's seam). Seam: runtime.trainer.learning_rate."""
+    from pvlab.runtime import trainer
+
+    original = trainer.learning_rate
+
+    def learning_rate(step, *, peak, warmup_steps, total_steps, min_lr):
+        if warmup_steps and step < warmup_steps:
+            return peak * (step // warmup_steps)
+        return original(step, peak=peak, warmup_steps=warmup_steps, total_steps=total_steps, min_lr=min_lr)
+
+    with plant("warmup_never_warms", swap(trainer, "learning_rate", learning_rate)):
+        yield
