@@ -31,11 +31,12 @@ Patching in place: the child execs the mutated source into the module's own name
 mutant inside a function swaps the new code object (`__code__`, defaults) into the original
 function and puts every other object back, so identities hold and a caller holding the
 function (`from pv.expr import parse` in another module or in a test) runs the mutant too. A
-mutant at module level or in a class body keeps the whole re-executed namespace (as a fresh
-import would: a model built from a mutated enum is rebuilt) and rebinds each changed name
-wherever pv's or the tests' modules imported it. What other modules derived from the old
-objects at their own import (an instance, a copy under another name) stays old: the figure
-is a lower bound.
+mutant at module level or in a class body gives its statement's names their new values, and
+so every later top-level statement that reads one of them at import (a model annotated with
+a mutated enum is rebuilt, as a fresh import would); everything else is put back. Each
+changed name is rebound wherever pv's or the tests' modules imported it. What other modules
+derived from the old objects at their own import (an instance, a copy under another name)
+stays old: the figure is a lower bound.
 
 Equivalent mutants (no test can tell them from the original) are listed, each with a reason,
 in scripts/mutation_equivalents.toml by site id; the score is killed / (sampled - equivalent).
@@ -107,6 +108,10 @@ class Mutant:
 
 
 # --- the sample ------------------------------------------------------------------------------
+
+def _rel(path: str | Path) -> str:
+    return Path(path).resolve().relative_to(REPO).as_posix()
+
 
 def source_digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -199,10 +204,43 @@ def _swap(old: Any, new: Any, path: list[str]) -> bool:
     return True
 
 
+def _loads_at_import(statement: ast.stmt) -> set[str]:
+    """The names a top-level statement reads while the module loads: a function's decorators,
+    defaults and annotations, not its body (that reads globals when called)."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        parts: list[ast.AST] = [*statement.decorator_list, *statement.args.defaults,
+                                *[d for d in statement.args.kw_defaults if d is not None]]
+    else:
+        parts = [statement]
+    found = set()
+    for part in parts:
+        todo = [part]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                found.add(node.id)
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    todo += [*getattr(child, "decorator_list", []), *child.args.defaults]
+                else:
+                    todo.append(child)
+    return found
+
+
+def _derived(tree: ast.Module, statement: ast.stmt, names: set[str]) -> set[str]:
+    """`names` and the names of every later top-level statement that reads one of them at import."""
+    changed = set(names)
+    for later in tree.body[tree.body.index(statement) + 1:]:
+        if _loads_at_import(later) & changed:
+            changed |= _bound_names(later)
+    return changed
+
+
 def patch(module: Any, original: str, mutated: str, site: operators.Site, roots: tuple[Path, ...] = (REPO,)) -> str:
     """Make `module` behave as `mutated` source; returns how ('function' or 'binding'). A rebound
     name is followed into the modules loaded from under `roots`."""
-    statement = _top_statement(ast.parse(original), site.line)
+    tree = ast.parse(original)
+    statement = _top_statement(tree, site.line)
     names = _bound_names(statement)
     code = compile(mutated, module.__file__, "exec")
     namespace = module.__dict__
@@ -221,13 +259,17 @@ def patch(module: Any, original: str, mutated: str, site: operators.Site, roots:
         namespace.clear()
         namespace.update(before)
         return "function"
-    # A module-level statement or a class body: the module as a fresh import of the mutated
-    # source would be (a pydantic model built from a mutated enum is rebuilt too), and every
-    # name imported from it into pv's or the tests' modules follows.
-    for name, old in before.items():
-        if name.startswith("__") and name.endswith("__"):
-            continue
-        new = after.get(name, _MISSING)
+    # A module-level statement or a class body: its names take their new values, and so does
+    # every later top-level statement that reads one of them as the module loads (a pydantic
+    # model annotated with a mutated enum, a table built from a mutated constant), as a fresh
+    # import would have it. Everything else is put back, so identities hold (an enum another
+    # module imported under its own name stays the same class).
+    changed = _derived(tree, statement, names)
+    namespace.clear()
+    namespace.update({k: v for k, v in before.items() if k not in changed})
+    namespace.update({k: v for k, v in after.items() if k in changed})
+    for name in changed:
+        old, new = before.get(name, _MISSING), after.get(name, _MISSING)
         if new is old:
             continue
         for other in list(sys.modules.values()):
@@ -317,7 +359,7 @@ class Runner:
 
         data = coverage.CoverageData(basename=str(data_file))
         data.read()
-        lines = {f: {str(n): sorted(c for c in ctx if c) for n, ctx in data.contexts_by_lineno(f).items()}
+        lines = {_rel(f): {str(n): sorted(c for c in ctx if c) for n, ctx in data.contexts_by_lineno(f).items()}
                  for f in files}
         timings = json.loads(report.read_text())
         result = {"key": key, "lines": lines, "seconds": {n: s for n, s, _ in timings},
@@ -327,7 +369,7 @@ class Runner:
         return result
 
     def tests_for(self, mutant: Mutant, mutated: str, original: str, cov: dict[str, Any]) -> list[str]:
-        by_line: dict[str, list[str]] = cov["lines"].get(str(mutant.path), {})
+        by_line: dict[str, list[str]] = cov["lines"].get(_rel(mutant.path), {})
 
         def ran(lines: set[int]) -> set[str]:
             return {t for n in lines for t in by_line.get(str(n), ())}
