@@ -130,3 +130,15 @@ def test_remembered_digests_follow_the_bytes(tmp_path):
     assert (tmp_path / ".pv-cache" / "pv" / "code-digests.json").exists()
     (tmp_path / "lab" / "runtime" / "kernels.py").write_text("def add(a, b):\n    return a - b\n")
     assert codebind.TreeDigests(tmp_path, persist=True).changes(bound) == ("lab.runtime.kernels",)
+
+
+def test_a_module_loaded_from_bytecode_is_digested_from_its_source(tmp_path):
+    from types import SimpleNamespace
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "m.py").write_text("def f():\n    return 1\n")
+    (tmp_path / "pkg" / "m.pyc").write_bytes(b"\x00not the source")
+    loaded = {"pkg.m": SimpleNamespace(__file__=str(tmp_path / "pkg" / "m.pyc"))}
+    got = codebind.bind(["pkg.m"], ["pkg"], [tmp_path], loaded=loaded)
+    assert got["pkg.m"] == codebind.digest_file(tmp_path / "pkg" / "m.py")

@@ -252,3 +252,26 @@ def test_an_expression_of_exactly_max_nodes_parts_parses_and_one_more_does_not()
     parse("-" * (expr.MAX_NODES - 1) + "x")  # 499 minus signs and a name: 500 parts
     with pytest.raises(ExprError, match="more than"):
         parse("-" * expr.MAX_NODES + "x")
+
+
+def test_an_integer_power_up_to_the_64th_is_exact_like_python():
+    # an observed count raised to a small integer power is computed as Python computes it (an
+    # exact integer), so an exact comparison holds; only bigger powers fall back to floats
+    assert judge("n ** 64 == 3433683820292512484657849089281", {"n": 3}).holds
+    assert judge("n ** -64 == 1 / 3433683820292512484657849089281", {"n": 3}).holds
+
+
+def test_a_prediction_may_be_exactly_max_length_characters_long():
+    def of_length(n: int) -> str:
+        return "x < 1." + "0" * (n - 7) + "1"
+
+    assert len(of_length(expr.MAX_LENGTH)) == expr.MAX_LENGTH
+    assert judge(of_length(expr.MAX_LENGTH), {"x": 0.0}).holds
+    with pytest.raises(ExprError, match="longer than"):
+        parse(of_length(expr.MAX_LENGTH + 1))
+
+
+def test_a_big_integer_literal_that_a_double_holds_is_a_number():
+    assert judge(f"x < {2 ** 1020}", {"x": 1.0}).holds  # 1021 bits, about 1.1e307: a float holds it
+    with pytest.raises(ExprError, match="past a float's range"):
+        parse(f"x < {2 ** 1030}")

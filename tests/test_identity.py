@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -334,3 +335,38 @@ def test_a_pass_recorded_on_python_312_before_test2_digests_counts_only_as_312s(
     append(ws.ledger, [honest.model_copy(update={**fields, "record_id": "y" * 32,
                                                  "versions": {**honest.versions, "python": python}})])
     assert (status_of(ws, "FALSIFY-DEMO-002")["state"] == "DISCHARGED") is counts
+
+
+def test_the_evidence_check_answers_code_changes_from_the_trees_digests():
+    from types import SimpleNamespace
+
+    tree = SimpleNamespace(changes=lambda recorded: tuple(sorted(recorded or {"(none)": ""})))
+    check = identity.EvidenceCheck(SimpleNamespace(root="."), [], tree=tree)
+    assert check.changes({"pkg.b": "1", "pkg.a": "2"}) == ("pkg.a", "pkg.b")
+    assert check.changes(None) == ("(none)",)
+
+
+def test_a_prose_keyword_given_as_code_is_code_in_the_digest():
+    """`if_fails=` text is prose, but a name there is code another module could change."""
+    as_name = module().replace("if_fails='look'", "if_fails=LOOK")
+    assert identity.test_sha256(as_name, "test_falsify_a") != \
+        identity.test_sha256(as_name.replace("if_fails=LOOK", "if_fails=SEE"), "test_falsify_a")
+    negative = module().replace("if_fails='look'", "if_fails=-1")  # a signed literal is still a literal
+    assert identity.test_sha256(negative, "test_falsify_a") == identity.test_sha256(module(), "test_falsify_a")
+
+
+def test_only_the_contracts_generated_function_records_and_with_the_digest_of_what_ran(tmp_path):
+    from types import SimpleNamespace
+
+    generated = tmp_path / "generated_tests"
+    generated.mkdir()
+    path = generated / "test_demo.py"
+    path.write_text(module())
+    ws = SimpleNamespace(generated_dir=generated, rel=lambda p: Path(p).relative_to(tmp_path).as_posix())
+    node = "generated_tests/test_demo.py::test_falsify_a[cpu]"
+    ran = lambda function, contract="demo", falsifier="FALSIFY-A", source=module(): identity.ran_test(  # noqa: E731
+        ws, path, "test_falsify_a[cpu]", function, contract, falsifier, source)
+    assert ran("test_falsify_a") == (node, identity.test_sha256(module(), "test_falsify_a"), None)
+    assert ran("test_falsify_a", contract=None) == (node, None, "its marker names no contract or falsifier")
+    assert ran("test_falsify_b") == (node, None, "test_falsify_b is not the generated test of FALSIFY-A (test_falsify_a)")
+    assert ran("test_falsify_a", source=None)[2].startswith("pv's plugin did not see the module collected")

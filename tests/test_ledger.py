@@ -422,6 +422,15 @@ def test_a_line_nested_past_the_limit_is_garbage(tmp_path):
 
 
 @pytest.mark.parametrize("raw, depth", [(b'[[],[]]', 2), (b'{"a":[1],"b":[[1]]}', 3), (b'{"s":"[[[["}', 1),
-                                        (b'{"s":"\\"[["}', 1), (b'[' * 3 + b']' * 3 + b'[' * 2 + b']' * 2, 3)])
+                                        (b'{"s":"\\"[["}', 1), (b'[' * 3 + b']' * 3 + b'[' * 2 + b']' * 2, 3),
+                                        # an escape ends after one character: the string closes, and counting resumes
+                                        (b'{"s":"a\\"b","t":[[1]]}', 3), (b'{"s":"\\\\","t":[1]}', 2)])
 def test_the_nesting_scanner_measures_the_deepest_point_after_siblings_close(raw, depth):
     assert ledger._depth(raw) == depth
+
+
+def test_only_an_unterminated_last_line_is_torn_a_bad_line_before_it_is_corrupt(tmp_path):
+    path = tmp_path / "l.jsonl"
+    path.write_bytes(record(1).to_line() + b"{not json\n" + record(2).to_line()[:40])
+    assert [(p.line, p.message) for p in ledger.read(path).problems] == [
+        (2, "corrupt line (not JSON)"), (3, "torn last line (a writer crashed mid-record)")]

@@ -465,3 +465,44 @@ def test_a_bug_is_judged_only_on_the_cells_of_the_runtimes_it_is_planted_in():
     assert got["liger_bug"] == (MutantState.NO_CELL, [])
     status = contract_status(c, [under("liger_bug", "FAIL", "liger")], code)
     assert "liger_bug NO_CELL" in " ".join(status.blockers)
+
+
+def test_a_record_for_an_unknown_contract_is_an_orphan_unless_some_contracts_did_not_load():
+    from pv.lifecycle import orphans
+
+    known = contract()
+    stray = rec(known, "FAIL", cid="gone")
+    [(index, record, why)] = orphans([known], [rec(known, "PASS"), stray])
+    assert (index, record, why) == (1, stray, "no contract gone (FALSIFY-DEMO-001 belongs to demo)")
+    assert orphans([known], [stray], incomplete=True) == []  # it may belong to a file that failed to load
+
+
+def test_each_falsifier_state_is_explained_in_one_line():
+    c = contract(falsifiers=[falsifier(devices=("cpu", "cuda"))])
+    explain = lambda *records: contract_status(c, list(records)).falsifiers[0].explain()  # noqa: E731
+    assert explain() == "no evidence yet"
+    assert explain(rec(c, "PASS"), rec(c, "PASS", device="cuda")) == "passed on cpu, cuda"
+    assert explain(rec(c, "PASS")) == "passed on cpu; not on cuda (PENDING)"
+    assert explain(rec(c, "PASS"), rec(c, "FAIL", device="cuda")) == "FAIL on cuda"
+
+
+def test_an_overclaim_over_red_evidence_names_each_red_falsifier_and_why():
+    c = contract(status="ACTIVE_RUNTIME", falsifiers=[falsifier(), falsifier("FALSIFY-DEMO-002")])
+    s = contract_status(c, [rec(c, "FAIL"), rec(c, "PASS", fid="FALSIFY-DEMO-002")])
+    assert overclaim(s) == "the evidence is red (FALSIFY-DEMO-001 FAIL on cpu)"
+
+
+def test_a_mutants_state_names_the_record_that_decided_it():
+    c = contract()
+    kill = rec(c, "FAIL", mutant="m_one")
+    s = contract_status(c, [rec(c, "PASS"), kill])
+    assert s.falsifiers[0].mutants[0].record == kill
+
+
+def test_adhoc_cells_of_one_path_sort_by_falsifier_not_by_ledger_order():
+    from pv.lifecycle import adhoc_cells
+
+    c = contract(falsifiers=[dict(falsifier(), subjects=["small"]), dict(falsifier("FALSIFY-DEMO-002"), subjects=["s"])])
+    second = rec(c, "PASS", fid="FALSIFY-DEMO-002").model_copy(update={"subject": "path:/u/ckpt", "subject_digest": "a"})
+    first = rec(c, "PASS").model_copy(update={"subject": "path:/u/ckpt", "subject_digest": "a"})
+    assert [r.falsifier.id for r in adhoc_cells([c], [second, first])] == ["FALSIFY-DEMO-001", "FALSIFY-DEMO-002"]

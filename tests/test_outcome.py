@@ -43,3 +43,19 @@ def test_a_subject_cell_takes_its_own_definition_hash_and_an_adhoc_subject_the_p
     adhoc = Outcome(falsifier="FALSIFY-DEMO-001", device="cpu", prediction="x < 1", subject="path:/u/ckpt")
     adhoc.identify({**marker, "runtime": None}, "tests/x.py::t")
     assert adhoc.falsifier_sha256 == "plain"
+
+
+def test_an_outcome_takes_what_its_marker_says_and_marks_what_nobody_said():
+    provenance = dict(run_id="r", time_utc="2026-11-22T00:00:00Z", git_commit="c" * 40, git_commit_source="git",
+                      git_dirty=False)
+    outcome = Outcome(falsifier="FALSIFY-DEMO-001", device="cpu", prediction="", verdict="PASS",
+                      observations={"x": 0.5}, margin=0.5, duration_s=0.1)
+    outcome.identify({"contract": "demo", "contract_version": "1.2.0", "sha256": "0" * 64, "prediction": "x < 1"},
+                     "generated_tests/test_demo.py::test_falsify_demo_001[cpu]")
+    assert outcome.prediction == "x < 1"  # the check did not say: the generated test's marker does
+    record = outcome.to_record(**provenance)
+    assert (record.contract, record.contract_version, record.prediction) == ("demo", "1.2.0", "x < 1")
+    unidentified = Outcome(falsifier="FALSIFY-DEMO-001", device="cpu", prediction="x < 1", verdict="PASS",
+                           observations={"x": 0.5}, margin=0.5, duration_s=0.1)  # a bare falsify() call
+    record = unidentified.to_record(**provenance)
+    assert (record.contract, record.contract_version, record.falsifier_sha256) == ("?", "?", "?")

@@ -48,6 +48,10 @@ def test_a_copy_inside_another_repository_does_not_take_its_commit(tmp_path, mon
     monkeypatch.setenv("PV_GIT_COMMIT", "c" * 40)
     monkeypatch.setenv("PV_GIT_DIRTY", "0")
     assert state(copy) == ("c" * 40, False, "PV_GIT_COMMIT")
+    outer_commit = git(outer, "rev-parse", "HEAD")  # even a commit the outer repository has:
+    monkeypatch.setenv("PV_GIT_COMMIT", outer_commit)
+    monkeypatch.setenv("PV_GIT_DIRTY", "1")
+    assert state(copy) == (outer_commit, True, "PV_GIT_COMMIT")  # dirty as said: the outer git is not asked
 
 
 def test_an_explicit_commit_wins_over_git_and_dirty_is_measured_against_it(tmp_path, monkeypatch):
@@ -137,3 +141,31 @@ def test_only_cuda_is_named_by_the_gpu(monkeypatch):
     cuda = SimpleNamespace(is_available=lambda: True, current_device=lambda: 0, get_device_name=lambda i: "Fake GPU")
     monkeypatch.setattr(provenance, "_torch", lambda import_if_needed: SimpleNamespace(cuda=cuda))
     assert provenance.device_name("cuda") == "Fake GPU" and provenance.device_name("tpu") is None
+
+
+def test_a_computed_torch_version_is_not_read_as_text(monkeypatch, tmp_path):
+    """Only a literal `__version__ = '...'` is a version; a computed one is skipped, the rest read."""
+    import importlib.machinery
+
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "version.py").write_text("__version__ = _from_git()\nversion, build = '1', '2'\ncuda = '12.8'\n")
+    spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
+    spec.submodule_search_locations = [str(package)]
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
+    got = provenance.versions()
+    assert (got["torch"], got["cuda"]) == (None, "12.8")
+
+
+def test_an_installed_torch_not_yet_imported_is_imported_to_ask_for_cuda(monkeypatch, tmp_path):
+    """cuda_available() imports torch when it is installed but not loaded (a fake torch here)."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(
+        "from types import SimpleNamespace\ncuda = SimpleNamespace(is_available=lambda: False)\n")
+    monkeypatch.delenv("PV_FORCE_NO_CUDA", raising=False)
+    monkeypatch.setitem(sys.modules, "torch", None)  # restored (or removed) when the test ends
+    del sys.modules["torch"]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert provenance.cuda_available() == (False, "cuda requested but torch.cuda.is_available() is False")
+    assert sys.modules["torch"].__file__ == str(tmp_path / "torch" / "__init__.py")

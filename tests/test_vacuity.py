@@ -193,3 +193,31 @@ def test_a_failing_value_only_the_solver_finds_is_replayed_and_kept():
     decision = vacuity.decide("x != 0.123456789 * 3")
     assert decision.refused is None and decision.undecided is None
     assert decision.fails_at == {"x": 0.123456789 * 3} and expr.judge("x != 0.123456789 * 3", decision.fails_at).holds is False
+
+
+@pytest.mark.parametrize("text, side", [("x * 3 == 1", "passes_at"), ("x * 3 != 1", "fails_at")])
+def test_a_witness_only_the_solver_finds_decides_the_question(text, side):
+    # no special double, number of the prediction or neighbour of one makes x * 3 == 1 true:
+    # the solver's candidate, replayed through pv.expr, settles it
+    decision = vacuity.decide(text)
+    assert decision.refused is None and decision.undecided is None
+    witness = getattr(decision, side)
+    assert expr.judge(text, witness).holds is (side == "passes_at")
+
+
+@pytest.mark.parametrize("text", [
+    "a == 0 and b == 2 and c == b",  # the repair step satisfies `name <op> bound` links
+    "x < -3 and x > -5",
+    "x > -inf", "x < inf",  # the special doubles include both infinities
+    "x > 4 and x * x == 36", "x < -4 and x * x == 36", "x != 4 and x * x == 36",  # only the repaired value passes
+    # x * x == N is beyond the solver's budget (nonlinear floating point): the witness is one of
+    # the prediction's own numbers moved (halved, doubled, one down)
+    "x * x == 324 and x != 36", "x * x + 0 * 36 == 5184", "x * x + 0 * 36 == 1225",
+])
+def test_honest_predictions_are_decided_without_the_solver(text, monkeypatch):
+    from pv import fpmodel
+
+    monkeypatch.setattr(fpmodel, "Query", lambda parsed: pytest.fail(f"the solver was asked about {parsed.text}"))
+    decision = vacuity._decide_parsed(expr.parse(text))  # uncached
+    assert decision.refused is None and decision.undecided is None
+    assert expr.judge(text, decision.passes_at).holds and not expr.judge(text, decision.fails_at).holds

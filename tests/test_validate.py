@@ -351,7 +351,7 @@ ONE_PROBLEM = [
     pytest.param([('version: 1.0.0', 'version: 1.0.0.1')], 'PV204', 'version: 1.0.0.1', 'semantic version', id='bad_semver'),
     pytest.param([('version: 1.0.0', 'version: 1.0')], 'PV203', 'version: 1.0', 'quote the value', id='unquoted_number_where_text_is_expected'),
     pytest.param([('    rule: Eval', '    rule: first\n    rule: Eval')], 'PV205', 'rule: Eval', None, id='duplicate_key'),
-    pytest.param([('falsifiers: [FALSIFY-DEMO-FORWARD-001]', 'falsifiers: [FALSIFY-DEMO-FORWARD-002]')], 'PV305', 'falsifiers: [FALSIFY-DEMO-FORWARD-002]', None, id='dangling_obligation_to_falsifier'),
+    pytest.param([('falsifiers: [FALSIFY-DEMO-FORWARD-001]', 'falsifiers: [FALSIFY-DEMO-FORWARD-002]')], 'PV305', 'falsifiers: [FALSIFY-DEMO-FORWARD-002]', "did you mean 'FALSIFY-DEMO-FORWARD-001'?", id='dangling_obligation_to_falsifier'),
     pytest.param([('depends_on: []', 'depends_on: [demo-missing]')], 'PV306', 'depends_on', None, id='dangling_depends_on'),
     pytest.param([('mutants: [drops_bias]', 'mutants: [drop_bias]')], 'PV309', 'mutants: [drop_bias]', "did you mean 'drops_bias'?", id='unknown_mutant'),
     pytest.param([('check: falsifiers.demo:measure', 'check: elsewhere.checks:measure')], 'PV310', 'check: elsewhere', None, id='check_outside_allowed_packages'),
@@ -789,3 +789,35 @@ def test_jobs_for(monkeypatch):
     monkeypatch.delenv("PV_JOBS", raising=False)
     assert jobs_for(3) == 1 and jobs_for(PARALLEL_MIN_FILES - 1) == 1
     assert 1 <= jobs_for(10_000) <= 8
+
+
+def test_a_version_that_is_not_text_is_left_to_the_schema_not_to_the_file_name_check(vworkspace):
+    vworkspace.contract(("version: 1.0.0", "version: 1"))
+    result = vworkspace.run()
+    assert result.exit_code == 1
+    assert not {"PV199", "PV304"} & codes(result), result.output  # no internal error, no name complaint
+
+
+def test_a_non_ascii_combining_mark_is_named_as_written(vworkspace):
+    # "e" + U+0301 (a decomposed é) is a valid name that Python folds to "é": the message must
+    # quote non-ASCII text, never the ASCII word before the mark
+    where = 'prediction: "val_loss < 0.7 * ln(vocab_size)"'
+    vworkspace.contract((where, where.replace("val_loss", "vale\u0301_loss", 1)))
+    result = vworkspace.run()
+    [d] = only(result, "PV406")
+    quoted = d.message.split("the name ", 1)[1].split(" is not ASCII", 1)[0]
+    assert not quoted.strip("'").isascii(), d.message
+
+
+def test_depends_on_a_misspelt_contract_id_gets_a_hint(vworkspace):
+    vworkspace.contract(("depends_on: []", "depends_on: [demo-othr]"))
+    other_contract(vworkspace)
+    result = vworkspace.run()
+    only(result, "PV306")
+    assert "did you mean 'demo-other'?" in result.output
+
+
+def test_a_check_that_is_not_module_colon_function_is_left_to_the_schema(vworkspace):
+    vworkspace.contract(("check: falsifiers.demo:measure", "check: falsifiers.demo.measure"))
+    result = vworkspace.run()
+    assert result.exit_code == 1 and "PV199" not in codes(result), result.output

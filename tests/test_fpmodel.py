@@ -1,0 +1,72 @@
+"""pv.fpmodel: a prediction as a query over IEEE doubles. Each fact the module documents for an
+over-approximated function (exp, ln, **) is what lets the solver prove a prediction that needs
+it can never fail; without the fact the solver finds a (spurious) failing observation.
+
+The oracle is the documented model itself (pv/fpmodel.py's docstring) and the math library's
+behaviour it states (exp(0) = 1, ln(1) = 0, NaN in gives NaN out); the concrete search of
+pv.vacuity is bypassed, so each answer here is the solver's alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from pv import expr, vacuity
+
+fpmodel = pytest.importorskip("pv.fpmodel")  # z3 is pv's dependency; the import fails loudly if it is gone
+
+
+def can(text: str, want: bool) -> str:
+    """'sat' | 'unsat' | 'unknown': can the solver make `text` defined and judged `want`?"""
+    query = fpmodel.Query(expr.parse(text))
+    return fpmodel.Search(query, query.holds if want else query.fails, vacuity.RLIMIT).next()[0]
+
+
+@pytest.mark.parametrize("text", [
+    "exp(x) >= 0",                      # never NaN, never negative for a number
+    "exp(x) >= 1 or x < 0",             # exp(x) >= 1 for x >= 0
+    "exp(x) <= 1 or x > 0",             # exp(x) <= 1 for x <= 0
+    "exp(x) == inf or x != inf",        # exp(inf) = inf
+    "exp(x) == 0 or x != -inf",         # exp(-inf) = 0
+    "ln(x) == 0 or x != 1",             # ln(1) = 0
+    "ln(x) > 0 or x <= 1",              # above 1: positive
+    "ln(x) < 0 or x <= 0 or x >= 1",    # between 0 and 1: negative
+    "ln(x) == inf or x != inf",         # ln(inf) = inf
+    "not (ln(x - x) == ln(x - x))",     # defined only at x = ±inf, where x - x is NaN and so is ln of it
+    "not (exp(x - x) == exp(x - x)) or (x != inf and x != -inf)",  # exp of NaN is NaN
+    "x ** 2 >= 0",                      # an even literal power is never negative
+    "x ** 0 == 1",
+])
+def test_a_prediction_the_documented_facts_prove_can_never_fail(text):
+    assert can(text, want=False) == "unsat"
+
+
+@pytest.mark.parametrize("text", [
+    "x ** y >= 0",        # an observed exponent: no even-power fact ((-2) ** 3 < 0)
+    "x ** 3 >= 0",        # an odd literal power can be negative
+])
+def test_a_power_without_an_even_literal_exponent_can_fail(text):
+    assert can(text, want=False) == "sat"
+
+
+def test_a_complex_power_is_never_defined():
+    # (-8) ** 0.5 is complex in Python: pv.expr reports an error, so no observation is judged
+    assert can("x ** 0.5 == x ** 0.5 and x < 0 and x > -inf", want=True) == "unsat"
+
+
+def test_a_negated_comparison_is_a_number():
+    # -(x < 1) is -1 or 0 in Python (a boolean is 0 or 1 in arithmetic): never positive
+    assert can("-(x < 1) <= 0", want=False) == "unsat"
+    assert can("-(x < 1) == -1", want=True) == "sat"
+
+
+def test_ln_of_a_finite_positive_number_is_finite():
+    assert can("ln(x) < inf or x == inf", want=False) == "unsat"
+    assert can("ln(x) == ln(x) or x == inf", want=False) == "unsat"  # and never NaN
+
+
+def test_a_tree_outside_the_expression_language_is_refused():
+    import ast
+
+    outside = expr.Expression(text="x[0] > 1", tree=ast.parse("x[0] > 1", mode="eval"))  # parse() refuses it
+    with pytest.raises(ValueError, match="not in the expression language: Subscript"):
+        fpmodel.Query(outside)
