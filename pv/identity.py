@@ -278,9 +278,11 @@ class EvidenceCheck:
         python = (record.versions or {}).get("python")
         key = (record.contract, falsifier_id, str(python))
         if key not in self._legacy_digests:
+            from pv.codegen import function_name
+
             text = self._render(record.contract)
             self._legacy_digests[key] = (None if text is None else
-                                         legacy_test_sha256(text, function_name_of(falsifier_id), python))
+                                         legacy_test_sha256(text, function_name(falsifier_id), python))
         return self._legacy_digests[key]
 
     def refuses(self, record: LedgerRecord, falsifier: Any) -> str | None:
@@ -297,12 +299,6 @@ class EvidenceCheck:
         if record.test_sha256 != digest and record.test_sha256 != self._legacy(record, falsifier.id):
             return "the test that ran is not what `pv generate` renders from the current contract"
         return judged_differs(record, falsifier)
-
-
-def function_name_of(falsifier_id: str) -> str:
-    from pv.codegen import function_name
-
-    return function_name(falsifier_id)
 
 
 def ran_test(workspace: Any, path: Path, name: str, function: str, contract: str | None,
