@@ -22,9 +22,11 @@ results="$PV_CACHE_DIR/mutation-runtime.jsonl"
 # shellcheck source=scripts/gpu-env.sh
 . scripts/gpu-env.sh
 "$py" -c 'import libcst, coverage' || { echo "libcst and coverage are needed (pv[mutate]): add their wheels to .whl" >&2; exit 2; }
+# Counted before OMP_NUM_THREADS is set: GNU nproc reports OMP_NUM_THREADS when it is set.
+cores=$(nproc --all)
+jobs=${JOBS:-$(( cores > 2 ? cores - 1 : 1 ))}
 # The mutants run on the CPU: no CUDA context in each of the JOBS pytest processes, one BLAS thread each.
 export CUDA_VISIBLE_DEVICES="" OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-jobs=${JOBS:-$(( $(nproc) > 2 ? $(nproc) - 1 : 1 ))}
 copy_back() { cp -f "$results" "$out/mutation-runtime.jsonl" 2>/dev/null || true; }
 trap copy_back EXIT
 { "$py" -c 'import torch, sys, os; print("torch", torch.__version__, "python", sys.version.split()[0], "cpus", os.cpu_count())'
