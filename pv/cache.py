@@ -33,7 +33,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 CACHE_DIR = Path(".pv-cache") / "pv"
 # Entries kept beyond those used in this run, so runs of different verbs do not evict each other.
@@ -159,15 +159,27 @@ class Cache:
     `version` names the computation (its algorithm and the Python that parses): a file written
     under another version is ignored whole."""
 
-    def __init__(self, root: Path | str, name: str, version: str):
+    def __init__(self, root: Path | str, name: str, version: str | Callable[[], str]):
         self.path = Path(root) / CACHE_DIR / f"{name}.json"
-        self.version = f"{version}|py{sys.version_info[0]}.{sys.version_info[1]}"
+        self._version = version  # a callable is asked only when the cache is on (PV_NO_CACHE=1 reads nothing)
         self._entries: dict[str, Any] | None = None
         self._used: set[str] = set()
         self._added: dict[str, Any] = {}  # put by this process since it last saved or handed them over
 
+    @property
+    def active(self) -> bool:
+        """Off (PV_NO_CACHE=1, no secret): get() misses, put() keeps nothing, and a caller may
+        skip the work of making a key or an entry."""
+        return enabled()
+
+    @property
+    def version(self) -> str:
+        if callable(self._version):
+            self._version = self._version()
+        return f"{self._version}|py{sys.version_info[0]}.{sys.version_info[1]}"
+
     def _read_file(self) -> dict[str, Any]:
-        if not enabled():
+        if not self.active:
             return {}
         try:
             body = verified(self.path.read_bytes())
@@ -190,6 +202,8 @@ class Cache:
         return value
 
     def put(self, key: str, value: Any) -> None:
+        if not self.active:
+            return
         entries = self._load()
         self._used.add(key)
         if entries.get(key) != value:
@@ -208,7 +222,7 @@ class Cache:
     def save(self) -> None:
         """Write what this process added, merged into what is on disk now (other processes may
         have saved since this one loaded), under a lock, atomically. Any failure is ignored."""
-        if not (self._added and enabled()):
+        if not (self._added and self.active):
             return
         try:
             import fcntl

@@ -235,6 +235,8 @@ class TreeDigests:
         self._cache: dict[str, str | None] = {}
         self._units: object = None
         self._store = None
+        self._unit_store = None
+        self._root = workspace_root
         if persist:
             from pv.cache import Cache
 
@@ -265,6 +267,8 @@ class TreeDigests:
     def save(self) -> None:
         if self._store is not None:
             self._store.save()
+        if self._unit_store is not None:
+            self._unit_store.save()
 
     def record_changes(self, record: object) -> tuple[str, ...]:
         """Why a record's code is not the tree's. A record that carries the units it executed
@@ -276,7 +280,11 @@ class TreeDigests:
         if self._units is None:
             from pv.codeunits import UnitTree
 
-            self._units = UnitTree(self.roots[0], self.roots[1:])
+            if self._store is not None:  # units are remembered beside the digests (the same key: the bytes)
+                from pv.cache import Cache, pv_source_digest
+
+                self._unit_store = Cache(self._root, "code-units", pv_source_digest)
+            self._units = UnitTree(self.roots[0], self.roots[1:], store=self._unit_store)
         return tuple(self._units.changes(executed, getattr(record, "code_origins", None) or {},
                                          getattr(record, "binding_problems", None) or ()))
 

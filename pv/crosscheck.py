@@ -48,11 +48,11 @@ class Context:
         # What the file-local checks found, per file text (see _file_local); the vacuity check
         # among them may ask z3, so its version is part of what decided them.
         self.file_facts = Cache(self.workspace.root, "file-checks",
-                                f"{pv_source_digest()}|z3-solver={installed_version('z3-solver')}")
+                                lambda: f"{pv_source_digest()}|z3-solver={installed_version('z3-solver')}")
         # The YAML of each contract, per file bytes (pv.loadcache).
         from pv.loadcache import LOAD_FACTS_VERSION
 
-        self.load_facts = Cache(self.workspace.root, "yaml-data", f"{pv_source_digest()}|{LOAD_FACTS_VERSION}")
+        self.load_facts = Cache(self.workspace.root, "yaml-data", lambda: f"{pv_source_digest()}|{LOAD_FACTS_VERSION}")
 
 
 def _d(loaded: LoadedContract, pos: tuple[int, int], code: str, message: str, hint: str = "",
@@ -98,8 +98,8 @@ def _file_local(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     parsed and analysed again (its expressions are most of a contract's checking)."""
     from pv.cache import key_of
 
-    key = key_of(loaded.text, loaded.display_path, loaded.path.name)
-    found = ctx.file_facts.get(key)
+    key = key_of(loaded.text, loaded.display_path, loaded.path.name) if ctx.file_facts.active else ""
+    found = ctx.file_facts.get(key) if key else None
     if isinstance(found, list):
         try:
             return [Diagnostic(path=d["path"], line=d["line"], col=d["col"], code=d["code"], message=d["message"],
@@ -109,7 +109,7 @@ def _file_local(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for check in (file_name, obligation_references, expressions, tolerance_caps, timing_observations):
         out += _guarded(check, loaded)
-    if not any(d.code == "PV199" for d in out):  # a bug in pv is reported every time, never remembered
+    if key and not any(d.code == "PV199" for d in out):  # a bug in pv is reported every time, never remembered
         ctx.file_facts.put(key, [d.to_json() for d in out])
     return out
 

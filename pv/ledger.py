@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -208,26 +209,18 @@ class TooDeep(ValueError):
     """A line nested deeper than any record is: garbage, reported instead of parsed."""
 
 
+# A JSON string (escapes included), or an unterminated one running to the end of the line.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\[\s\S][^"\\]*)*(?:"|\\?\Z)')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 / -1 as signed bytes
+
+
 def _depth(raw: bytes) -> int:
-    """The deepest bracket nesting of a JSON text, counted without recursion (strings skipped)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return deepest
+    """The deepest bracket nesting of a JSON text, counted without recursion (strings skipped).
+    At C speed: strings blanked by one regex, then a running sum over the brackets alone (a
+    ledger of a few thousand records has hundreds of lines long enough to be counted)."""
+    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKET).translate(_BRACKET_STEP)
+    return max(0, max(itertools.accumulate(memoryview(brackets).cast("b")), default=0))
 
 
 def parse_line(raw: bytes) -> Any:

@@ -63,6 +63,8 @@ def read_yaml_remembered(path: Path, display: str, store: Any) -> tuple[LoadedCo
     """safe_yaml.read_yaml, answered from `store` (a pv.cache.Cache) for bytes read before."""
     from pv.cache import key_of
 
+    if not getattr(store, "active", True):  # PV_NO_CACHE=1: nothing to look up, nothing worth encoding
+        return read_yaml(path, display)
     try:
         raw = _read_regular(path)
     except OSError:
