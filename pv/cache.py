@@ -53,16 +53,17 @@ def secret_path() -> Path:
     return Path(base) / "pv" / "cache-key"
 
 
-_SECRETS: dict[str, bytes | None] = {}
+_SECRETS: dict[tuple[str | None, str | None], bytes | None] = {}  # per (XDG_CACHE_HOME, HOME)
 
 
 def secret() -> bytes | None:
     """The per-user key that signs cache files, made on first use (None: none can be had, so
     nothing is cached). Created under a temporary name and linked into place, so two processes
     starting at once agree on one key and none ever reads a half-written one."""
+    where = (os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME"))  # what secret_path() reads, cheaply
+    if where in _SECRETS:
+        return _SECRETS[where]
     path = secret_path()
-    if str(path) in _SECRETS:
-        return _SECRETS[str(path)]
     key = _read_secret(path)
     if key is None:
         try:
@@ -82,7 +83,7 @@ def secret() -> bytes | None:
         except OSError:
             pass
         key = _read_secret(path)
-    _SECRETS[str(path)] = key
+    _SECRETS[where] = key
     return key
 
 
