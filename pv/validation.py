@@ -170,16 +170,13 @@ def _check_one(item, ctx) -> tuple:
 
 def _worker(item) -> tuple:
     loaded, found = _check_one(item, _WORKER_CTX)
-    schema_valid = loaded is not None and loaded.contract is not None
     if loaded is not None:
         loaded.node = None  # the parent re-composes the few files whose positions it needs
-        # a validated model unpickles slower than pydantic builds it again from the data
-        loaded.contract = None
     from pv import replay
 
     # the parent remembers the facts, and records what the worker read as inputs of the run
-    return loaded, found, schema_valid, (_WORKER_CTX.file_facts.take_added(), _WORKER_CTX.load_facts.take_added(),
-                                         replay.take_noted())
+    return loaded, found, (_WORKER_CTX.file_facts.take_added(), _WORKER_CTX.load_facts.take_added(),
+                           replay.take_noted())
 
 
 def jobs_for(count: int) -> int:
@@ -206,27 +203,16 @@ def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
         try:
             import multiprocessing
 
-            # `jobs` processes: jobs - 1 forked workers take the first files, this one the rest
-            # (its share needs no pickling); an even split, as every file costs about the same
-            forked = len(items) * (jobs - 1) // jobs
             _WORKER_CTX = ctx
-            with multiprocessing.get_context("fork").Pool(jobs - 1) as pool:
-                pending = pool.map_async(_worker, items[:forked],
-                                         chunksize=max(1, forked // (max(1, jobs - 1) * 4)))
-                mine = [_check_one(item, ctx) for item in items[forked:]]
-                results = pending.get()
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                results = pool.map(_worker, items, chunksize=max(1, len(items) // (jobs * 4)))
             from pv import replay
-            from pv.schema import Contract
 
-            theirs = []
-            for loaded, found, schema_valid, (facts, load_facts, noted) in results:
+            for _, _, (facts, load_facts, noted) in results:
                 ctx.file_facts.merge(facts)
                 ctx.load_facts.merge(load_facts)
                 replay.merge_noted(noted)
-                if schema_valid:  # the worker validated this very data: it validates again
-                    loaded.contract = Contract.model_validate(loaded.data)
-                theirs.append((loaded, found))
-            return theirs + mine
+            return [(loaded, found) for loaded, found, _ in results]
         except Exception:  # noqa: BLE001 - no fork, no semaphores, a worker lost: check them here
             pass
         finally:
