@@ -12,6 +12,7 @@ contract that the schema rejects still gets its other problems reported in the s
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import unicodedata
@@ -439,10 +440,11 @@ def mutant_runtimes(loaded: LoadedContract, ctx: Context, declared: list[tuple[i
         if name not in found:
             continue  # PV309 said so
         runtimes, problem = found[name]
-        pos = loaded.position(K.MUTANTS.at(i) + (j,))
+        # looked up only for a finding: a remembered file (pv.loadcache) has no node tree to ask
+        pos = functools.partial(loaded.position, K.MUTANTS.at(i) + (j,))
         unknown = [rt for rt in runtimes or () if rt not in table]
         if problem or unknown:
-            out.append(_d(loaded, pos, "PV321", f"mutant {name!r}: " + (problem or (
+            out.append(_d(loaded, pos(), "PV321", f"mutant {name!r}: " + (problem or (
                 f"runtimes= names {', '.join(map(repr, unknown))}, not one of [tool.pv] runtimes "
                 f"({', '.join(table) or 'none'})")), f"fix @mutant({name!r}, runtimes=...) in {module}"))
             continue
@@ -450,7 +452,7 @@ def mutant_runtimes(loaded: LoadedContract, ctx: Context, declared: list[tuple[i
         planted = mutation.planted_in(runtimes, table)
         if not any(mutation.meets(planted, rt, table) for rt in ran_on):
             where = ", ".join(rt for rt in ran_on if rt) or f"its own code (the default runtime, {next(iter(table), 'none')})"
-            out.append(_d(loaded, pos, "PV320",
+            out.append(_d(loaded, pos(), "PV320",
                           f"mutant {name!r} is planted in {', '.join(sorted(planted or ()))} only, and the falsifier "
                           f"runs on {where}: it can never meet the bug",
                           f"add a runtime the bug is planted in to `runtimes:`, or declare the bug's equivalent "
