@@ -64,6 +64,19 @@ def _text_of(raw: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
+def is_remembered(path: Path, display: str, store: Any) -> bool:
+    """Whether `store` holds the YAML of the file's current bytes (read_yaml_remembered would not parse it)."""
+    from pv.cache import key_of
+
+    if not getattr(store, "active", True):
+        return False
+    try:
+        raw = _read_regular(path)
+    except OSError:
+        return False
+    return raw is not None and len(raw) <= MAX_BYTES and isinstance(store.get(key_of("yaml", raw, display)), dict)
+
+
 def read_yaml_remembered(path: Path, display: str, store: Any) -> tuple[LoadedContract | None, list[Diagnostic]]:
     """safe_yaml.read_yaml, answered from `store` (a pv.cache.Cache) for bytes read before."""
     from pv.cache import key_of
