@@ -25,9 +25,10 @@ import ast
 import functools
 import hashlib
 import os
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from pv.codebind import DIGEST_CHARS
 
@@ -80,8 +81,8 @@ def _functions(tree: ast.Module) -> list[tuple[str, ast.AST]]:
                 todo.append((qualname + ".<locals>.", child))
             elif isinstance(child, ast.ClassDef):
                 todo.append((prefix + child.name + ".", child))
-            else:  # if/try/with blocks and expressions keep the enclosing prefix
-                todo.append((prefix, child))
+            elif not isinstance(child, ast.expr):  # if/try/with blocks keep the enclosing prefix
+                todo.append((prefix, child))  # (an expression holds no statement: not walked)
     return found
 
 
@@ -152,9 +153,19 @@ def _units_of_tree(tree: ast.Module) -> ModuleUnits:
     return ModuleUnits(digests, tuple(spans), _import_statements(tree))
 
 
+def _statements(tree: ast.Module) -> Iterator[ast.AST]:
+    """ast.walk without the expressions: the same nodes in the same order, but for those that
+    cannot hold a statement (walking every expression was most of reading a module's imports)."""
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        todo.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.expr))
+        yield node
+
+
 def _import_statements(tree: ast.Module) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
     found = []
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.Import):
             found += [(-1, "", (alias.name,)) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
