@@ -23,7 +23,7 @@ from typing import Any, Iterable
 from pv import expr, tolerance as tolerances, vacuity
 from pv import keypaths as K
 from pv.config import Workspace
-from pv.diagnostics import Diagnostic, Severity, internal_error
+from pv.diagnostics import Diagnostic, Severity, did_you_mean, internal_error
 from pv.safe_yaml import SCHEMA_LINE_PREFIX, LoadedContract
 from pv.schema import CHECK_PATTERN, PROJECT_SCHEMA, LifecycleStatus, schema_reference
 from pv.staticcheck import ModuleIndex, Unresolved, in_allowed_package
@@ -34,6 +34,9 @@ contract's metadata.status is DRAFT and an error above DRAFT. True: an error at 
 (`pv validate --strict-bindings` turns it on for one run)."""
 
 _CHECK_RE = re.compile(CHECK_PATTERN)
+# "did you mean" among contract ids, falsifier ids, runtime and mutant names: a stricter
+# similarity than for schema keys (pv.diagnostics.did_you_mean's default 0.7), as it always was
+NEAR_CUTOFF = 0.75
 
 
 @dataclass
@@ -183,11 +186,10 @@ def obligation_references(loaded: LoadedContract) -> list[Diagnostic]:
     for i, ob in _obligations(loaded.data):
         for j, fid in enumerate(_list(ob.get(K.OBLIGATION_FALSIFIERS.key))):
             if isinstance(fid, str) and fid not in known:
-                near = _near(fid, sorted(known))
                 out.append(_d(loaded, loaded.position(K.OBLIGATION_FALSIFIERS.at(i) + (j,)), "PV305",
                               f"obligation {ob.get(K.OBLIGATION_ID.key)!s} names falsifier {fid!r}, which this contract does not define",
-                              f"did you mean {near!r}?" if near else
-                              "obligations may only name falsifiers of the same contract"))
+                              did_you_mean(fid, sorted(known), "obligations may only name falsifiers of the same contract",
+                                           cutoff=NEAR_CUTOFF)))
     return out
 
 
@@ -337,11 +339,11 @@ def runtime_names(loaded: LoadedContract, i: int, known: dict[str, str]) -> list
     out = []
     for k, name in enumerate(_list(f.get(K.RUNTIMES.key))):
         if isinstance(name, str) and name not in known:
-            near = _near(name, list(known))
             out.append(_d(loaded, loaded.position(K.RUNTIMES.at(i) + (k,)), "PV319",
                           f"runtime {name!r} is not one of [tool.pv] runtimes ({', '.join(known) or 'none'})",
-                          f"did you mean {near!r}?" if near else
-                          "name it in [tool.pv] runtimes = {NAME = \"module:factory\"} (docs/adopting.md)"))
+                          did_you_mean(name, list(known),
+                                       "name it in [tool.pv] runtimes = {NAME = \"module:factory\"} (docs/adopting.md)",
+                                       cutoff=NEAR_CUTOFF)))
     return out
 
 
@@ -416,8 +418,8 @@ def mutants(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
         if known is not None and name in known:
             continue
         if known is not None:
-            near = _near(name, sorted(known))
-            hint = f"did you mean {near!r}?" if near else f"declare it in {module} with @mutant({name!r})"
+            hint = did_you_mean(name, sorted(known), f"declare it in {module} with @mutant({name!r})",
+                                cutoff=NEAR_CUTOFF)
         out.append(_d(loaded, loaded.position(K.MUTANTS.at(i) + (j,)), "PV309",
                       f"unknown mutant {name!r}", hint))
     return out + mutant_runtimes(loaded, ctx, declared)
@@ -523,11 +525,10 @@ def dependencies(files: list[LoadedContract]) -> list[Diagnostic]:
                 edges.setdefault(cid, []).append((target, loc))
                 continue
             pos = loaded.position(loc)
-            near = _near(target, sorted(owner))
             stripped = re.sub(r"-v[0-9]+$", "", target)
-            hint = (f"did you mean {near!r}?" if near else
-                    f"depends_on names contract ids ({stripped!r}), not file names" if stripped in owner else
-                    "depends_on names metadata.id of a contract in the contracts dir")
+            hint = did_you_mean(target, sorted(owner),
+                                f"depends_on names contract ids ({stripped!r}), not file names" if stripped in owner else
+                                "depends_on names metadata.id of a contract in the contracts dir", cutoff=NEAR_CUTOFF)
             out.append(_d(loaded, pos, "PV306", f"depends_on {target!r}: no contract has that id", hint))
     for cycle in _cycles(edges):
         text = " -> ".join(cycle)
@@ -571,10 +572,3 @@ def _cycles(edges: dict[str, list[tuple[str, tuple]]]) -> list[list[str]]:
                 stack.pop()
                 path.pop()
     return [found[k] for k in sorted(found)]
-
-
-def _near(word: str, candidates: list[str]) -> str | None:
-    import difflib
-
-    match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.75)
-    return match[0] if match else None

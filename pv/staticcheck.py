@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pv import mutation
+from pv.diagnostics import did_you_mean
 
 MAX_REEXPORT_HOPS = 8
 MAX_MODULE_BYTES = 2_000_000  # a check module is a few kilobytes; more is not worth parsing
@@ -252,9 +253,8 @@ class ModuleIndex:
                             break
             if binding is None:
                 defs = _top_level_defs(mod.tree)
-                near = _near(name, defs)
-                hint = f"did you mean {near!r}?" if near else (
-                    f"functions in {dotted}: {', '.join(defs[:8])}" if defs else f"{dotted} defines no functions")
+                hint = did_you_mean(name, defs, f"functions in {dotted}: {', '.join(defs[:8])}" if defs else
+                                    f"{dotted} defines no functions")
                 raise Unresolved("PV312", f"{dotted!r} has no top-level function {name!r}", hint)
             kind = binding[0]
             if kind == "def":
@@ -484,12 +484,6 @@ def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef, path: Path) -> Sign
         is_async=isinstance(node, ast.AsyncFunctionDef),
     )
 
-
-def _near(word: str, candidates: list[str]) -> str | None:
-    import difflib
-
-    match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.7)
-    return match[0] if match else None
 
 
 def in_allowed_package(module: str, packages: tuple[str, ...] | list[str]) -> bool:
