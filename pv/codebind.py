@@ -26,9 +26,10 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import os
 import sys
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 DIGEST_CHARS = 24  # 96 bits of sha256: a second preimage is out of reach
 # Names the digest computation for pv.cache: change it whenever _strip_docstrings/_canonical change.
@@ -223,6 +224,21 @@ def bind(start: Iterable[str], packages: Iterable[str], roots: list[Path],
     return out
 
 
+_UNIT_STORES: dict[str, Any] = {}
+
+
+def _unit_store(root: Path) -> Any:
+    """The pv.cache of code units under `root`, one per process: PV501 makes a tree per contract,
+    and loading and saving the whole file for each was a tenth of a first run. (The cache is no
+    input of a recorded run, pv.replay skips its directory, so sharing it hides nothing.)"""
+    key = os.path.abspath(root)
+    if key not in _UNIT_STORES:
+        from pv.cache import Cache, pv_source_digest
+
+        _UNIT_STORES[key] = Cache(root, "code-units", pv_source_digest)
+    return _UNIT_STORES[key]
+
+
 class TreeDigests:
     """The working tree's digests, computed on demand and cached (one `pv status` run).
 
@@ -281,9 +297,7 @@ class TreeDigests:
             from pv.codeunits import UnitTree
 
             if self._store is not None:  # units are remembered beside the digests (the same key: the bytes)
-                from pv.cache import Cache, pv_source_digest
-
-                self._unit_store = Cache(self._root, "code-units", pv_source_digest)
+                self._unit_store = _unit_store(self._root)
             self._units = UnitTree(self.roots[0], self.roots[1:], store=self._unit_store)
         return tuple(self._units.changes(executed, getattr(record, "code_origins", None) or {},
                                          getattr(record, "binding_problems", None) or ()))
