@@ -197,6 +197,8 @@ class Cache:
         return self._entries
 
     def get(self, key: str) -> Any:
+        if not self.active:  # turned off since it was loaded (a store kept for the process)
+            return None
         value = self._load().get(key)
         if value is not None:
             self._used.add(key)

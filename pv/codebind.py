@@ -224,19 +224,20 @@ def bind(start: Iterable[str], packages: Iterable[str], roots: list[Path],
     return out
 
 
-_UNIT_STORES: dict[str, Any] = {}
+_STORES: dict[tuple[str, str], Any] = {}
 
 
-def _unit_store(root: Path) -> Any:
-    """The pv.cache of code units under `root`, one per process: PV501 makes a tree per contract,
-    and loading and saving the whole file for each was a tenth of a first run. (The cache is no
-    input of a recorded run, pv.replay skips its directory, so sharing it hides nothing.)"""
-    key = os.path.abspath(root)
-    if key not in _UNIT_STORES:
+def _shared_store(root: Path, name: str) -> Any:
+    """The pv.cache `name` ("code-digests", "code-units") under `root`, one per process: PV501
+    makes a tree per contract, and loading and saving each whole file for each tree was a tenth
+    of a first run. (A cache is no input of a recorded run, pv.replay skips its directory, and a
+    tree still reads every module it digests: sharing the store hides nothing.)"""
+    key = (os.path.abspath(root), name)
+    if key not in _STORES:
         from pv.cache import Cache, pv_source_digest
 
-        _UNIT_STORES[key] = Cache(root, "code-units", pv_source_digest)
-    return _UNIT_STORES[key]
+        _STORES[key] = Cache(root, name, DIGEST_ALGORITHM if name == "code-digests" else pv_source_digest)
+    return _STORES[key]
 
 
 class TreeDigests:
@@ -254,9 +255,7 @@ class TreeDigests:
         self._unit_store = None
         self._root = workspace_root
         if persist:
-            from pv.cache import Cache
-
-            self._store = Cache(workspace_root, "code-digests", DIGEST_ALGORITHM)
+            self._store = _shared_store(workspace_root, "code-digests")
 
     def _digest_path(self, path: Path) -> str | None:
         data = _read(path)
@@ -297,7 +296,7 @@ class TreeDigests:
             from pv.codeunits import UnitTree
 
             if self._store is not None:  # units are remembered beside the digests (the same key: the bytes)
-                self._unit_store = _unit_store(self._root)
+                self._unit_store = _shared_store(self._root, "code-units")
             self._units = UnitTree(self.roots[0], self.roots[1:], store=self._unit_store)
         return tuple(self._units.changes(executed, getattr(record, "code_origins", None) or {},
                                          getattr(record, "binding_problems", None) or ()))
