@@ -12,6 +12,7 @@ contract that the schema rejects still gets its other problems reported in the s
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import unicodedata
@@ -51,11 +52,11 @@ class Context:
         # What the file-local checks found, per file text (see _file_local); the vacuity check
         # among them may ask z3, so its version is part of what decided them.
         self.file_facts = Cache(self.workspace.root, "file-checks",
-                                f"{pv_source_digest()}|z3-solver={installed_version('z3-solver')}")
+                                lambda: f"{pv_source_digest()}|z3-solver={installed_version('z3-solver')}")
         # The YAML of each contract, per file bytes (pv.loadcache).
         from pv.loadcache import LOAD_FACTS_VERSION
 
-        self.load_facts = Cache(self.workspace.root, "yaml-data", f"{pv_source_digest()}|{LOAD_FACTS_VERSION}")
+        self.load_facts = Cache(self.workspace.root, "yaml-data", lambda: f"{pv_source_digest()}|{LOAD_FACTS_VERSION}")
 
 
 def _d(loaded: LoadedContract, pos: tuple[int, int], code: str, message: str, hint: str = "",
@@ -101,8 +102,8 @@ def _file_local(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     parsed and analysed again (its expressions are most of a contract's checking)."""
     from pv.cache import key_of
 
-    key = key_of(loaded.text, loaded.display_path, loaded.path.name)
-    found = ctx.file_facts.get(key)
+    key = key_of(loaded.text, loaded.display_path, loaded.path.name) if ctx.file_facts.active else ""
+    found = ctx.file_facts.get(key) if key else None
     if isinstance(found, list):
         try:
             return [Diagnostic(path=d["path"], line=d["line"], col=d["col"], code=d["code"], message=d["message"],
@@ -112,7 +113,7 @@ def _file_local(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for check in (file_name, obligation_references, expressions, tolerance_caps, timing_observations):
         out += _guarded(check, loaded)
-    if not any(d.code == "PV199" for d in out):  # a bug in pv is reported every time, never remembered
+    if key and not any(d.code == "PV199" for d in out):  # a bug in pv is reported every time, never remembered
         ctx.file_facts.put(key, [d.to_json() for d in out])
     return out
 
@@ -441,10 +442,11 @@ def mutant_runtimes(loaded: LoadedContract, ctx: Context, declared: list[tuple[i
         if name not in found:
             continue  # PV309 said so
         runtimes, problem = found[name]
-        pos = loaded.position(K.MUTANTS.at(i) + (j,))
+        # looked up only for a finding: a remembered file (pv.loadcache) has no node tree to ask
+        pos = functools.partial(loaded.position, K.MUTANTS.at(i) + (j,))
         unknown = [rt for rt in runtimes or () if rt not in table]
         if problem or unknown:
-            out.append(_d(loaded, pos, "PV321", f"mutant {name!r}: " + (problem or (
+            out.append(_d(loaded, pos(), "PV321", f"mutant {name!r}: " + (problem or (
                 f"runtimes= names {', '.join(map(repr, unknown))}, not one of [tool.pv] runtimes "
                 f"({', '.join(table) or 'none'})")), f"fix @mutant({name!r}, runtimes=...) in {module}"))
             continue
@@ -452,7 +454,7 @@ def mutant_runtimes(loaded: LoadedContract, ctx: Context, declared: list[tuple[i
         planted = mutation.planted_in(runtimes, table)
         if not any(mutation.meets(planted, rt, table) for rt in ran_on):
             where = ", ".join(rt for rt in ran_on if rt) or f"its own code (the default runtime, {next(iter(table), 'none')})"
-            out.append(_d(loaded, pos, "PV320",
+            out.append(_d(loaded, pos(), "PV320",
                           f"mutant {name!r} is planted in {', '.join(sorted(planted or ()))} only, and the falsifier "
                           f"runs on {where}: it can never meet the bug",
                           f"add a runtime the bug is planted in to `runtimes:`, or declare the bug's equivalent "

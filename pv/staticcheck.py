@@ -103,6 +103,11 @@ class _Module:
     source: bytes | None = None  # the bytes `tree` was parsed from
 
 
+_SCANNED: dict[str, list[list[Any]]] = {}
+"""Mutant names per file bytes (key_of), for this process: PV501 judges each contract's evidence
+with a fresh index, and with PV_NO_CACHE=1 nothing else would keep a scan from one to the next."""
+
+
 @dataclass
 class ModuleIndex:
     """Resolves and parses modules under a workspace root; every file is parsed once."""
@@ -332,6 +337,8 @@ class ModuleIndex:
             from pv.cache import key_of
 
             key = key_of(data)
+            if key in _SCANNED:  # this process read these bytes before (a contract's evidence each time)
+                return _SCANNED[key]
             found = self._store.get(key)
             if isinstance(found, list) and all(isinstance(n, list) and len(n) == 3 for n in found):
                 return found
@@ -348,6 +355,7 @@ class ModuleIndex:
             unchanged = False
         if key is not None and unchanged:  # never remember names under bytes they were not read from
             self._store.put(key, names)
+            _SCANNED[key] = names
         return names
 
 
