@@ -19,6 +19,7 @@ import review_mutant_probes  # probes of mutants/independent_review.py
 import equivalence_probes  # probes of mutants/equivalence.py (kept apart: this file's size)
 import performance_probes  # probes of mutants/performance.py
 import domain_mutant_probes  # probes of mutants/domains.py and the sampler bugs of mutants/data.py
+import entrypoint_mutant_probes  # probes of mutants/entrypoints.py
 import adapter_mutant_probes  # probes of mutants/adapters.py (the pack's transformers adapter)
 import pytest
 import torch
@@ -522,7 +523,8 @@ def probe_resume_drops_optimizer_state():
 PROBES = {name[len("probe_"):]: fn
           for name, fn in {**dict(globals()), **vars(equivalence_probes), **vars(distributed_probes),
                            **vars(oracle_mutant_probes), **vars(performance_probes), **vars(adapter_mutant_probes),
-                           **vars(review_mutant_probes), **vars(domain_mutant_probes)}.items()
+                           **vars(review_mutant_probes), **vars(domain_mutant_probes),
+                           **vars(entrypoint_mutant_probes)}.items()
           if name.startswith("probe_")}
 
 
