@@ -1,0 +1,111 @@
+"""Planted bugs of the runtime's entry points: the pretraining pipeline, the CLI's eval, the
+torchrun trainer's eval and the subjects' checkpoint cache (issue #26: `pv mutate` survivors no
+falsifier saw, because every check met a checkpoint built once and cached).
+
+How to add one: docs/mutants.md. Each generator plants on entry and restores in `finally`
+(through `plant`)."""
+
+from __future__ import annotations
+
+import importlib
+
+from pv.mutation import mutant
+
+from .planting import plant, swap
+
+
+def _pretrain_module():
+    # the module: the package re-exports the function `pretrain` under the same name
+    return importlib.import_module("pvlab.runtime.pretrain")
+
+
+@mutant("training_loop_never_steps")
+def training_loop_never_steps():
+    """The training loop evaluates on schedule and times its steps but never calls
+    `trainer.train_batch`: no optimizer step is taken, and the run still writes a checkpoint
+    and reports losses (the step-0 model's).
+
+    Imitates a training step lost in a refactor (the `pv mutate` survivor that drops
+    `loss = trainer.train_batch(...)`). Seam: runtime.pretrain.train_steps (the single-process
+    and the torchrun pipelines both call it through the module)."""
+    pretrain = _pretrain_module()
+
+    def train_steps(trainer, batches, recipe, bar, evaluate):
+        evaluate(0)
+        for step in range(1, recipe.steps + 1):
+            next(batches)
+            if step % recipe.eval_every == 0 or step == recipe.steps:
+                evaluate(step)
+        return 1e-3 * recipe.steps
+
+    with plant("training_loop_never_steps", swap(pretrain, "train_steps", train_steps)):
+        yield
+
+
+@mutant("cli_eval_scores_training_split")
+def cli_eval_scores_training_split():
+    """Rebuilding a checkpoint's held-out split for `eval` hands back the training documents
+    as the held-out ones: the reported val_loss is a training loss.
+
+    Imitates an eval command scoring the wrong split (validation leaking into what is called
+    held-out). Seam: runtime.pretrain.heldout_for_checkpoint (the CLI's eval imports it at call
+    time)."""
+    import dataclasses
+
+    pretrain = _pretrain_module()
+    original = pretrain.heldout_for_checkpoint
+
+    def heldout_for_checkpoint(model, recipe):
+        prepared = original(model, recipe)
+        return dataclasses.replace(prepared, heldout_documents=prepared.train_documents,
+                                   heldout_stream=prepared.train_stream)
+
+    with plant("cli_eval_scores_training_split", swap(pretrain, "heldout_for_checkpoint", heldout_for_checkpoint)):
+        yield
+
+
+@mutant("distributed_eval_mean_over_rows")
+def distributed_eval_mean_over_rows():
+    """The torchrun trainer's evaluate divides the token-weighted loss sum by the number of rows
+    scored instead of the number of target tokens: every loss it records is T times too large.
+
+    Imitates a mis-normalised eval mean (`sum / batch_size`). Seam:
+    runtime.distributed.DistributedTrainer.evaluate."""
+    import torch
+
+    from pvlab.runtime import distributed, trainer as trainers
+
+    def evaluate(self, batches):
+        was_training = self.wrapped.training
+        self.wrapped.eval()
+        total, rows = 0.0, 0
+        try:
+            with torch.no_grad():
+                for batch in batches:
+                    batch = batch.to(self.ctx.device)
+                    total += float(self.wrapped(batch.inputs, trainers.eval_targets(batch))) * batch.num_target_tokens
+                    rows += batch.inputs.shape[0]
+        finally:
+            self.wrapped.train(was_training)
+        return total / rows
+
+    with plant("distributed_eval_mean_over_rows", swap(distributed.DistributedTrainer, "evaluate", evaluate)):
+        yield
+
+
+@mutant("subject_cache_dir_ignored")
+def subject_cache_dir_ignored():
+    """The tiny subject is looked up (and built) in the default checkpoint cache whatever
+    cache directory the caller names: `subjects build --cache-dir C` reports an entry outside C.
+
+    Imitates the `pv mutate` survivor that reads `cache_dir is None` for `is not None`. Seam:
+    runtime.zoo.tiny_trained (runtime.subjects.checkpoint_dir calls it through the module)."""
+    from pvlab.runtime import zoo
+
+    original = zoo.tiny_trained
+
+    def tiny_trained(cache_dir=None, **options):
+        return original(None, **options)
+
+    with plant("subject_cache_dir_ignored", swap(zoo, "tiny_trained", tiny_trained)):
+        yield
