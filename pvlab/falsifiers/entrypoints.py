@@ -35,6 +35,16 @@ from pathlib import Path
 
 import torch
 
+from ._util import rtol_atol
+
+# An entry point that crashed or wrote nothing: every observation of its check reads as wrong
+# (the prediction then FAILs, naming the crash in `first_failure`, instead of missing names).
+_WRONG = {"completed": 0, "failed": 1, "failed_commands": 1, "loss_drop": -math.inf, "refusal_wrong": 1}
+
+
+def _crashed(keys: tuple[str, ...], message: str, rtol: float) -> dict:
+    return {**{key: _WRONG.get(key, math.inf) for key in keys}, "first_failure": message, "rtol": rtol}
+
 
 def _pretrain_module():
     """runtime.pretrain the module (the package re-exports the function under the same name)."""
@@ -113,6 +123,7 @@ def pretrain_reports_its_own_run(*, device: str, steps: int = 12, eval_every: in
     from pvlab.runtime import data
 
     pretrain = _pretrain_module()
+    rtol, _ = rtol_atol(tolerance, "float32")
     recipe = _small_recipe(steps=steps, eval_every=eval_every, bias_init_std=bias_init_std)
     with tempfile.TemporaryDirectory(prefix="pv-pretrain-") as tmp:
         out = Path(tmp) / "out"
@@ -120,7 +131,7 @@ def pretrain_reports_its_own_run(*, device: str, steps: int = 12, eval_every: in
         try:
             results = pretrain.pretrain(recipe, out, device="cpu", path="reference", progress=False)
         except Exception as error:  # noqa: BLE001 - a valid recipe that crashes is the finding
-            return {"completed": 0, "error": f"{type(error).__name__}: {str(error)[:200]}"}
+            return _crashed(_PRETRAIN_KEYS, f"{type(error).__name__}: {str(error)[:200]}", rtol)
         wall = time.monotonic() - started
         oracle = _recomputed_losses(out, recipe)
         with safe_open(str(out / "model.safetensors"), framework="pt") as handle:
@@ -134,7 +145,7 @@ def pretrain_reports_its_own_run(*, device: str, steps: int = 12, eval_every: in
     overlap = {data.document_digest(d) for d in prepared.train_documents} & {
         data.document_digest(d) for d in prepared.heldout_documents}
     return {
-        "completed": 1,
+        "completed": 1, "first_failure": "", "rtol": rtol,
         "loss_drop": history[0]["val_loss"] - history[-1]["val_loss"],
         "eval_steps_wrong": int([record["step"] for record in history] != expected_steps),
         "val_rel_diff": _rel(results["val_loss"], oracle["val_loss"]),
@@ -154,6 +165,16 @@ def pretrain_reports_its_own_run(*, device: str, steps: int = 12, eval_every: in
         "bias_std": float(torch.cat(biases).std()) if biases else 0.0,
         "biases": len(biases),
     }
+
+
+_PRETRAIN_KEYS = ("completed", "loss_drop", "eval_steps_wrong", "val_rel_diff", "train_rel_diff",
+                  "trained_tokens_wrong", "tps_rel_diff", "tps_rtol", "phases_outside_wall", "split_overlap",
+                  "split_counts_wrong", "bias_std", "biases")
+_CLI_KEYS = ("failed_commands", "recipe_mismatches", "wrote_line_wrong", "eval_val_rel_diff", "eval_train_rel_diff",
+             "eval_vs_pretrain_rel_diff", "eval_tokens_wrong", "corpus_label_wrong", "corpus_val_rel_diff",
+             "inspect_lines_wrong", "inspect_json_differs", "no_gpu_refusal_wrong")
+_TORCHRUN_KEYS = ("refusal_wrong", "failed", "group_left_open", "wrote_line_wrong", "sharded_step_wrong",
+                  "consolidated_step_wrong", "val_rel_diff", "train_rel_diff", "loss_drop", "eval_seconds_outside_wall")
 
 
 def _cli(args: list[str], env: dict | None = None):
@@ -206,14 +227,15 @@ def runtime_cli_matches_library(*, device: str, steps: int = 15, tolerance: dict
     from pvlab.runtime import checkpoint, data
     from pvlab.runtime.data import sequential_batches
 
+    rtol, _ = rtol_atol(tolerance, "float32")
     failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="pv-cli-") as tmp:
         out = Path(tmp) / "ckpt"
         trained = _cli(["pretrain", "--steps", str(steps), "--batch-size", "4", "--seq-len", "32", "--documents",
                         "120", "--eval-every", str(steps), "--pack-documents", "--quiet", "--out", str(out)])
         if not _clean_exit(trained, 0) or not (out / "runtime.json").is_file():
-            return {"failed_commands": 1, "first_failure": f"pretrain: {trained.exit_code} {trained.output[-300:]}"
-                                                           f" {trained.exception!r}"}
+            return _crashed(_CLI_KEYS, f"pretrain: {trained.exit_code} {trained.output[-300:]} {trained.exception!r}",
+                            rtol)
         meta = json.loads((out / "runtime.json").read_text(encoding="utf-8"))
         written, results = meta["recipe"], meta["results"]
         expected = {"steps": steps, "batch_size": 4, "seq_len": 32, "num_documents": 120, "eval_every": steps,
@@ -267,7 +289,7 @@ def runtime_cli_matches_library(*, device: str, steps: int = 15, tolerance: dict
         no_gpu_refusal_wrong = int(not _clean_exit(refused, 1) or "--no-gpu" not in refused.output)
 
     return {
-        "failed_commands": len(failed), "first_failure": failed[0] if failed else "",
+        "failed_commands": len(failed), "first_failure": failed[0] if failed else "", "rtol": rtol,
         "recipe_mismatches": recipe_mismatches,
         "wrote_line_wrong": _wrote_line_wrong(trained.output, results),
         "eval_val_rel_diff": _rel(report.get("val_loss"), oracle["val_loss"]),
@@ -323,6 +345,7 @@ def torchrun_pretrain_single_rank(*, device: str, steps: int = 8, tolerance: dic
         raise RuntimeError("a process group is already initialised in this process; the check needs its own")
     from pvlab.runtime.pretrain import Recipe
 
+    rtol, _ = rtol_atol(tolerance, "float32")
     common = ["pretrain", "--steps", str(steps), "--batch-size", "4", "--seq-len", "32", "--documents", "120",
               "--eval-every", str(max(1, steps // 2)), "--quiet"]
     with tempfile.TemporaryDirectory(prefix="pv-torchrun-") as tmp, _single_rank_torchrun_env():
@@ -340,15 +363,16 @@ def torchrun_pretrain_single_rank(*, device: str, steps: int = 8, tolerance: dic
         if group_left_open:
             dist.destroy_process_group()
         if not _clean_exit(trained, 0) or not (out / "runtime.json").is_file():
-            return {"refusal_wrong": refusal_wrong, "failed": 1,
-                    "first_failure": f"{trained.exit_code} {trained.output[-300:]} {trained.exception!r}"}
+            return {**_crashed(_TORCHRUN_KEYS, f"{trained.exit_code} {trained.output[-300:]} {trained.exception!r}",
+                               rtol), "refusal_wrong": refusal_wrong}
         meta = json.loads((out / "runtime.json").read_text(encoding="utf-8"))
         results = meta["results"]
         sharded = json.loads((out / "sharded" / "trainer.json").read_text(encoding="utf-8"))
         oracle = _recomputed_losses(out, Recipe.from_dict(meta["recipe"]))
     history = results["history"]
     return {
-        "refusal_wrong": refusal_wrong, "failed": 0, "group_left_open": group_left_open,
+        "refusal_wrong": refusal_wrong, "failed": 0, "group_left_open": group_left_open, "first_failure": "",
+        "rtol": rtol,
         "wrote_line_wrong": _wrote_line_wrong(trained.output, results),
         "sharded_step_wrong": int(sharded.get("step") != steps),
         "consolidated_step_wrong": int(meta.get("distributed", {}).get("step") != steps),
