@@ -101,6 +101,24 @@ def _rel(actual, expected: float) -> float:
     return abs(actual - expected) / max(abs(expected), 1e-12)
 
 
+def _size_gate_wrong(pretrain, tmp: Path) -> int:
+    """The recipe-size gate: a zero micro-batch size is refused (ConfigError) before any work,
+    and the smallest legal window, one token, is accepted (a zero-step run, one eval batch)."""
+    from pvlab.runtime.errors import ConfigError
+
+    wrong = 0
+    try:
+        pretrain.pretrain(_small_recipe(micro_batch_size=0), tmp / "refused", progress=False)
+        wrong += 1
+    except ConfigError:
+        wrong += int((tmp / "refused").exists())
+    try:
+        pretrain.pretrain(_small_recipe(steps=0, seq_len=1, eval_batches=1), tmp / "one-token", progress=False)
+    except ConfigError:
+        wrong += 1
+    return wrong
+
+
 def pretrain_reports_its_own_run(*, device: str, steps: int = 12, eval_every: int = 6, bias_init_std: float = 0.5,
                                  tolerance: dict | None = None) -> dict:
     """runtime.pretrain.pretrain on a tiny recipe (120 synthetic documents, 4 x 32-token windows,
@@ -134,6 +152,7 @@ def pretrain_reports_its_own_run(*, device: str, steps: int = 12, eval_every: in
             return _crashed(_PRETRAIN_KEYS, f"{type(error).__name__}: {str(error)[:200]}", rtol)
         wall = time.monotonic() - started
         oracle = _recomputed_losses(out, recipe)
+        size_gate_wrong = _size_gate_wrong(pretrain, Path(tmp))
         with safe_open(str(out / "model.safetensors"), framework="pt") as handle:
             biases = [handle.get_tensor(name).flatten() for name in handle.keys() if name.endswith(".bias")]
     prepared = oracle["prepared"]
@@ -145,7 +164,7 @@ def pretrain_reports_its_own_run(*, device: str, steps: int = 12, eval_every: in
     overlap = {data.document_digest(d) for d in prepared.train_documents} & {
         data.document_digest(d) for d in prepared.heldout_documents}
     return {
-        "completed": 1, "first_failure": "", "rtol": rtol,
+        "completed": 1, "first_failure": "", "rtol": rtol, "size_gate_wrong": size_gate_wrong,
         "loss_drop": history[0]["val_loss"] - history[-1]["val_loss"],
         "eval_steps_wrong": int([record["step"] for record in history] != expected_steps),
         "val_rel_diff": _rel(results["val_loss"], oracle["val_loss"]),
@@ -167,10 +186,10 @@ def pretrain_reports_its_own_run(*, device: str, steps: int = 12, eval_every: in
     }
 
 
-_PRETRAIN_KEYS = ("completed", "loss_drop", "eval_steps_wrong", "val_rel_diff", "train_rel_diff",
+_PRETRAIN_KEYS = ("completed", "size_gate_wrong", "loss_drop", "eval_steps_wrong", "val_rel_diff", "train_rel_diff",
                   "trained_tokens_wrong", "tps_rel_diff", "tps_rtol", "phases_outside_wall", "split_overlap",
                   "split_counts_wrong", "bias_std", "biases")
-_CLI_KEYS = ("failed_commands", "recipe_mismatches", "wrote_line_wrong", "eval_val_rel_diff", "eval_train_rel_diff",
+_CLI_KEYS = ("failed_commands", "recipe_mismatches", "wrote_line_wrong", "progress_lines_wrong", "defaults_wrong", "eval_val_rel_diff", "eval_train_rel_diff",
              "eval_vs_pretrain_rel_diff", "eval_tokens_wrong", "corpus_label_wrong", "corpus_val_rel_diff",
              "inspect_lines_wrong", "inspect_json_differs", "no_gpu_refusal_wrong")
 _TORCHRUN_KEYS = ("refusal_wrong", "failed", "group_left_open", "wrote_line_wrong", "sharded_step_wrong",
@@ -205,6 +224,18 @@ def _wrote_line_wrong(output: str, results: dict) -> int:
                    for key, name in (("train", "train_loss"), ("val", "val_loss"), ("ln", "ln_vocab"))))
 
 
+_EVAL_LINE = re.compile(r"step\s+(\d+)/\d+\s+train_loss ([\d.]+)\s+val_loss ([\d.]+)")
+
+
+def _progress_lines_wrong(output: str, history: list[dict]) -> int:
+    """Each evaluation printed once, in order, with the recorded losses (to 4 decimals)."""
+    printed = [(int(m[1]), float(m[2]), float(m[3])) for m in _EVAL_LINE.finditer(output)]
+    if [step for step, _, _ in printed] != [record["step"] for record in history]:
+        return 1
+    return sum(1 for (_, train, val), record in zip(printed, history)
+               if abs(train - record["train_loss"]) > 5.1e-5 or abs(val - record["val_loss"]) > 5.1e-5)
+
+
 def runtime_cli_matches_library(*, device: str, steps: int = 15, tolerance: dict | None = None) -> dict:
     """`python -m pvlab.runtime` (in process, click's runner) into a temporary directory:
     `pretrain --pack-documents` of `steps` steps (fewer than the tiny recipe's 20 warmup steps),
@@ -232,7 +263,7 @@ def runtime_cli_matches_library(*, device: str, steps: int = 15, tolerance: dict
     with tempfile.TemporaryDirectory(prefix="pv-cli-") as tmp:
         out = Path(tmp) / "ckpt"
         trained = _cli(["pretrain", "--steps", str(steps), "--batch-size", "4", "--seq-len", "32", "--documents",
-                        "120", "--eval-every", str(steps), "--pack-documents", "--quiet", "--out", str(out)])
+                        "120", "--eval-every", str(steps), "--pack-documents", "--out", str(out)])   # with its progress lines
         if not _clean_exit(trained, 0) or not (out / "runtime.json").is_file():
             return _crashed(_CLI_KEYS, f"pretrain: {trained.exit_code} {trained.output[-300:]} {trained.exception!r}",
                             rtol)
@@ -292,6 +323,8 @@ def runtime_cli_matches_library(*, device: str, steps: int = 15, tolerance: dict
         "failed_commands": len(failed), "first_failure": failed[0] if failed else "", "rtol": rtol,
         "recipe_mismatches": recipe_mismatches,
         "wrote_line_wrong": _wrote_line_wrong(trained.output, results),
+        "progress_lines_wrong": _progress_lines_wrong(trained.output, results["history"]),
+        "defaults_wrong": int(results.get("device") != "cpu" or results.get("path") != "reference"),
         "eval_val_rel_diff": _rel(report.get("val_loss"), oracle["val_loss"]),
         "eval_train_rel_diff": _rel(report.get("train_loss"), oracle["train_loss"]),
         "eval_vs_pretrain_rel_diff": _rel(report.get("val_loss"), results["val_loss"]),
