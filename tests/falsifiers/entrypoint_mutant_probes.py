@@ -49,3 +49,15 @@ def probe_distributed_eval_mean_over_rows():
 
 def probe_subject_cache_dir_ignored():
     return zoo.tiny_trained.__module__, zoo.tiny_trained.__qualname__
+
+
+def probe_progress_bar_one_step_behind():
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Terminal()
+    pretrain.Progress(4, stream=stream).update(2, 1.5)
+    return stream.getvalue().split("]")[1].split("loss")[0]

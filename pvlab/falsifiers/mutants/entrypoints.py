@@ -109,3 +109,21 @@ def subject_cache_dir_ignored():
 
     with plant("subject_cache_dir_ignored", swap(zoo, "tiny_trained", tiny_trained)):
         yield
+
+
+@mutant("progress_bar_one_step_behind")
+def progress_bar_one_step_behind():
+    """The terminal progress bar draws the step before the one just taken (0/N after the first
+    step, never N/N), and fills to match.
+
+    Imitates an off-by-one in a progress display (the `pv mutate` survivor that swaps
+    `bar.update(step, loss)`'s arguments showed nothing checks the bar). Seam:
+    runtime.pretrain.Progress.update."""
+    pretrain = _pretrain_module()
+    original = pretrain.Progress.update
+
+    def update(self, step, loss):
+        return original(self, step - 1, loss)
+
+    with plant("progress_bar_one_step_behind", swap(pretrain.Progress, "update", update)):
+        yield
