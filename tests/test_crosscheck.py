@@ -176,3 +176,41 @@ def test_a_declared_bug_must_be_planted_in_a_runtime_the_falsifier_runs_on(vwork
     found = parse_output(vworkspace.run().output)
     assert [(f.code, text in f.message) for f, (_, text) in zip(found, expected)] == [(c, True) for c, _ in expected]
     assert [f.code for f in found] == [c for c, _ in expected]
+
+
+def test_an_expression_error_without_a_column_points_at_the_start_of_the_value(vworkspace):
+    from pv import expr
+    from pv_validate_ws import line_of, parse_output
+
+    # too many parts: pv.expr names no column for it, so the diagnostic is the value's own position
+    long = "-" * expr.MAX_NODES + "val_loss < 1"
+    _, text = vworkspace.contract(('prediction: "val_loss < 0.7 * ln(vocab_size)"', f'prediction: "{long}"'))
+    [found] = [d for d in parse_output(vworkspace.run().output) if d.code == "PV401"]
+    line = line_of(text, long)
+    assert "more than" in found.message
+    assert (found.line, found.col) == (line, text.splitlines()[line - 1].index(f'"{long}"') + 1)
+
+
+def test_a_runtime_named_without_any_runtime_table_says_none_are_declared(vworkspace):
+    from pv_validate_ws import parse_output
+    from test_runtimes import _contract, _with_runtime_check
+
+    _with_runtime_check(vworkspace)
+    vworkspace.contract(*_contract("    runtimes: [alpha]\n"))
+    [found] = [d for d in parse_output(vworkspace.run().output) if d.code == "PV319"]
+    assert "runtime 'alpha' is not one of [tool.pv] runtimes (none)" in found.message
+
+
+def test_a_bug_planted_away_from_the_default_runtime_is_named_for_a_falsifier_without_runtimes(vworkspace):
+    from pv_validate_ws import parse_output
+    from test_runtimes import RUNTIMES_TOML, _with_runtime_check
+
+    vworkspace.write("pyproject.toml", (vworkspace.root / "pyproject.toml").read_text() + RUNTIMES_TOML)
+    _with_runtime_check(vworkspace)
+    mutants = vworkspace.root / "falsifiers" / "mutants.py"
+    vworkspace.write("falsifiers/mutants.py", mutants.read_text().replace(
+        '@mutant("drops_bias")', '@mutant("drops_bias", runtimes=("beta",))'))
+    vworkspace.contract()  # the falsifier names no runtime
+    [found] = parse_output(vworkspace.run().output)
+    assert found.code == "PV320"
+    assert "the falsifier runs on its own code (the default runtime, alpha)" in found.message

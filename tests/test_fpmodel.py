@@ -70,3 +70,41 @@ def test_a_tree_outside_the_expression_language_is_refused():
     outside = expr.Expression(text="x[0] > 1", tree=ast.parse("x[0] > 1", mode="eval"))  # parse() refuses it
     with pytest.raises(ValueError, match="not in the expression language: Subscript"):
         fpmodel.Query(outside)
+
+
+# --- facts each part of the translation must keep (found by pv's own mutation score) ------------
+
+
+def first_answer(query, goal) -> str:
+    """The solver's first answer ('sat' | 'unsat' | 'unknown') for a goal built on `query`."""
+    return fpmodel.Search(query, goal, vacuity.RLIMIT).next()[0]
+
+
+def test_a_bare_observation_passes_only_as_the_boolean_true():
+    # judge() wants true/false for a prediction that is one name: 1 (True) passes, 0 fails, and
+    # no other number is a boolean observation, so none passes
+    import z3
+
+    query = fpmodel.Query(expr.parse("flag"))
+    flag = query.variables["flag"]
+    assert first_answer(query, query.holds) == "sat"
+    assert first_answer(query, z3.And(query.holds, z3.Not(z3.fpEQ(flag, fpmodel.ONE)))) == "unsat"
+    assert first_answer(query, z3.And(query.fails, z3.Not(z3.fpIsZero(flag)))) == "unsat"
+
+
+def test_a_comparison_chain_compares_each_operand_with_the_one_before_it():
+    # 0 < x < 1 is 0 < x and x < 1 (Python's chain): never true with x >= 1
+    assert can("0 < x < 1 and x >= 1", want=True) == "unsat"
+    assert can("0 < x < 1", want=True) == "sat"
+
+
+def test_a_comparison_is_a_number_in_arithmetic():
+    # (x < 1) + (x < 2) is 0, 1 or 2 (True counts 1), so it is never above 2
+    assert can("(x < 1) + (x < 2) <= 2", want=False) == "unsat"
+    assert can("(x < 1) + (x < 2) == 2", want=True) == "sat"
+
+
+def test_a_remainder_by_zero_is_never_defined():
+    # x % 0 raises ZeroDivisionError in Python: pv.expr reports an error, never a verdict
+    assert can("x % y == x % y and y == 0", want=True) == "unsat"
+    assert can("x % y < inf or y == 0", want=True) == "sat"

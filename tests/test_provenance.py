@@ -169,3 +169,18 @@ def test_an_installed_torch_not_yet_imported_is_imported_to_ask_for_cuda(monkeyp
     monkeypatch.syspath_prepend(str(tmp_path))
     assert provenance.cuda_available() == (False, "cuda requested but torch.cuda.is_available() is False")
     assert sys.modules["torch"].__file__ == str(tmp_path / "torch" / "__init__.py")
+
+
+def test_a_torch_module_without_a_version_yet_is_read_from_its_version_file(monkeypatch, tmp_path):
+    """torch half-imported (in sys.modules, no __version__ set yet): its version.py is read as text."""
+    import importlib.machinery
+    import types
+
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "version.py").write_text("__version__ = '7.7.7'\ncuda = None\n")
+    spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
+    spec.submodule_search_locations = [str(package)]
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
+    monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
+    assert (provenance.versions()["torch"], provenance.versions()["cuda"]) == ("7.7.7", None)

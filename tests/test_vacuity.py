@@ -3,6 +3,8 @@ parser (comments), by the schema (non-finite tolerances) and again at run time (
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from pv import expr, harness, vacuity
@@ -221,3 +223,9 @@ def test_honest_predictions_are_decided_without_the_solver(text, monkeypatch):
     decision = vacuity._decide_parsed(expr.parse(text))  # uncached
     assert decision.refused is None and decision.undecided is None
     assert expr.judge(text, decision.passes_at).holds and not expr.judge(text, decision.fails_at).holds
+
+
+def test_the_concrete_search_tries_both_neighbours_of_each_number_of_the_prediction():
+    # documented step 1: "the prediction's own numbers and their neighbours"
+    pool = vacuity._value_pool(expr.parse("x > 0.1"))
+    assert math.nextafter(0.1, math.inf) in pool and math.nextafter(0.1, -math.inf) in pool
