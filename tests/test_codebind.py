@@ -162,3 +162,9 @@ def test_the_bound_packages_may_be_any_iterable(tmp_path):
     as_list = codebind.closure(["lab.checks.add"], packages, [tmp_path])
     assert codebind.closure(["lab.checks.add"], iter(packages), [tmp_path]) == as_list
     assert "lab.runtime.kernels" in as_list
+
+
+def test_a_modules_parent_packages_are_bound_with_it(tmp_path):
+    # importing lab.runtime.kernels runs lab/__init__.py and lab/runtime/__init__.py first
+    _package(tmp_path)
+    assert codebind.closure(["lab.runtime.kernels"], ["lab"], [tmp_path]) == {"lab", "lab.runtime", "lab.runtime.kernels"}

@@ -372,3 +372,19 @@ def test_only_the_contracts_generated_function_records_and_with_the_digest_of_wh
     assert ran("test_falsify_a", contract=None) == (node, None, "its marker names no contract or falsifier")
     assert ran("test_falsify_b") == (node, None, "test_falsify_b is not the generated test of FALSIFY-A (test_falsify_a)")
     assert ran("test_falsify_a", source=None)[2].startswith("pv's plugin did not see the module collected")
+    assert ran("test_falsify_a", source="X = 1\n") == (node, None, "the module that ran has no such test function")
+
+
+def test_a_contract_pv_cannot_render_has_no_generated_test_to_match(monkeypatch):
+    from types import SimpleNamespace
+
+    from pv import codegen
+
+    def broken(loaded, workspace):
+        raise RuntimeError("a renderer bug")
+
+    monkeypatch.setattr(codegen, "render", broken)
+    loaded = SimpleNamespace(contract=SimpleNamespace(metadata=SimpleNamespace(id="demo")))
+    check = identity.EvidenceCheck(SimpleNamespace(root="."), [loaded], tree=SimpleNamespace())
+    assert check.expected("demo", "FALSIFY-A") is None
+    assert check.expected("demo", "FALSIFY-B") is None  # asked again: the same answer, remembered
