@@ -168,3 +168,9 @@ def test_a_modules_parent_packages_are_bound_with_it(tmp_path):
     # importing lab.runtime.kernels runs lab/__init__.py and lab/runtime/__init__.py first
     _package(tmp_path)
     assert codebind.closure(["lab.runtime.kernels"], ["lab"], [tmp_path]) == {"lab", "lab.runtime", "lab.runtime.kernels"}
+
+
+def test_unparseable_source_has_a_digest_as_wide_as_any_other():
+    raw = codebind.digest_source(b"def broken(:\n")
+    assert raw.startswith("raw-") and len(raw) == len(codebind.digest_source(b"x = 1\n")) == codebind.DIGEST_CHARS
+    assert raw != codebind.digest_source(b"def broken(:\n\n")  # any edit still differs

@@ -248,3 +248,40 @@ def test_a_pv_bug_in_a_file_check_is_reported_again_never_remembered(vworkspace,
     assert "PV199" in [d.code for d in parse_output(vworkspace.run().output)]
     monkeypatch.setattr(crosscheck, "tolerance_caps", real)  # the bug fixed: the same file, checked again
     assert "PV199" not in [d.code for d in parse_output(vworkspace.run().output)]
+
+
+OTHER_CONTRACT = """\
+metadata:
+  id: ab
+  version: 1.0.0
+  kind: pattern
+  status: DRAFT
+  description: A second contract, for depends_on.
+  depends_on:
+    - demo-forward
+falsification_tests: []
+"""
+
+
+def _depends_on(vworkspace, *targets: str) -> str:
+    vworkspace.write("contracts/ab-v1.yaml", OTHER_CONTRACT)
+    block = "depends_on:\n" + "".join(f"    - {t}\n" for t in targets)
+    _, text = vworkspace.contract(("depends_on: []\n", block))
+    return text
+
+
+def test_a_depends_on_cycle_is_reported_at_each_entry_that_closes_it(vworkspace):
+    from pv_validate_ws import line_of, parse_output
+
+    text = _depends_on(vworkspace, "zz", "ab")  # zz: no such contract; ab: the edge of the cycle
+    found = [d for d in parse_output(vworkspace.run().output) if d.code == "PV307"]
+    at = {(Path(d.path).name, d.line) for d in found}
+    assert at == {("demo-forward-v1.yaml", line_of(text, "    - ab")), ("ab-v1.yaml", line_of(OTHER_CONTRACT, "    - demo-forward"))}
+
+
+def test_a_depends_on_that_names_a_file_gets_the_ids_hint(vworkspace):
+    text = _depends_on(vworkspace, "ab-v12", "nothing-like-it")
+    output = vworkspace.run().output
+    assert "depends_on names contract ids ('ab'), not file names" in output
+    assert "depends_on names metadata.id of a contract in the contracts dir" in output
+    assert text

@@ -298,3 +298,9 @@ def test_a_name_python_folds_into_true_is_refused_at_its_column():
         parse("x > 1 and \U0001d413rue")
     assert info.value.message.startswith("'True' is not allowed")
     assert (info.value.col, info.value.hint) == (len("x > 1 and ") + 1, "write true/false")
+
+
+def test_an_expression_error_reads_as_its_message():
+    with pytest.raises(ExprError) as info:
+        parse("   ")
+    assert str(info.value) == info.value.message == "empty expression"

@@ -108,3 +108,26 @@ def test_a_remainder_by_zero_is_never_defined():
     # x % 0 raises ZeroDivisionError in Python: pv.expr reports an error, never a verdict
     assert can("x % y == x % y and y == 0", want=True) == "unsat"
     assert can("x % y < inf or y == 0", want=True) == "sat"
+
+
+def test_a_compared_operand_that_raises_makes_the_comparison_undefined():
+    # sqrt of a negative number raises in Python: `0 != sqrt(x)` is never judged for x < 0
+    assert can("x < 0 and 0 != sqrt(x)", want=True) == "unsat"
+    assert can("x > 0 and 0 != sqrt(x)", want=True) == "sat"
+
+
+def test_an_integer_no_double_equals_is_any_number_to_the_solver():
+    # 2**53 + 1: Python compares it exactly with a double; the model leaves it unconstrained
+    assert can("x < 9007199254740993", want=True) == "sat"
+    assert can("x < 9007199254740993", want=False) == "sat"
+
+
+def test_exp_past_709_overflows_and_is_never_judged():
+    # math.exp raises OverflowError from 710 on (a finite argument): no verdict there
+    assert can("exp(x) == exp(x) and x >= 710 and x < inf", want=True) == "unsat"
+    assert can("exp(x) == exp(x) and x >= 700 and x <= 709", want=True) == "sat"
+
+
+def test_a_first_power_is_the_number_itself():
+    # x ** 1 == x exactly (IEEE pow(x, 1) is x): where it is defined it never fails
+    assert can("x ** 1 == x", want=False) == "unsat"

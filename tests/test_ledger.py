@@ -456,3 +456,15 @@ def test_append_leaves_no_descriptor_of_the_ledger_open(tmp_path, monkeypatch):
     except OSError:  # closed (EBADF)
         still_open = False
     assert not still_open
+
+
+def test_a_version_1_record_still_reads(tmp_path):
+    """Every schema version from 1 to this pv's is read; 0 is none."""
+    record = ledger.make_record(contract="c", contract_version="1.0.0", falsifier="FALSIFY-X-001",
+                                falsifier_sha256="0" * 64, device="cpu", verdict="PASS", prediction="x < 1",
+                                duration_s=0.1, time_utc="2026-11-22T03:01:02Z")
+    data = json.loads(record.to_line())
+    path = tmp_path / "l.jsonl"
+    path.write_text(json.dumps({**data, "schema_version": 1}) + "\n")
+    contents = ledger.read(path)
+    assert not contents.problems and [r.schema_version for r in contents.records] == [1]

@@ -184,3 +184,44 @@ def test_a_torch_module_without_a_version_yet_is_read_from_its_version_file(monk
     monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
     monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
     assert (provenance.versions()["torch"], provenance.versions()["cuda"]) == ("7.7.7", None)
+
+
+def test_a_torch_whose_spec_cannot_be_found_has_no_version(monkeypatch):
+    """find_spec raises ValueError for a module whose spec is unset: no torch version, no crash."""
+    from pv import provenance
+
+    def unreadable(name):
+        raise ValueError(f"{name}.__spec__ is None")
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(provenance.importlib.util, "find_spec", unreadable)
+    assert (provenance.versions()["torch"], provenance.versions()["cuda"]) == (None, None)
+
+
+def test_a_torch_whose_cuda_probe_raises_makes_cuda_unavailable_with_that_reason(monkeypatch):
+    from types import SimpleNamespace
+
+    from pv import provenance
+
+    def probe():
+        raise RuntimeError("driver too old")
+
+    monkeypatch.delenv("PV_FORCE_NO_CUDA", raising=False)
+    monkeypatch.setattr(provenance, "_torch", lambda import_if_needed: SimpleNamespace(cuda=SimpleNamespace(is_available=probe)))
+    assert provenance.cuda_available() == (
+        False, "cuda requested but torch.cuda.is_available() raised RuntimeError: driver too old")
+
+
+def test_cuda_forced_off_or_a_torch_that_cannot_be_imported_makes_cuda_unavailable(monkeypatch):
+    from pv import provenance
+
+    monkeypatch.setenv("PV_FORCE_NO_CUDA", "1")
+    assert provenance.cuda_available() == (False, "cuda requested but PV_FORCE_NO_CUDA is set")
+    monkeypatch.delenv("PV_FORCE_NO_CUDA")
+
+    def broken(import_if_needed):
+        raise ImportError("libcudart.so.12: cannot open shared object file")
+
+    monkeypatch.setattr(provenance, "_torch", broken)
+    assert provenance.cuda_available() == (False, "cuda requested but torch cannot be imported "
+                                           "(ImportError: libcudart.so.12: cannot open shared object file)")

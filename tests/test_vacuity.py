@@ -156,6 +156,7 @@ def test_validate_warns_when_it_cannot_decide(vws):
     result = vws.run()
     found = [f for f in parse_output(result.output) if f.code == "PV407"]
     assert found and found[0].warning and "could not decide" in found[0].message, result.output
+    assert found[0].message.endswith(" can it fail (the solver gave up)")  # the open question, named
 
 
 def test_validate_refuses_a_disarming_tolerance_naming_dtype_and_cap(vws):
