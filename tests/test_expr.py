@@ -304,3 +304,5 @@ def test_an_expression_error_reads_as_its_message():
     with pytest.raises(ExprError) as info:
         parse("   ")
     assert str(info.value) == info.value.message == "empty expression"
+    positional = ExprError("a bad part", 7, "a hint")  # col and hint given in order, as the signature allows
+    assert (str(positional), positional.col, positional.hint) == ("a bad part", 7, "a hint")
