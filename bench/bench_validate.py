@@ -8,15 +8,23 @@ Prints the best and median wall time (and the best CPU time, user + sys) of `pv 
      contracts/, a small falsifiers package with the bound checks and a mutants module);
      each contract has 3 falsifiers bound to checks, 2 obligations, 2 equations, and its own
      numbers in every expression (so no cache can share work between contracts),
-each in three states, named in the output:
+each in four states, named in the output:
+  cold    PV_NO_CACHE=1: no cache read or written, everything computed;
+  first   a first run: pv's caches (.pv-cache/pv) emptied before each run, so everything is
+          computed and the caches written (a fresh checkout in CI); the repository's own
+          .pv-cache/pv is moved aside for it and put back afterwards;
   warm    nothing changed since the last run: the stored run is replayed (pv.replay);
   edited  one contract changed before each run (a comment appended to the repository's first
           contract, put back afterwards; a new description in the generated set): the run is
           checked again, the facts of the unchanged files come from pv's caches (pv.cache,
-          pv.loadcache, pv.replay's per-contract parts);
-  cold    PV_NO_CACHE=1: no cache read or written, everything computed.
+          pv.loadcache, pv.replay's per-contract parts).
 Targets (issue 29): under 0.3 s for the repository, under 1 s for 1,000 contracts, both exit 0
-(the generated set is clean: any finding in it is a bug of pv or of this generator).
+(the generated set is clean: any finding in it is a bug of pv or of this generator). The
+figure the targets are judged on is the cold one (docs/performance.md says why); the others
+are printed beside it.
+pv runs as installed (its bytecode compiled once): where PYTHONDONTWRITEBYTECODE is set, the
+children compile into a temporary PYTHONPYCACHEPREFIX on a first, untimed run instead of
+compiling pv's modules again in every timed one (--no-bytecode keeps the setting).
 Also reports the in-process time of pv.validation.validate() for the generated set, which
 excludes interpreter start-up and imports.
 """
@@ -26,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -153,6 +162,11 @@ def wall(cmd: list[str], cwd: Path, runs: int, env: dict | None = None,
     return min(times), statistics.median(times), min(cpu), rc
 
 
+def empty_caches(root: Path):
+    """A before_each that removes pv's caches under `root` (a first run)."""
+    return lambda n: shutil.rmtree(root / ".pv-cache" / "pv", ignore_errors=True)
+
+
 def line(what: str, figures: tuple[float, float, float, int], target: str) -> str:
     best, median, cpu, rc = figures
     return (f"{what}: wall best {best:.3f} s, median {median:.3f} s; cpu {cpu:.3f} s; exit {rc}  "
@@ -163,32 +177,60 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--no-bytecode", action="store_true",
+                        help="keep PYTHONDONTWRITEBYTECODE: pv's modules compiled again in every run")
     args = parser.parse_args()
-    cold = {**os.environ, "PV_NO_CACHE": "1"}
+    with tempfile.TemporaryDirectory() as pycache:
+        env = dict(os.environ)
+        if env.get("PYTHONDONTWRITEBYTECODE") and not args.no_bytecode:
+            env.pop("PYTHONDONTWRITEBYTECODE")
+            env["PYTHONPYCACHEPREFIX"] = pycache
+        return measure(args, env)
+
+
+def measure(args: argparse.Namespace, env: dict) -> int:
+    cold = {**env, "PV_NO_CACHE": "1"}
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
+    print(f"{os.cpu_count()} CPUs, load average {load} at the start; bytecode "
+          f"{'compiled in every run' if env.get('PYTHONDONTWRITEBYTECODE') else 'compiled once'}")
     repo_files = len(list((REPO / "contracts").glob("*.yaml")))
-    subprocess.run(PV, cwd=REPO, capture_output=True)  # the run a warm one replays
-    print(line(f"repo contracts ({repo_files} files), warm", wall(PV, REPO, args.runs), "< 0.3 s"))
+    subprocess.run(PV, cwd=REPO, capture_output=True, env=env)  # compiles; the run a warm one replays
+    repo = f"repo contracts ({repo_files} files)"
+    print(line(f"{repo}, cold", wall(PV, REPO, args.runs, cold), "< 0.3 s"))
+    kept = REPO / ".pv-cache" / f"pv.bench-{os.getpid()}"
+    stored = REPO / ".pv-cache" / "pv"
+    if stored.exists():
+        stored.rename(kept)
+    try:
+        print(line(f"{repo}, first", wall(PV, REPO, args.runs, env, before_each=empty_caches(REPO)), "-"))
+    finally:
+        shutil.rmtree(stored, ignore_errors=True)
+        if kept.exists():
+            kept.rename(stored)
+    subprocess.run(PV, cwd=REPO, capture_output=True, env=env)  # the run a warm one replays
+    print(line(f"{repo}, warm", wall(PV, REPO, args.runs, env), "-"))
     touched = sorted((REPO / "contracts").glob("*.yaml"))[0]
     original_bytes = touched.read_bytes()
     try:  # a comment appended, and the file put back byte for byte whatever happens
-        print(line(f"repo contracts ({repo_files} files), edited", wall(
-            PV, REPO, args.runs, before_each=lambda n: touched.write_bytes(original_bytes + f"# bench {n}\n".encode())),
-            "-"))
+        print(line(f"{repo}, edited", wall(
+            PV, REPO, args.runs, env,
+            before_each=lambda n: touched.write_bytes(original_bytes + f"# bench {n}\n".encode())), "-"))
     finally:
         touched.write_bytes(original_bytes)
-    print(line(f"repo contracts ({repo_files} files), cold", wall(PV, REPO, args.runs, cold), "-"))
     with tempfile.TemporaryDirectory() as tmp:
         root = make_workspace(Path(tmp), args.count)
-        print(line(f"{args.count} generated contracts, cold", wall(PV, root, args.runs, cold), "-"))
-        subprocess.run(PV, cwd=root, capture_output=True)
-        print(line(f"{args.count} generated contracts, warm", wall(PV, root, args.runs), "< 1 s"))
+        generated = f"{args.count} generated contracts"
+        print(line(f"{generated}, cold", wall(PV, root, args.runs, cold), "< 1 s"))
+        print(line(f"{generated}, first", wall(PV, root, args.runs, env, before_each=empty_caches(root)), "-"))
+        subprocess.run(PV, cwd=root, capture_output=True, env=env)
+        print(line(f"{generated}, warm", wall(PV, root, args.runs, env), "-"))
         edited = root / "contracts" / "gen-contract-0000-v1.yaml"
         original = edited.read_text()
 
         def edit(n: int) -> None:  # a new description each run: the file's findings are unchanged
             edited.write_text(original.replace("Generated contract 0 ", f"Generated contract 0 (edit {n}) "))
 
-        print(line(f"{args.count} generated contracts, edited", wall(PV, root, args.runs, before_each=edit), "-"))
+        print(line(f"{generated}, edited", wall(PV, root, args.runs, env, before_each=edit), "-"))
         edited.write_text(original)
         cwd = os.getcwd()
         os.chdir(root)
@@ -203,6 +245,8 @@ def main() -> int:
             os.chdir(cwd)
         print(f"  in-process validate() of the {args.count} (pv's fact caches warm): {elapsed:.3f} s "
               f"({1000 * elapsed / max(args.count, 1):.2f} ms per contract); {report.summary()}")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
+    print(f"load average {load} at the end")
     return 0
 
 

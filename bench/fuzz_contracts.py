@@ -346,10 +346,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--cli", type=int, default=100, help="how many cases also run the CLI")
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds for one case before it is a hang")
-    parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "corpus")
+    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "corpus"),
+                        help="a folder of real contracts to mutate beside contracts/ (`none`: contracts/ only)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--progress", type=Path, help="a folder where each job writes its counts every 100 cases")
     args = parser.parse_args(argv)
+    # A corpus that is not there is an error, not a silent fall-back to contracts/ alone: the
+    # figure would claim cases it never drew.
+    args.corpus = None if args.corpus == "none" else Path(args.corpus)
+    if args.corpus is not None and not any(args.corpus.rglob("*.yaml")):
+        parser.error(f"--corpus {args.corpus}: no *.yaml under it (give the corpus folder, or `--corpus none`)")
     cli_every = max(1, args.cases // args.cli) if args.cli else 0
     per_job = [(args.seed * 1000 + j, args.cases // args.jobs + (j < args.cases % args.jobs), cli_every, args.corpus,
                 args.timeout, args.progress) for j in range(args.jobs)]
@@ -365,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         stats.update(s)
         for k, v in e.items():
             examples.setdefault(k, []).extend(v)
-    summary = {"cases": stats["cases"], "seconds": round(time.perf_counter() - start, 1),
+    summary = {"cases": stats["cases"], "corpus": None if args.corpus is None else str(args.corpus),
+               "sources": len(corpus_sources(args.corpus)), "seconds": round(time.perf_counter() - start, 1),
                "slowest_case_s": round(max(r[2] for r in results), 2),
                "tracebacks": stats["TRACEBACK"], "hangs": stats["HANG"], "false_accepts": stats["FALSE ACCEPT"],
                "false_refusals": stats["FALSE REFUSAL"], "counts": dict(sorted(stats.items())), "examples": examples}

@@ -33,7 +33,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 CACHE_DIR = Path(".pv-cache") / "pv"
 # Entries kept beyond those used in this run, so runs of different verbs do not evict each other.
@@ -53,16 +53,17 @@ def secret_path() -> Path:
     return Path(base) / "pv" / "cache-key"
 
 
-_SECRETS: dict[str, bytes | None] = {}
+_SECRETS: dict[tuple[str | None, str | None], bytes | None] = {}  # per (XDG_CACHE_HOME, HOME)
 
 
 def secret() -> bytes | None:
     """The per-user key that signs cache files, made on first use (None: none can be had, so
     nothing is cached). Created under a temporary name and linked into place, so two processes
     starting at once agree on one key and none ever reads a half-written one."""
+    where = (os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME"))  # what secret_path() reads, cheaply
+    if where in _SECRETS:
+        return _SECRETS[where]
     path = secret_path()
-    if str(path) in _SECRETS:
-        return _SECRETS[str(path)]
     key = _read_secret(path)
     if key is None:
         try:
@@ -82,7 +83,7 @@ def secret() -> bytes | None:
         except OSError:
             pass
         key = _read_secret(path)
-    _SECRETS[str(path)] = key
+    _SECRETS[where] = key
     return key
 
 
@@ -159,15 +160,27 @@ class Cache:
     `version` names the computation (its algorithm and the Python that parses): a file written
     under another version is ignored whole."""
 
-    def __init__(self, root: Path | str, name: str, version: str):
+    def __init__(self, root: Path | str, name: str, version: str | Callable[[], str]):
         self.path = Path(root) / CACHE_DIR / f"{name}.json"
-        self.version = f"{version}|py{sys.version_info[0]}.{sys.version_info[1]}"
+        self._version = version  # a callable is asked only when the cache is on (PV_NO_CACHE=1 reads nothing)
         self._entries: dict[str, Any] | None = None
         self._used: set[str] = set()
         self._added: dict[str, Any] = {}  # put by this process since it last saved or handed them over
 
+    @property
+    def active(self) -> bool:
+        """Off (PV_NO_CACHE=1, no secret): get() misses, put() keeps nothing, and a caller may
+        skip the work of making a key or an entry."""
+        return enabled()
+
+    @property
+    def version(self) -> str:
+        if callable(self._version):
+            self._version = self._version()
+        return f"{self._version}|py{sys.version_info[0]}.{sys.version_info[1]}"
+
     def _read_file(self) -> dict[str, Any]:
-        if not enabled():
+        if not self.active:
             return {}
         try:
             body = verified(self.path.read_bytes())
@@ -184,12 +197,16 @@ class Cache:
         return self._entries
 
     def get(self, key: str) -> Any:
+        if not self.active:  # turned off since it was loaded (a store kept for the process)
+            return None
         value = self._load().get(key)
         if value is not None:
             self._used.add(key)
         return value
 
     def put(self, key: str, value: Any) -> None:
+        if not self.active:
+            return
         entries = self._load()
         self._used.add(key)
         if entries.get(key) != value:
@@ -208,7 +225,7 @@ class Cache:
     def save(self) -> None:
         """Write what this process added, merged into what is on disk now (other processes may
         have saved since this one loaded), under a lock, atomically. Any failure is ignored."""
-        if not (self._added and enabled()):
+        if not (self._added and self.active):
             return
         try:
             import fcntl

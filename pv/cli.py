@@ -37,6 +37,16 @@ class Main:
             code = fast_validate(argv[1:])
             if code is not None:
                 sys.exit(code)
+        if argv[:1] == ["validate"] and not args and not kwargs:  # the `pv` process itself, ending after this
+            try:
+                return group()()
+            finally:
+                # What validation left (parsed expressions, pydantic's schemas) lives until the
+                # process ends: the interpreter's last collection need not walk it (0.06 s of
+                # 1,000 contracts). Validation writes only through pv.atomic, closed as it goes.
+                import gc
+
+                gc.freeze()
         return group()(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:

@@ -26,9 +26,10 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import os
 import sys
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 DIGEST_CHARS = 24  # 96 bits of sha256: a second preimage is out of reach
 # Names the digest computation for pv.cache: change it whenever _strip_docstrings/_canonical change.
@@ -223,6 +224,22 @@ def bind(start: Iterable[str], packages: Iterable[str], roots: list[Path],
     return out
 
 
+_STORES: dict[tuple[str, str], Any] = {}
+
+
+def _shared_store(root: Path, name: str) -> Any:
+    """The pv.cache `name` ("code-digests", "code-units") under `root`, one per process: PV501
+    makes a tree per contract, and loading and saving each whole file for each tree was a tenth
+    of a first run. (A cache is no input of a recorded run, pv.replay skips its directory, and a
+    tree still reads every module it digests: sharing the store hides nothing.)"""
+    key = (os.path.abspath(root), name)
+    if key not in _STORES:
+        from pv.cache import Cache, pv_source_digest
+
+        _STORES[key] = Cache(root, name, DIGEST_ALGORITHM if name == "code-digests" else pv_source_digest)
+    return _STORES[key]
+
+
 class TreeDigests:
     """The working tree's digests, computed on demand and cached (one `pv status` run).
 
@@ -235,10 +252,10 @@ class TreeDigests:
         self._cache: dict[str, str | None] = {}
         self._units: object = None
         self._store = None
+        self._unit_store = None
+        self._root = workspace_root
         if persist:
-            from pv.cache import Cache
-
-            self._store = Cache(workspace_root, "code-digests", DIGEST_ALGORITHM)
+            self._store = _shared_store(workspace_root, "code-digests")
 
     def _digest_path(self, path: Path) -> str | None:
         data = _read(path)
@@ -265,6 +282,8 @@ class TreeDigests:
     def save(self) -> None:
         if self._store is not None:
             self._store.save()
+        if self._unit_store is not None:
+            self._unit_store.save()
 
     def record_changes(self, record: object) -> tuple[str, ...]:
         """Why a record's code is not the tree's. A record that carries the units it executed
@@ -276,7 +295,9 @@ class TreeDigests:
         if self._units is None:
             from pv.codeunits import UnitTree
 
-            self._units = UnitTree(self.roots[0], self.roots[1:])
+            if self._store is not None:  # units are remembered beside the digests (the same key: the bytes)
+                self._unit_store = _shared_store(self._root, "code-units")
+            self._units = UnitTree(self.roots[0], self.roots[1:], store=self._unit_store)
         return tuple(self._units.changes(executed, getattr(record, "code_origins", None) or {},
                                          getattr(record, "binding_problems", None) or ()))
 

@@ -25,9 +25,10 @@ import ast
 import functools
 import hashlib
 import os
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from pv.codebind import DIGEST_CHARS
 
@@ -80,8 +81,8 @@ def _functions(tree: ast.Module) -> list[tuple[str, ast.AST]]:
                 todo.append((qualname + ".<locals>.", child))
             elif isinstance(child, ast.ClassDef):
                 todo.append((prefix + child.name + ".", child))
-            else:  # if/try/with blocks and expressions keep the enclosing prefix
-                todo.append((prefix, child))
+            elif not isinstance(child, ast.expr):  # if/try/with blocks keep the enclosing prefix
+                todo.append((prefix, child))  # (an expression holds no statement: not walked)
     return found
 
 
@@ -152,9 +153,19 @@ def _units_of_tree(tree: ast.Module) -> ModuleUnits:
     return ModuleUnits(digests, tuple(spans), _import_statements(tree))
 
 
+def _statements(tree: ast.Module) -> Iterator[ast.AST]:
+    """ast.walk without the expressions: the same nodes in the same order, but for those that
+    cannot hold a statement (walking every expression was most of reading a module's imports)."""
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        todo.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.expr))
+        yield node
+
+
 def _import_statements(tree: ast.Module) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
     found = []
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.Import):
             found += [(-1, "", (alias.name,)) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -208,12 +219,20 @@ def raw_units(data: bytes) -> ModuleUnits:
 
 
 class UnitTree:
-    """The working tree's units, for `pv status` (read, never imported; cached per file)."""
+    """The working tree's units, for `pv status` (read, never imported; cached per file).
 
-    def __init__(self, workspace_root: Path, search: Iterable[Path] = ()):
+    One tree answers for every record of a run, and hundreds of records name the same few
+    dozen modules: each file's kind, real path and units are found once per tree. `store`
+    (a pv.cache.Cache) also remembers the units across runs by the file's bytes."""
+
+    def __init__(self, workspace_root: Path, search: Iterable[Path] = (), store: object | None = None):
         self.root = Path(os.path.realpath(workspace_root))
         self.search = [self.root, *search]
+        self.store = store
         self._files: dict[tuple[str, str | None], Path | None] = {}
+        self._is_file: dict[Path, bool] = {}
+        self._shown_as: dict[Path, str] = {}
+        self._units_now: dict[Path, ModuleUnits] = {}
 
     def file_of(self, module: str, origin: str | None) -> Path | None:
         """What `module` loads now from the path entry it loaded from then (a module that is
@@ -231,30 +250,43 @@ class UnitTree:
         return self._files[key]
 
     def _shown(self, path: Path) -> str:
-        try:
-            return Path(os.path.realpath(path)).relative_to(self.root).as_posix()
-        except ValueError:
-            return str(Path(os.path.realpath(path)))
+        if path not in self._shown_as:
+            real = Path(os.path.realpath(path))
+            try:
+                self._shown_as[path] = real.relative_to(self.root).as_posix()
+            except ValueError:
+                self._shown_as[path] = str(real)
+        return self._shown_as[path]
+
+    def _exists(self, path: Path) -> bool:
+        if path not in self._is_file:
+            self._is_file[path] = path.is_file()
+        return self._is_file[path]
+
+    def _units(self, path: Path) -> ModuleUnits:
+        if path not in self._units_now:
+            from pv.importbind import is_source
+
+            data = path.read_bytes()
+            self._units_now[path] = stored_units(data, self.store) if is_source(path) else raw_units(data)
+        return self._units_now[path]
 
     def changes(self, executed: Mapping[str, Mapping[str, str]], origins: Mapping[str, str],
                 problems: Iterable[str]) -> list[str]:
         """Why a record's executed units are not the tree's: [] when every one is unchanged."""
-        from pv.importbind import is_source
-
         reasons = [f"binding: {p}" for p in problems]
         if not executed:
             reasons.append("records no executed code")
         for module, units in sorted(executed.items()):
             origin = origins.get(module)
             path = self.file_of(module, origin)
-            if path is None or not path.is_file():
+            if path is None or not self._exists(path):
                 reasons.append(f"{module} (removed)")
                 continue
             if origin is not None and self._shown(path) != origin:
                 reasons.append(f"{module} (now loads from {self._shown(path)})")
                 continue
-            data = path.read_bytes()
-            now = units_of_source(data) if is_source(path) else raw_units(data)
+            now = self._units(path)
             for qualname, digest in sorted(units.items()):
                 current = now.digests.get(qualname)
                 label = f"{module} (module-level code)" if qualname == MODULE_UNIT else f"{module}:{qualname}"

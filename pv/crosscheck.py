@@ -12,6 +12,7 @@ contract that the schema rejects still gets its other problems reported in the s
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import unicodedata
@@ -22,7 +23,7 @@ from typing import Any, Iterable
 from pv import expr, tolerance as tolerances, vacuity
 from pv import keypaths as K
 from pv.config import Workspace
-from pv.diagnostics import Diagnostic, Severity, internal_error
+from pv.diagnostics import Diagnostic, Severity, did_you_mean, internal_error
 from pv.safe_yaml import SCHEMA_LINE_PREFIX, LoadedContract
 from pv.schema import CHECK_PATTERN, PROJECT_SCHEMA, LifecycleStatus, schema_reference
 from pv.staticcheck import ModuleIndex, Unresolved, in_allowed_package
@@ -33,6 +34,9 @@ contract's metadata.status is DRAFT and an error above DRAFT. True: an error at 
 (`pv validate --strict-bindings` turns it on for one run)."""
 
 _CHECK_RE = re.compile(CHECK_PATTERN)
+# "did you mean" among contract ids, falsifier ids, runtime and mutant names: a stricter
+# similarity than for schema keys (pv.diagnostics.did_you_mean's default 0.7), as it always was
+NEAR_CUTOFF = 0.75
 
 
 @dataclass
@@ -48,11 +52,11 @@ class Context:
         # What the file-local checks found, per file text (see _file_local); the vacuity check
         # among them may ask z3, so its version is part of what decided them.
         self.file_facts = Cache(self.workspace.root, "file-checks",
-                                f"{pv_source_digest()}|z3-solver={installed_version('z3-solver')}")
+                                lambda: f"{pv_source_digest()}|z3-solver={installed_version('z3-solver')}")
         # The YAML of each contract, per file bytes (pv.loadcache).
         from pv.loadcache import LOAD_FACTS_VERSION
 
-        self.load_facts = Cache(self.workspace.root, "yaml-data", f"{pv_source_digest()}|{LOAD_FACTS_VERSION}")
+        self.load_facts = Cache(self.workspace.root, "yaml-data", lambda: f"{pv_source_digest()}|{LOAD_FACTS_VERSION}")
 
 
 def _d(loaded: LoadedContract, pos: tuple[int, int], code: str, message: str, hint: str = "",
@@ -98,8 +102,8 @@ def _file_local(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     parsed and analysed again (its expressions are most of a contract's checking)."""
     from pv.cache import key_of
 
-    key = key_of(loaded.text, loaded.display_path, loaded.path.name)
-    found = ctx.file_facts.get(key)
+    key = key_of(loaded.text, loaded.display_path, loaded.path.name) if ctx.file_facts.active else ""
+    found = ctx.file_facts.get(key) if key else None
     if isinstance(found, list):
         try:
             return [Diagnostic(path=d["path"], line=d["line"], col=d["col"], code=d["code"], message=d["message"],
@@ -109,7 +113,7 @@ def _file_local(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for check in (file_name, obligation_references, expressions, tolerance_caps, timing_observations):
         out += _guarded(check, loaded)
-    if not any(d.code == "PV199" for d in out):  # a bug in pv is reported every time, never remembered
+    if key and not any(d.code == "PV199" for d in out):  # a bug in pv is reported every time, never remembered
         ctx.file_facts.put(key, [d.to_json() for d in out])
     return out
 
@@ -182,11 +186,10 @@ def obligation_references(loaded: LoadedContract) -> list[Diagnostic]:
     for i, ob in _obligations(loaded.data):
         for j, fid in enumerate(_list(ob.get(K.OBLIGATION_FALSIFIERS.key))):
             if isinstance(fid, str) and fid not in known:
-                near = _near(fid, sorted(known))
                 out.append(_d(loaded, loaded.position(K.OBLIGATION_FALSIFIERS.at(i) + (j,)), "PV305",
                               f"obligation {ob.get(K.OBLIGATION_ID.key)!s} names falsifier {fid!r}, which this contract does not define",
-                              f"did you mean {near!r}?" if near else
-                              "obligations may only name falsifiers of the same contract"))
+                              did_you_mean(fid, sorted(known), "obligations may only name falsifiers of the same contract",
+                                           cutoff=NEAR_CUTOFF)))
     return out
 
 
@@ -336,11 +339,11 @@ def runtime_names(loaded: LoadedContract, i: int, known: dict[str, str]) -> list
     out = []
     for k, name in enumerate(_list(f.get(K.RUNTIMES.key))):
         if isinstance(name, str) and name not in known:
-            near = _near(name, list(known))
             out.append(_d(loaded, loaded.position(K.RUNTIMES.at(i) + (k,)), "PV319",
                           f"runtime {name!r} is not one of [tool.pv] runtimes ({', '.join(known) or 'none'})",
-                          f"did you mean {near!r}?" if near else
-                          "name it in [tool.pv] runtimes = {NAME = \"module:factory\"} (docs/adopting.md)"))
+                          did_you_mean(name, list(known),
+                                       "name it in [tool.pv] runtimes = {NAME = \"module:factory\"} (docs/adopting.md)",
+                                       cutoff=NEAR_CUTOFF)))
     return out
 
 
@@ -415,8 +418,8 @@ def mutants(loaded: LoadedContract, ctx: Context) -> list[Diagnostic]:
         if known is not None and name in known:
             continue
         if known is not None:
-            near = _near(name, sorted(known))
-            hint = f"did you mean {near!r}?" if near else f"declare it in {module} with @mutant({name!r})"
+            hint = did_you_mean(name, sorted(known), f"declare it in {module} with @mutant({name!r})",
+                                cutoff=NEAR_CUTOFF)
         out.append(_d(loaded, loaded.position(K.MUTANTS.at(i) + (j,)), "PV309",
                       f"unknown mutant {name!r}", hint))
     return out + mutant_runtimes(loaded, ctx, declared)
@@ -439,10 +442,11 @@ def mutant_runtimes(loaded: LoadedContract, ctx: Context, declared: list[tuple[i
         if name not in found:
             continue  # PV309 said so
         runtimes, problem = found[name]
-        pos = loaded.position(K.MUTANTS.at(i) + (j,))
+        # looked up only for a finding: a remembered file (pv.loadcache) has no node tree to ask
+        pos = functools.partial(loaded.position, K.MUTANTS.at(i) + (j,))
         unknown = [rt for rt in runtimes or () if rt not in table]
         if problem or unknown:
-            out.append(_d(loaded, pos, "PV321", f"mutant {name!r}: " + (problem or (
+            out.append(_d(loaded, pos(), "PV321", f"mutant {name!r}: " + (problem or (
                 f"runtimes= names {', '.join(map(repr, unknown))}, not one of [tool.pv] runtimes "
                 f"({', '.join(table) or 'none'})")), f"fix @mutant({name!r}, runtimes=...) in {module}"))
             continue
@@ -450,7 +454,7 @@ def mutant_runtimes(loaded: LoadedContract, ctx: Context, declared: list[tuple[i
         planted = mutation.planted_in(runtimes, table)
         if not any(mutation.meets(planted, rt, table) for rt in ran_on):
             where = ", ".join(rt for rt in ran_on if rt) or f"its own code (the default runtime, {next(iter(table), 'none')})"
-            out.append(_d(loaded, pos, "PV320",
+            out.append(_d(loaded, pos(), "PV320",
                           f"mutant {name!r} is planted in {', '.join(sorted(planted or ()))} only, and the falsifier "
                           f"runs on {where}: it can never meet the bug",
                           f"add a runtime the bug is planted in to `runtimes:`, or declare the bug's equivalent "
@@ -521,11 +525,10 @@ def dependencies(files: list[LoadedContract]) -> list[Diagnostic]:
                 edges.setdefault(cid, []).append((target, loc))
                 continue
             pos = loaded.position(loc)
-            near = _near(target, sorted(owner))
             stripped = re.sub(r"-v[0-9]+$", "", target)
-            hint = (f"did you mean {near!r}?" if near else
-                    f"depends_on names contract ids ({stripped!r}), not file names" if stripped in owner else
-                    "depends_on names metadata.id of a contract in the contracts dir")
+            hint = did_you_mean(target, sorted(owner),
+                                f"depends_on names contract ids ({stripped!r}), not file names" if stripped in owner else
+                                "depends_on names metadata.id of a contract in the contracts dir", cutoff=NEAR_CUTOFF)
             out.append(_d(loaded, pos, "PV306", f"depends_on {target!r}: no contract has that id", hint))
     for cycle in _cycles(edges):
         text = " -> ".join(cycle)
@@ -569,10 +572,3 @@ def _cycles(edges: dict[str, list[tuple[str, tuple]]]) -> list[list[str]]:
                 stack.pop()
                 path.pop()
     return [found[k] for k in sorted(found)]
-
-
-def _near(word: str, candidates: list[str]) -> str | None:
-    import difflib
-
-    match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.75)
-    return match[0] if match else None

@@ -91,6 +91,16 @@ def with_default_hint(d: Diagnostic) -> Diagnostic:
     return replace(d, hint=DEFAULT_HINTS[d.code])
 
 
+def did_you_mean(word: str, candidates: list[str], otherwise: str, *, cutoff: float = 0.7) -> str:
+    """The hint for a name that is not one of `candidates`: "did you mean 'X'?" for the one most
+    like `word` (difflib's similarity ratio, at least `cutoff`), `otherwise` when none is that
+    close. The one "did you mean" rule of pv validate's checks."""
+    import difflib  # lazily: only a misspelling pays for it
+
+    near = difflib.get_close_matches(word, candidates, n=1, cutoff=cutoff)
+    return f"did you mean {near[0]!r}?" if near else otherwise
+
+
 def sort_key(d: Diagnostic) -> tuple:
     return (d.path, d.line, d.col, d.code)
 

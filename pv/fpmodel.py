@@ -271,20 +271,62 @@ def _literal(node: ast.AST) -> float | None:
         return None
 
 
+class Budget:
+    """The z3 resource units one prediction may spend, shared by every solver call made for it.
+
+    z3's `rlimit` counts the solver's own steps, not seconds: the same query spends the same
+    units on any machine, so a verdict never depends on how fast or busy the machine is. A
+    limit per call let one prediction make up to nine calls of a full limit each; one budget
+    per prediction bounds its whole cost. Each call is granted what is left and charged what
+    it spent (z3's own counter); once nothing is left no call is made, and the question is
+    open (unknown), never answered."""
+
+    def __init__(self, units: int):
+        self.units = units
+        self.spent = 0
+        self.calls = 0
+
+    @property
+    def left(self) -> int:
+        return max(0, self.units - self.spent)
+
+    def check(self, solver: z3.Solver) -> z3.CheckSatResult | None:
+        """The solver's answer within what is left, or None (no call) when the budget is spent."""
+        grant = self.left
+        if grant <= 0:
+            return None  # z3 reads an rlimit of 0 as no limit at all: never granted
+        solver.set("rlimit", grant)
+        before = _units_counted(solver)
+        result = solver.check()
+        after = _units_counted(solver)
+        # z3 may overshoot its limit by a few units; a counter it does not report costs the whole grant
+        self.spent += grant if before is None or after is None else after - before
+        self.calls += 1
+        return result
+
+
+def _units_counted(solver: z3.Solver) -> int | None:
+    """z3's running count of resource units (it counts for the whole context, every solver)."""
+    stats = solver.statistics()
+    return int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else None
+
+
 class Search:
     """Observations that make `goal` true, one candidate at a time; a refuted candidate is
-    blocked and the solver asked again. The effort per question is a z3 resource limit, not
-    a wall-clock timeout, so the answer does not depend on how busy the machine is."""
+    blocked and the solver asked again. Every call spends from `budget` (z3 resource units,
+    not a wall-clock timeout), so the answer does not depend on how busy the machine is."""
 
-    def __init__(self, query: Query, goal: z3.BoolRef, rlimit: int):
+    def __init__(self, query: Query, goal: z3.BoolRef, budget: Budget):
         self.query = query
+        self.budget = budget
         self.solver = z3.Solver()
-        self.solver.set("rlimit", rlimit)
         self.solver.add(*query.facts, goal)
 
     def next(self) -> tuple[str, dict[str, float]]:
-        """('sat', observations) | ('unsat', {}) | ('unknown', {})."""
-        result = self.solver.check()
+        """('sat', observations) | ('unsat', {}) | ('unknown', {}): unknown also when the budget is spent."""
+        result = self.budget.check(self.solver)
+        if result is None:
+            return "unknown", {}
         if result == z3.unsat:
             return "unsat", {}
         if result != z3.sat:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -208,26 +209,18 @@ class TooDeep(ValueError):
     """A line nested deeper than any record is: garbage, reported instead of parsed."""
 
 
+# A JSON string (escapes included), or an unterminated one running to the end of the line.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\[\s\S][^"\\]*)*(?:"|\\?\Z)')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 / -1 as signed bytes
+
+
 def _depth(raw: bytes) -> int:
-    """The deepest bracket nesting of a JSON text, counted without recursion (strings skipped)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return deepest
+    """The deepest bracket nesting of a JSON text, counted without recursion (strings skipped).
+    At C speed: strings blanked by one regex, then a running sum over the brackets alone (a
+    ledger of a few thousand records has hundreds of lines long enough to be counted)."""
+    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKET).translate(_BRACKET_STEP)
+    return max(0, max(itertools.accumulate(memoryview(brackets).cast("b")), default=0))
 
 
 def parse_line(raw: bytes) -> Any:
@@ -238,11 +231,18 @@ def parse_line(raw: bytes) -> Any:
     return json.loads(raw)
 
 
-def _identities(record: LedgerRecord) -> list[Any]:
-    """What no two records of one ledger share: the record id (pv writes a fresh one per record),
-    and everything else but it (one run's record of one cell at one time, with its content)."""
+def _content(record: LedgerRecord) -> str:
+    """Everything in a record but its id (one run's record of one cell at one time, with its
+    content): what no two records of one ledger share, beside the record id."""
     content = record.model_dump(mode="json", exclude={"record_id", "merged_from"})
-    return [("id", record.record_id), ("content", json.dumps(content, sort_keys=True))]
+    return json.dumps(content, sort_keys=True)
+
+
+def _outline(record: LedgerRecord) -> tuple:
+    """A few text fields of the content: records of equal content have equal outlines, so only
+    records whose outlines match need their whole content compared (dumping every record to
+    JSON was most of reading a ledger of thousands)."""
+    return (record.contract, record.falsifier, record.device, record.time_utc, record.run_id, record.falsifier_sha256)
 
 
 def read(path: Path | str) -> LedgerContents:
@@ -260,7 +260,10 @@ def read(path: Path | str) -> LedgerContents:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
     lines = data.split(b"\n")
     torn_tail = bool(data) and not data.endswith(b"\n")
-    seen: dict[Any, int] = {}  # a record's identities -> the line that first had them
+    seen_ids: dict[str, int] = {}  # record id -> the line of the kept record that has it
+    # the kept records by outline: (line, record, its content once computed); kept records never
+    # share an id or a content, so at most one of them can match a later line
+    seen_outlines: dict[tuple, list[list[Any]]] = {}
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -268,13 +271,22 @@ def read(path: Path | str) -> LedgerContents:
         try:
             obj = parse_line(raw)
             record = LedgerRecord.model_validate(obj)
-            identities = _identities(record)  # once per line: dumping a record is most of reading it
-            first = next((seen[key] for key in identities if key in seen), None)
+            first = seen_ids.get(record.record_id)
+            outline = _outline(record)
+            if first is None and outline in seen_outlines:
+                content = _content(record)
+                for kept in seen_outlines[outline]:
+                    if kept[2] is None:
+                        kept[2] = _content(kept[1])
+                    if kept[2] == content:
+                        first = kept[0]
+                        break
             if first is not None:  # a copy of an earlier line appended again: it decides nothing
                 contents.problems.append(LedgerProblem(number, f"replayed record: repeats the record of line {first} "
                                                                "(same record id, or same run, time and content); ignored"))
                 continue
-            seen.update((key, number) for key in identities)
+            seen_ids[record.record_id] = number
+            seen_outlines.setdefault(outline, []).append([number, record, None])
             contents.records.append(record)
             contents.lines.append(number)
         except (json.JSONDecodeError, UnicodeDecodeError):

@@ -8,7 +8,8 @@ few whose diagnostics need a position compose it again (safe_yaml.LoadedContract
 
 The data is stored as JSON text with every container tagged (`{"d": [[key, value], ...]}` for a
 mapping, so keys keep their type; `{"l": [...]}` for a sequence; `{"t": "YYYY-MM-DD"}` for a
-date); a file whose data holds anything else is simply not remembered. Only files that read
+date); a file whose data holds anything else (or a NaN, which would not read back equal) is
+simply not remembered. Only files that read
 cleanly into a LoadedContract are remembered: every refusal (size, binary, syntax, bombs) is
 decided again each time.
 """
@@ -33,7 +34,11 @@ class _Unrememberable(Exception):
 
 def _encode(value: Any) -> Any:
     kind = type(value)
-    if value is None or kind in (str, bool, int, float):
+    if value is None or kind in (str, bool, int):
+        return value
+    if kind is float:
+        if value != value:  # NaN: JSON has it, but it never equals itself, so the data would not read back equal
+            raise _Unrememberable("nan")
         return value
     if kind is list:
         return {"l": [_encode(v) for v in value]}
@@ -59,10 +64,25 @@ def _text_of(raw: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
+def is_remembered(path: Path, display: str, store: Any) -> bool:
+    """Whether `store` holds the YAML of the file's current bytes (read_yaml_remembered would not parse it)."""
+    from pv.cache import key_of
+
+    if not getattr(store, "active", True):
+        return False
+    try:
+        raw = _read_regular(path)
+    except OSError:
+        return False
+    return raw is not None and len(raw) <= MAX_BYTES and isinstance(store.get(key_of("yaml", raw, display)), dict)
+
+
 def read_yaml_remembered(path: Path, display: str, store: Any) -> tuple[LoadedContract | None, list[Diagnostic]]:
     """safe_yaml.read_yaml, answered from `store` (a pv.cache.Cache) for bytes read before."""
     from pv.cache import key_of
 
+    if not getattr(store, "active", True):  # PV_NO_CACHE=1: nothing to look up, nothing worth encoding
+        return read_yaml(path, display)
     try:
         raw = _read_regular(path)
     except OSError:
@@ -87,9 +107,8 @@ def read_yaml_remembered(path: Path, display: str, store: Any) -> tuple[LoadedCo
     try:
         if loaded.text != _text_of(raw):
             return loaded, problems
+        # exact by construction: plain types only, a tag for every container and date, no NaN
         encoded = json.dumps(_encode(loaded.data), separators=(",", ":"))
-        if json.loads(encoded, object_hook=_decode_tag) != loaded.data:
-            return loaded, problems
     except (_Unrememberable, ValueError, TypeError, RecursionError):
         return loaded, problems
     store.put(key, {"data": encoded, "problems": [d.to_json() for d in problems]})

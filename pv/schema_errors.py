@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pv import keypaths as K
-from pv.diagnostics import Diagnostic
+from pv.diagnostics import Diagnostic, did_you_mean
 from pv.keypaths import inner_model
 from pv.safe_yaml import LoadedContract, Loc, diag
 
@@ -78,8 +78,7 @@ def schema_diagnostics(loaded: LoadedContract, error: ValidationError) -> list[D
             loc = raw_loc
             line, col = loaded.position(loc, key=True)
             known = _known_keys(loc[:-1])
-            near = _near(str(loc[-1]), known)
-            hint = f"did you mean {near!r}?" if near else _TYPE_HINTS[kind]
+            hint = did_you_mean(str(loc[-1]), known, _TYPE_HINTS[kind])
             out.append(diag(loaded.display_path, line, col, "PV201", f"unknown key {_dotted(loc)}", hint))
             continue
         if kind == "missing":
@@ -160,10 +159,3 @@ def _known_keys(loc: Loc) -> list[str]:
         if model is None:
             return []
     return list(model.model_fields) if hasattr(model, "model_fields") else []
-
-
-def _near(word: str, candidates: list[str]) -> str | None:
-    import difflib
-
-    match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.7)
-    return match[0] if match else None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pv import mutation
+from pv.diagnostics import did_you_mean
 
 MAX_REEXPORT_HOPS = 8
 MAX_MODULE_BYTES = 2_000_000  # a check module is a few kilobytes; more is not worth parsing
@@ -100,6 +101,11 @@ class _Module:
     error: SyntaxError | None = None
     is_package: bool = False
     source: bytes | None = None  # the bytes `tree` was parsed from
+
+
+_SCANNED: dict[str, list[list[Any]]] = {}
+"""Mutant names per file bytes (key_of), for this process: PV501 judges each contract's evidence
+with a fresh index, and with PV_NO_CACHE=1 nothing else would keep a scan from one to the next."""
 
 
 @dataclass
@@ -247,9 +253,8 @@ class ModuleIndex:
                             break
             if binding is None:
                 defs = _top_level_defs(mod.tree)
-                near = _near(name, defs)
-                hint = f"did you mean {near!r}?" if near else (
-                    f"functions in {dotted}: {', '.join(defs[:8])}" if defs else f"{dotted} defines no functions")
+                hint = did_you_mean(name, defs, f"functions in {dotted}: {', '.join(defs[:8])}" if defs else
+                                    f"{dotted} defines no functions")
                 raise Unresolved("PV312", f"{dotted!r} has no top-level function {name!r}", hint)
             kind = binding[0]
             if kind == "def":
@@ -332,6 +337,8 @@ class ModuleIndex:
             from pv.cache import key_of
 
             key = key_of(data)
+            if key in _SCANNED:  # this process read these bytes before (a contract's evidence each time)
+                return _SCANNED[key]
             found = self._store.get(key)
             if isinstance(found, list) and all(isinstance(n, list) and len(n) == 3 for n in found):
                 return found
@@ -348,6 +355,7 @@ class ModuleIndex:
             unchanged = False
         if key is not None and unchanged:  # never remember names under bytes they were not read from
             self._store.put(key, names)
+            _SCANNED[key] = names
         return names
 
 
@@ -476,12 +484,6 @@ def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef, path: Path) -> Sign
         is_async=isinstance(node, ast.AsyncFunctionDef),
     )
 
-
-def _near(word: str, candidates: list[str]) -> str | None:
-    import difflib
-
-    match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.7)
-    return match[0] if match else None
 
 
 def in_allowed_package(module: str, packages: tuple[str, ...] | list[str]) -> bool:

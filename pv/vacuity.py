@@ -21,15 +21,19 @@ Two steps, each sound on its own:
    through pv.expr before it counts (the model over-approximates ln, exp, ** and %); a
    replay that disagrees is blocked and the solver asked again, at most MAX_CANDIDATES times.
 
-What neither step settles within the solver's resource limit (a deterministic z3 `rlimit`,
-not a clock) is **undecided**: never a silent accept — `pv validate` reports it as a warning
-(PV406) naming the question it could not answer, and the harness runs the falsifier.
+The solver's effort is one budget per prediction, SOLVER_BUDGET z3 resource units (a
+deterministic count of the solver's steps, not a clock), shared by every call made for it:
+"can it fail?", "can it pass?", each replayed candidate and the "can it be evaluated at all?"
+that words a refusal. Each call gets what is left. What neither step settles within it is
+**undecided**: never a silent accept and never a refusal — `pv validate` reports it as a
+warning (PV407) naming the question it could not answer, and the harness runs the falsifier.
 Decisions are cached in memory by the prediction's normalized text.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import math
 import random
@@ -41,7 +45,7 @@ from pv import expr
 
 CONCRETE_BUDGET = 64     # observation sets judged before the solver is asked
 MAX_CANDIDATES = 4       # solver candidates replayed per question before giving up
-RLIMIT = 3_000_000       # z3 resource units per solver call (about a CPU second here; deterministic)
+SOLVER_BUDGET = 3_000_000  # z3 resource units per prediction, all its solver calls together (see docs/internals.md)
 
 SPECIALS: tuple[float, ...] = (0.0, 1.0, -1.0, 0.5, 2.0, -2.0, 10.0, 1e-3, 1e300, -1e300, math.inf,
                                -math.inf, 1e-300, -0.0, 3.0, 100.0, 1e6, -0.5, 5e-324, 1.7976931348623157e308)
@@ -59,12 +63,15 @@ NO_OBSERVATION = "it mentions no observation, so no measurement can make it fals
 class Decision:
     """`refused`: the reason it cannot fail (or cannot pass), or None. `undecided`: the question
     the analysis could not answer ("can it fail?" / "can it pass?"), or None.
-    `fails_at` / `passes_at`: observations that prove it can (None where not found)."""
+    `fails_at` / `passes_at`: observations that prove it can (None where not found).
+    `solver_calls` / `solver_units`: the z3 calls made and the resource units they spent."""
 
     refused: str | None = None
     undecided: str | None = None
     fails_at: dict[str, Any] | None = None
     passes_at: dict[str, Any] | None = None
+    solver_calls: int = 0
+    solver_units: int = 0
 
 
 def cannot_fail(prediction: Union[str, "expr.Expression"]) -> str | None:
@@ -96,15 +103,22 @@ def _decide_parsed(parsed: expr.Expression) -> Decision:
         return Decision(fails_at=fails_at, passes_at=passes_at)
     from pv import fpmodel  # z3: only for what the concrete search left open
 
-    query = fpmodel.Query(parsed)
+    budget = fpmodel.Budget(SOLVER_BUDGET)
+    decision = _solve(parsed, fpmodel.Query(parsed), budget, fails_at, passes_at)
+    return dataclasses.replace(decision, solver_calls=budget.calls, solver_units=budget.spent)
+
+
+def _solve(parsed: expr.Expression, query: Any, budget: Any, fails_at: dict[str, Any] | None,
+           passes_at: dict[str, Any] | None) -> Decision:
+    """The questions the concrete search left open, asked of the solver within one budget."""
     if fails_at is None:
-        answer, fails_at = _ask(parsed, query, want=False)
+        answer, fails_at = _ask(parsed, query, budget, want=False)
         if answer == "no":
-            return Decision(refused=TAUTOLOGY if passes_at is not None else _unfailing_reason(query))
+            return Decision(refused=TAUTOLOGY if passes_at is not None else _unfailing_reason(query, budget))
         if answer == "unknown":
             return Decision(undecided="can it fail?", passes_at=passes_at)
     if passes_at is None:
-        answer, passes_at = _ask(parsed, query, want=True)
+        answer, passes_at = _ask(parsed, query, budget, want=True)
         if answer == "no":
             return Decision(refused=CONTRADICTION)  # it can fail (fails_at is known by now): it evaluates
         if answer == "unknown":
@@ -112,11 +126,12 @@ def _decide_parsed(parsed: expr.Expression) -> Decision:
     return Decision(fails_at=fails_at, passes_at=passes_at)
 
 
-def _ask(parsed: expr.Expression, query: Any, want: bool) -> tuple[str, dict[str, Any] | None]:
-    """('yes', observations) | ('no', None) | ('unknown', None): can the prediction be judged `want`?"""
+def _ask(parsed: expr.Expression, query: Any, budget: Any, want: bool) -> tuple[str, dict[str, Any] | None]:
+    """('yes', observations) | ('no', None) | ('unknown', None): can the prediction be judged `want`?
+    Unknown when the budget runs out first: an open question, never a yes or a no."""
     from pv import fpmodel
 
-    search = fpmodel.Search(query, query.holds if want else query.fails, RLIMIT)
+    search = fpmodel.Search(query, query.holds if want else query.fails, budget)
     for _ in range(MAX_CANDIDATES):
         status, candidate = search.next()
         if status == "unsat":
@@ -130,17 +145,19 @@ def _ask(parsed: expr.Expression, query: Any, want: bool) -> tuple[str, dict[str
     return "unknown", None
 
 
-def _evaluable(query: Any) -> str:
+def _evaluable(query: Any, budget: Any) -> str:
     """'sat' | 'unsat' | 'unknown': can some observation be evaluated without an error?"""
     import z3
 
     from pv import fpmodel
 
-    return fpmodel.Search(query, z3.Or(query.holds, query.fails), RLIMIT).next()[0]
+    return fpmodel.Search(query, z3.Or(query.holds, query.fails), budget).next()[0]
 
 
-def _unfailing_reason(query: Any) -> str:
-    evaluable = _evaluable(query)
+def _unfailing_reason(query: Any, budget: Any) -> str:
+    """Why a prediction no observation makes false is refused; with the budget spent the
+    refusal stands (that is proven) and only its wording is the cautious one, NEVER_FALSE."""
+    evaluable = _evaluable(query, budget)
     return TAUTOLOGY if evaluable == "sat" else NEVER_DEFINED if evaluable == "unsat" else NEVER_FALSE
 
 

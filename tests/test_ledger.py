@@ -468,3 +468,51 @@ def test_a_version_1_record_still_reads(tmp_path):
     path.write_text(json.dumps({**data, "schema_version": 1}) + "\n")
     contents = ledger.read(path)
     assert not contents.problems and [r.schema_version for r in contents.records] == [1]
+def _reference_depth(raw: bytes) -> int:
+    """The byte-by-byte scan ledger._depth replaced: the oracle for its regex + running sum."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def test_the_nesting_scanner_agrees_with_a_byte_by_byte_scan_on_random_text():
+    import random
+
+    rng = random.Random(29)
+    alphabet = b'[]{}"\\ax\r\t\x00\xff'  # brackets, quotes, escapes, unterminated strings, odd bytes
+    for _ in range(20_000):
+        raw = bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        assert ledger._depth(raw) == _reference_depth(raw), raw
+
+
+def test_replayed_records_are_found_by_id_or_whole_content_whatever_else_they_share(tmp_path):
+    """Records that share everything the outline compares but differ in content are kept; a
+    copy under a new id, and an id reused with other content, are replayed (the first line named)."""
+    first = record(1)
+    same_outline_other_content = record(1, observations={"x": 0.25, "i": 1})
+    copy_new_id = ledger.LedgerRecord.model_validate({**first.model_dump(), "record_id": "f" * 32})
+    id_reused = record(3, record_id=first.record_id)
+    copy_of_second = ledger.LedgerRecord.model_validate({**same_outline_other_content.model_dump(), "record_id": "e" * 32})
+    path = tmp_path / "l.jsonl"
+    ledger.append(path, [first, same_outline_other_content, copy_new_id, id_reused, record(2), copy_of_second])
+    contents = ledger.read(path)
+    assert contents.lines == [1, 2, 5]
+    assert [(p.line, p.message.split(":")[1].strip()) for p in contents.problems] == [
+        (3, "repeats the record of line 1 (same record id, or same run, time and content); ignored"),
+        (4, "repeats the record of line 1 (same record id, or same run, time and content); ignored"),
+        (6, "repeats the record of line 2 (same record id, or same run, time and content); ignored")]

@@ -65,3 +65,25 @@ def test_refused_and_unrepresentable_files_are_not_remembered(tmp_path):
     (tmp_path / "good.yaml").write_text("a: 1\n")
     read_yaml_remembered(tmp_path / "good.yaml", "good.yaml", store)
     assert len(store.take_added()) == 1  # the control: a plain file is remembered
+
+
+def test_what_is_remembered_reads_back_equal_and_a_nan_is_never_remembered(tmp_path):
+    """The encoding is exact by construction (no check by decoding it again at store time): every
+    value a YAML file can hold reads back equal and of the same type, and a file holding a NaN,
+    which equals nothing, is read again each time instead."""
+    store = _store(tmp_path)
+    texts = {"kinds.yaml": TEXT, "floats.yaml": "a: [0.1, -0.0, 1e308, .inf, -.inf, 5e-324, 1_000.5]\n",
+             "dates.yaml": "d: 2026-02-28\ne: {2026-02-28: day}\n", "strings.yaml": 'a: "\\U0001F600 \\x00 \\u00e9"\n'}
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text)
+        read_yaml_remembered(tmp_path / name, name, store)
+    store.save()
+    again = _store(tmp_path)
+    for name in texts:
+        fresh, _ = read_yaml(tmp_path / name, name)
+        remembered, _ = read_yaml_remembered(tmp_path / name, name, again)
+        assert remembered.node is None, f"{name} was not remembered"
+        assert remembered.data == fresh.data and repr(remembered.data) == repr(fresh.data)
+    (tmp_path / "nan.yaml").write_text("a: [1, .nan]\n")
+    read_yaml_remembered(tmp_path / "nan.yaml", "nan.yaml", again)
+    assert again.take_added() == {}

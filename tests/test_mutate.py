@@ -217,3 +217,33 @@ def test_bad_input_is_a_clear_message_never_a_traceback(project: Path, tmp_path:
     assert "not mutated: tinylib/broken.py:1:" in listed.stderr and "cannot parse" in listed.stderr
     for done in (unbound, full, eq, listed):
         assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_baseline_the_time_budget_cuts_is_not_recorded_and_the_rerun_runs_it(project: Path, tmp_path: Path):
+    # The budget (2 s) stops the baseline's pytest process while the slow check sleeps, before its
+    # verdict. Recording that falsifier as MISSING would exclude it from every later run with the
+    # same code ("does not PASS unmutated"): the rerun must run it instead, and judge mutants with it.
+    (project / "tiny_checks" / "slow.py").write_text(
+        "import time\n\nfrom tinylib import core\n\n\ndef slow_scaling(*, device):\n"
+        "    time.sleep(6)\n    return {'got': core.scale(3.0, 2.0)}\n", encoding="utf-8")
+    (project / "contracts" / "slow-v1.yaml").write_text(textwrap.dedent('''\
+        metadata: {id: slow, version: 1.0.0, kind: pattern, status: DRAFT, description: A slow check.}
+        falsification_tests:
+          - {id: FALSIFY-SLOW-001, rule: scale multiplies, prediction: "got == 6.0",
+             check: "tiny_checks.slow:slow_scaling", devices: [cpu], if_fails: look}
+    '''), encoding="utf-8")
+    assert _pv(project, "generate").returncode == 0
+    out = tmp_path / "mutation.jsonl"
+    cut = _pv(project, "mutate", "--contract", "slow", "--device", "cpu", "--operator", "arithmetic",
+              "--results", str(out), "--time-budget", "2")
+    assert "Traceback" not in cut.stdout + cut.stderr
+    recorded = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] if out.exists() else []
+    assert not [x for x in recorded if x["kind"] == "baseline" and x["falsifier"] == "FALSIFY-SLOW-001"], recorded
+    rerun = _pv(project, "mutate", "--contract", "slow", "--device", "cpu", "--operator", "arithmetic",
+                "--results", str(out))
+    assert "Traceback" not in rerun.stdout + rerun.stderr
+    lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
+    assert [x["verdicts"] for x in lines if x["kind"] == "baseline" and x["falsifier"] == "FALSIFY-SLOW-001"] \
+        == [["PASS"]], rerun.stdout
+    killed = [x for x in lines if x["kind"] == "mutant" and x["result"] == "KILLED"]
+    assert "FALSIFY-SLOW-001" in {x["killed_by"] for x in killed}, rerun.stdout

@@ -69,7 +69,7 @@ def test_an_open_question_is_undecided_not_accepted(monkeypatch):
     # so its candidates do not replay and the question stays open: reported, never "can fail".
     decision = vacuity.decide("ln(x) <= ln(y) or x > y")
     assert decision.undecided == "can it fail?" and decision.refused is None and decision.fails_at is None
-    monkeypatch.setattr(vacuity, "RLIMIT", 1)  # a solver that gives up at once
+    monkeypatch.setattr(vacuity, "SOLVER_BUDGET", 1)  # a solver that gives up at once
     vacuity._decide_text.cache_clear()
     try:
         decision = vacuity.decide("x*x >= 0")
@@ -182,12 +182,12 @@ def test_a_solver_candidate_counts_only_if_pv_expr_judges_it_so():
 def test_a_prediction_that_holds_or_raises_says_so_when_evaluability_is_open(monkeypatch):
     from pv import fpmodel
 
-    monkeypatch.setattr(vacuity, "_evaluable", lambda query: "unknown")
-    assert vacuity._unfailing_reason(None) == vacuity.NEVER_FALSE
-    monkeypatch.setattr(vacuity, "_evaluable", lambda query: "unsat")
-    assert vacuity._unfailing_reason(None) == vacuity.NEVER_DEFINED
-    monkeypatch.setattr(vacuity, "_evaluable", lambda query: "sat")
-    assert vacuity._unfailing_reason(None) == vacuity.TAUTOLOGY
+    monkeypatch.setattr(vacuity, "_evaluable", lambda query, budget: "unknown")
+    assert vacuity._unfailing_reason(None, None) == vacuity.NEVER_FALSE
+    monkeypatch.setattr(vacuity, "_evaluable", lambda query, budget: "unsat")
+    assert vacuity._unfailing_reason(None, None) == vacuity.NEVER_DEFINED
+    monkeypatch.setattr(vacuity, "_evaluable", lambda query, budget: "sat")
+    assert vacuity._unfailing_reason(None, None) == vacuity.TAUTOLOGY
     assert fpmodel  # imported: the module loads
 
 
@@ -230,3 +230,47 @@ def test_the_concrete_search_tries_both_neighbours_of_each_number_of_the_predict
     # documented step 1: "the prediction's own numbers and their neighbours"
     pool = vacuity._value_pool(expr.parse("x > 0.1"))
     assert math.nextafter(0.1, math.inf) in pool and math.nextafter(0.1, -math.inf) in pool
+# --- one solver budget per prediction ----------------------------------------------------------------
+
+OVERSHOOT = 10_000  # z3 checks its resource limit between steps: a call may end a few units past it
+SLOW = "e >= max(7 / 0.5, 1e-300 ** y) != sqrt(z / 3)"  # 18 s of CPU in the fuzz run (one call of 3M units)
+
+
+def test_the_slowest_fuzzed_prediction_stays_within_one_budget(monkeypatch):
+    # e < 14 <= max(14, ...): it can never pass, which the solver does not prove within its budget
+    # (about 5 us of CPU a unit here, bit-blasting / and sqrt: a smaller budget keeps the test fast).
+    # Whatever it answers, the whole prediction spends one budget and is never accepted.
+    monkeypatch.setattr(vacuity, "SOLVER_BUDGET", 200_000)
+    decision = vacuity._decide_parsed(expr.parse(SLOW))  # uncached
+    assert decision.refused == vacuity.CONTRADICTION or decision.undecided == "can it pass?", decision
+    assert decision.fails_at is not None and decision.passes_at is None
+    assert 1 <= decision.solver_calls and decision.solver_units <= 200_000 + OVERSHOOT
+
+
+def test_the_budget_is_shared_by_every_question_and_candidate(monkeypatch):
+    # ln(x) <= ln(y) or x > y: four candidates for "can it fail?", none replays (the model does not
+    # know ln is monotonic). Each call draws on the same budget: together they stay within it.
+    vacuity._decide_text.cache_clear()
+    decision = vacuity._decide_parsed(expr.parse("ln(x) <= ln(y) or x > y"))
+    assert decision.undecided == "can it fail?" and decision.solver_calls == vacuity.MAX_CANDIDATES
+    full = decision.solver_units
+    assert 0 < full <= vacuity.SOLVER_BUDGET
+    monkeypatch.setattr(vacuity, "SOLVER_BUDGET", full // 3)  # room for one or two candidates, not four
+    decision = vacuity._decide_parsed(expr.parse("ln(x) <= ln(y) or x > y"))
+    assert decision.undecided == "can it fail?" and decision.fails_at is None
+    assert decision.solver_calls < vacuity.MAX_CANDIDATES and decision.solver_units <= full // 3 + OVERSHOOT
+
+
+@pytest.mark.parametrize("budget", [1, 20_000, 200_000])
+@pytest.mark.parametrize("text", TAUTOLOGIES + CONTRADICTIONS + ["sqrt(-1 - abs(x)) > 0"])
+def test_a_spent_budget_never_accepts_a_prediction_that_cannot_fail(text, budget, monkeypatch):
+    # Out of budget is an open question (PV407), never "can fail": a refusal or undecided, whatever the budget.
+    monkeypatch.setattr(vacuity, "SOLVER_BUDGET", budget)
+    decision = vacuity._decide_parsed(expr.parse(text))  # uncached
+    assert decision.refused is not None or decision.undecided is not None, decision
+    assert decision.solver_units <= budget + OVERSHOOT
+
+
+def test_predictions_settled_without_the_solver_spend_nothing():
+    decision = vacuity._decide_parsed(expr.parse("x < 1"))
+    assert decision.solver_calls == 0 and decision.solver_units == 0

@@ -821,3 +821,32 @@ def test_a_check_that_is_not_module_colon_function_is_left_to_the_schema(vworksp
     vworkspace.contract(("check: falsifiers.demo:measure", "check: falsifiers.demo.measure"))
     result = vworkspace.run()
     assert result.exit_code == 1 and "PV199" not in codes(result), result.output
+
+
+def test_files_pv_remembers_are_checked_in_one_process_and_the_rest_in_workers(vworkspace, monkeypatch, tmp_path):
+    """After an edit among many files nearly every file's YAML is remembered, so forking workers
+    costs more than it saves; a first run, a run with the caches off and a set with more than
+    one file in ten changed keep the workers (an explicit PV_JOBS is always obeyed)."""
+    from pv import crosscheck
+    from pv.config import load_workspace
+    from pv.validation import _mostly_remembered, display
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache-home"))
+    monkeypatch.delenv("PV_NO_CACHE", raising=False)
+    paths = [vworkspace.contract(("id: demo-forward", f"id: demo-{n}"), name=f"demo-{n}-v1.yaml")[0]
+             for n in range(10)]
+
+    def remembered() -> bool:
+        ctx = crosscheck.Context(load_workspace())
+        return _mostly_remembered([(p, p, display(p), True) for p in sorted(paths)], ctx)
+
+    assert not remembered()  # nothing read yet
+    vworkspace.run()
+    assert remembered()
+    paths[0].write_text(paths[0].read_text() + "# edited\n")
+    assert remembered()  # 9 of 10
+    paths[1].write_text(paths[1].read_text() + "# edited\n")
+    assert not remembered()  # 8 of 10
+    vworkspace.run()
+    monkeypatch.setenv("PV_NO_CACHE", "1")
+    assert not remembered()

@@ -380,6 +380,8 @@ class MutateRun:
             lines = []
             for fid in chunk:
                 verdicts = sorted({v for f, v, _ in proc.verdicts if f == fid})
+                if proc.stopped and sum(f == fid for f, _, _ in proc.verdicts) < len(self.mplan.tests[fid]):
+                    continue  # the time budget stopped it before its last cell: unrecorded, the rerun runs it
                 why = next((m for f, v, m in proc.verdicts if f == fid and v != "PASS"), "")
                 units = None if fid in proc.units_unknown or fid not in proc.units else \
                     {m: sorted(u) for m, u in sorted(proc.units[fid].items()) if m in self.mplan.targets}

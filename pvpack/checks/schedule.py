@@ -8,7 +8,14 @@ with any runtime's schedule (pvlab's runtime.trainer.learning_rate, the transfor
 difference at some step.
 
 Assumes: the runtime reports the rate it applies at optimizer step s (0-based) through
-`learning_rate(step)` of a model loaded with TrainSettings.
+`learning_rate(step)` of a model loaded with TrainSettings — read from what its trainer applies
+(an optimizer's param groups, its own schedule function), not a copy of the formula in the
+adapter, which would test the copy. Assumes the schedule's shape is TrainSettings': warmup from
+lr / warmup_steps at step 0 (not from 0, as Hugging Face's get_cosine_schedule_with_warmup
+starts), cosine decay over total_steps - warmup_steps steps, min_lr from total_steps on. A
+runtime whose schedule has another shape (warmup from 0, linear or stepwise decay, no floor)
+converts in its adapter or raises CapabilityMissing for the settings it cannot honour
+(TrainSettings says so); no choice of this check's parameters makes another shape fit.
 """
 
 from __future__ import annotations

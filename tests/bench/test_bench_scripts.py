@@ -116,3 +116,13 @@ def test_bench_binding_side_by_side_times_each_configuration_on_its_own(tmp_path
     # each CPU time is one pytest process tree's, torch's import at least
     cpu = {mode: figures["runs"][mode]["cpu"][0] for mode in ("off", "on")}
     assert all(t > 1.0 for t in cpu.values()) and all(figures["runs"][m]["wall"][0] > 0 for m in cpu)
+
+
+def test_bench_vacuity_prints_what_one_prediction_costs_the_solver():
+    from pv import vacuity
+
+    result = run("bench_vacuity.py", "--prediction", "x*x >= 0")  # a tautology only z3 proves
+    assert result.returncode == 0, result.stderr
+    assert "1 solver calls" in result.stdout, result.stdout
+    assert f"resource units (budget {vacuity.SOLVER_BUDGET:,})" in result.stdout, result.stdout
+    assert "holds for every value" in result.stdout, result.stdout

@@ -45,3 +45,21 @@ def test_a_false_accept_would_be_counted(monkeypatch):
     monkeypatch.setattr(fuzz, "random_prediction", lambda rng: "x*x >= 0")
     fuzz.prediction_case(rng, stats, examples)
     assert stats["FALSE ACCEPT"] == 1 and examples["false accept"][0][0] == "x*x >= 0"
+
+
+def test_a_corpus_folder_that_is_not_there_is_refused_not_skipped(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exit_info:
+        fuzz.main(["--cases", "1", "--corpus", str(tmp_path / "absent")])
+    assert exit_info.value.code == 2 and "no *.yaml under it" in capsys.readouterr().err
+    out = tmp_path / "summary.json"
+    import json
+    import subprocess
+
+    done = subprocess.run([sys.executable, str(BENCH / "fuzz_contracts.py"), "--cases", "2", "--cli", "0",
+                           "--corpus", "none", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+    summary = json.loads(out.read_text())
+    assert summary["corpus"] is None and summary["sources"] == len(list((fuzz.REPO / "contracts").glob("*.yaml")))

@@ -2,12 +2,15 @@
 
 nanotrainer calls everything through its modules (`train.evaluate`, `train.lr_at`,
 `model.fused_qkv`), so this adapter does too: a planted bug that patches one of them is seen.
+The learning rate is read back from the optimizer that nanotrainer's own Trainer set, never
+recomputed from the schedule's formula here.
 Capabilities it lacks: gradient accumulation (train_step raises CapabilityMissing for
 micro_batches > 1) and data_split (nanotrainer's corpus is one token stream, not documents).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -63,7 +66,22 @@ class NanoModel(RuntimeModel):
         return nano_train.evaluate(self.gpt, [self._on_device(batch) for batch in batches])
 
     def learning_rate(self, step):
-        return nano_train.lr_at(step, self.trainer.tc)
+        """The rate the optimizer holds when Trainer.train_step updates at `step`: a throwaway
+        copy of the trainer is stepped once there (a two-token batch) and a pre-step hook on its
+        optimizer reads the rate. The trainer's own code path, so a bug in how it applies its
+        schedule (set after the update, one group forgotten) is seen, not only one in lr_at."""
+        if self.trainer is None:
+            raise ValueError("no schedule: the model was loaded without TrainSettings")
+        probe = copy.deepcopy(self.trainer)
+        probe.step = step
+        applied = []
+        probe.optimizer.register_step_pre_hook(
+            lambda optimizer, args, kwargs: applied.append({group["lr"] for group in optimizer.param_groups}))
+        probe.train_step(torch.zeros((1, 2), dtype=torch.long, device=self.device))
+        if len(applied) != 1 or len(applied[0]) != 1:
+            raise ValueError(f"one optimizer step with one rate for every parameter group expected at step {step}; "
+                             f"the trainer applied {applied}")
+        return applied[0].pop()
 
     def state(self):
         held = dict(self.gpt.state_dict())

@@ -87,6 +87,32 @@ def nano_warmup_never_warms():
         yield
 
 
+@mutant("nano_lr_set_after_step")
+def nano_lr_set_after_step():
+    """Trainer.train_step writes the step's learning rate into the optimizer after
+    optimizer.step(), not before: each update runs at the previous step's rate, the first at
+    the optimizer's initial rate (the peak, no warmup at all). Imitates a scheduler stepped in
+    the wrong place. lr_at itself is right, so only a measurement of the rate the optimizer
+    applies sees it. Seam: nanotrainer.train.Trainer.train_step."""
+    import torch
+
+    def train_step(self, ids, labels=None):
+        self.optimizer.zero_grad(set_to_none=True)
+        self.model.train()
+        loss = self.model.loss(ids, ids if labels is None else labels)
+        loss.backward()
+        if self.tc.grad_clip:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.grad_clip)
+        self.optimizer.step()
+        for group in self.optimizer.param_groups:
+            group["lr"] = nanotrainer.train.lr_at(self.step, self.tc)
+        self.step += 1
+        return loss.item()
+
+    with _swapped(nanotrainer.train.Trainer, "train_step", train_step):
+        yield
+
+
 @mutant("nano_checkpoint_keys_not_loaded")
 def nano_checkpoint_keys_not_loaded():
     """load() reads checkpoints saved from a torch.compile'd model ("_orig_mod." key prefix) with
