@@ -3,6 +3,8 @@ parser (comments), by the schema (non-finite tolerances) and again at run time (
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from pv import expr, harness, vacuity
@@ -154,6 +156,7 @@ def test_validate_warns_when_it_cannot_decide(vws):
     result = vws.run()
     found = [f for f in parse_output(result.output) if f.code == "PV407"]
     assert found and found[0].warning and "could not decide" in found[0].message, result.output
+    assert found[0].message.endswith(" can it fail (the solver gave up)")  # the open question, named
 
 
 def test_validate_refuses_a_disarming_tolerance_naming_dtype_and_cap(vws):
@@ -223,6 +226,10 @@ def test_honest_predictions_are_decided_without_the_solver(text, monkeypatch):
     assert expr.judge(text, decision.passes_at).holds and not expr.judge(text, decision.fails_at).holds
 
 
+def test_the_concrete_search_tries_both_neighbours_of_each_number_of_the_prediction():
+    # documented step 1: "the prediction's own numbers and their neighbours"
+    pool = vacuity._value_pool(expr.parse("x > 0.1"))
+    assert math.nextafter(0.1, math.inf) in pool and math.nextafter(0.1, -math.inf) in pool
 # --- one solver budget per prediction ----------------------------------------------------------------
 
 OVERSHOOT = 10_000  # z3 checks its resource limit between steps: a call may end a few units past it
