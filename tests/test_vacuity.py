@@ -274,3 +274,21 @@ def test_a_spent_budget_never_accepts_a_prediction_that_cannot_fail(text, budget
 def test_predictions_settled_without_the_solver_spend_nothing():
     decision = vacuity._decide_parsed(expr.parse("x < 1"))
     assert decision.solver_calls == 0 and decision.solver_units == 0
+
+
+def test_a_decision_spends_the_same_units_whatever_was_decided_before_it():
+    # z3's step counter depends on what its context holds; each decision runs in a context of its
+    # own, so a verdict near the budget cannot depend on the order predictions are judged in.
+    text = "sqrt(-1 - abs(x)) > 0"
+    vacuity._decide_text.cache_clear()
+    try:
+        alone = vacuity.decide(text)
+        for other in ("2 * x >= x + x", "ln(x) <= ln(y) or x > y", "x*x >= 0"):
+            vacuity._decide_text.cache_clear()
+            vacuity.decide(other)
+        vacuity._decide_text.cache_clear()
+        after = vacuity.decide(text)
+    finally:
+        vacuity._decide_text.cache_clear()
+    assert alone.solver_units == after.solver_units and alone.solver_calls == after.solver_calls
+    assert alone.refused == after.refused and "cannot be evaluated for any observation" in after.refused
