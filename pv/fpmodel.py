@@ -36,9 +36,10 @@ The model follows pv.expr's evaluator — the code that judges a prediction at r
 from __future__ import annotations
 
 import ast
+import contextlib
 import math
 import struct
-from typing import Any
+from typing import Any, Iterator
 
 import z3
 
@@ -61,6 +62,28 @@ def fp_value(model: z3.ModelRef, term: z3.FPRef) -> float:
 
 ZERO, ONE = fp_const(0.0), fp_const(1.0)
 INF = fp_const(math.inf)
+
+
+@contextlib.contextmanager
+def fresh_context() -> Iterator[None]:
+    """Build and solve one decision's terms in a z3 context of its own.
+
+    z3's step counter (the unit of Budget) depends on what the context already holds: the same
+    query spent 1.95M units in a fresh process and 2.27M after other predictions had been decided,
+    so in a shared context a verdict near the budget would depend on which contracts were judged
+    before it in the process (test order, file order, the replay cache). A fresh context makes the
+    units, and so every verdict, a function of the prediction alone. Not thread-safe: z3's default
+    context and this module's constants are swapped for the duration (pv decides in one thread)."""
+    global DOUBLE, RNE, ZERO, ONE, INF
+    core = z3.z3  # the module that holds z3's default context, used by every constructor here
+    saved = (core._main_ctx, DOUBLE, RNE, ZERO, ONE, INF)
+    core._main_ctx = z3.Context()
+    try:
+        DOUBLE, RNE = z3.Float64(), z3.RNE()
+        ZERO, ONE, INF = fp_const(0.0), fp_const(1.0), fp_const(math.inf)
+        yield
+    finally:
+        core._main_ctx, DOUBLE, RNE, ZERO, ONE, INF = saved
 
 
 class Query:

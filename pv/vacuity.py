@@ -104,7 +104,8 @@ def _decide_parsed(parsed: expr.Expression) -> Decision:
     from pv import fpmodel  # z3: only for what the concrete search left open
 
     budget = fpmodel.Budget(SOLVER_BUDGET)
-    decision = _solve(parsed, fpmodel.Query(parsed), budget, fails_at, passes_at)
+    with fpmodel.fresh_context():  # the units spent depend on the prediction alone, not on what ran before
+        decision = _solve(parsed, fpmodel.Query(parsed), budget, fails_at, passes_at)
     return dataclasses.replace(decision, solver_calls=budget.calls, solver_units=budget.spent)
 
 

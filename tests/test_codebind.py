@@ -79,6 +79,7 @@ def test_a_module_of_an_editable_install_is_found_through_its_import_hook(tmp_pa
     (package / "__init__.py").write_text("raise RuntimeError('never imported')\n")
     (package / "checks" / "__init__.py").write_text("")
     (package / "checks" / "forward.py").write_text("X = 1\n")
+    (package / "direct.py").write_text("Y = 1\n")  # a plain module right under the package
 
     class EditableFinder(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
@@ -90,6 +91,7 @@ def test_a_module_of_an_editable_install_is_found_through_its_import_hook(tmp_pa
     monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, EditableFinder()])
     assert module_file("pv_editable_probe.checks.forward", [tmp_path]) == package / "checks" / "forward.py"
     assert module_file("pv_editable_probe", [tmp_path]) == package / "__init__.py"
+    assert module_file("pv_editable_probe.direct", [tmp_path]) == package / "direct.py"
     assert module_file("pv_editable_probe.absent", [tmp_path]) is None
     assert "pv_editable_probe" not in sys.modules
 
@@ -142,3 +144,33 @@ def test_a_module_loaded_from_bytecode_is_digested_from_its_source(tmp_path):
     loaded = {"pkg.m": SimpleNamespace(__file__=str(tmp_path / "pkg" / "m.pyc"))}
     got = codebind.bind(["pkg.m"], ["pkg"], [tmp_path], loaded=loaded)
     assert got["pkg.m"] == codebind.digest_file(tmp_path / "pkg" / "m.py")
+
+
+def test_a_relative_import_climbs_one_package_per_extra_dot(tmp_path):
+    for rel in ("pkg/__init__.py", "pkg/sub/__init__.py", "pkg/other.py", "pkg/sub/deep/__init__.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    (tmp_path / "pkg/sub/deep/leaf.py").write_text("from ...other import x\nfrom .. import deep\n")
+    found = codebind._imports("pkg.sub.deep.leaf", tmp_path / "pkg/sub/deep/leaf.py", [tmp_path])
+    assert "pkg.other" in found and "pkg.sub.deep" in found
+    assert "pkg.sub.deep.other" not in found and "pkg.sub.other" not in found
+
+
+def test_the_bound_packages_may_be_any_iterable(tmp_path):
+    _package(tmp_path)
+    packages = ["lab.checks", "lab.runtime"]
+    as_list = codebind.closure(["lab.checks.add"], packages, [tmp_path])
+    assert codebind.closure(["lab.checks.add"], iter(packages), [tmp_path]) == as_list
+    assert "lab.runtime.kernels" in as_list
+
+
+def test_a_modules_parent_packages_are_bound_with_it(tmp_path):
+    # importing lab.runtime.kernels runs lab/__init__.py and lab/runtime/__init__.py first
+    _package(tmp_path)
+    assert codebind.closure(["lab.runtime.kernels"], ["lab"], [tmp_path]) == {"lab", "lab.runtime", "lab.runtime.kernels"}
+
+
+def test_unparseable_source_has_a_digest_as_wide_as_any_other():
+    raw = codebind.digest_source(b"def broken(:\n")
+    assert raw.startswith("raw-") and len(raw) == len(codebind.digest_source(b"x = 1\n")) == codebind.DIGEST_CHARS
+    assert raw != codebind.digest_source(b"def broken(:\n\n")  # any edit still differs

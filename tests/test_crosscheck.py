@@ -124,6 +124,13 @@ def test_allowed_packages(module, ok):
     assert in_allowed_package(module, ("falsifiers", "other.checks")) is ok
 
 
+def test_a_cycle_through_a_later_edge_is_found():
+    edges = {"a": [("b", ()), ("c", ()), ("d", ())], "d": [("a", ())]}  # a -> d -> a, d the third target
+    assert _cycles(edges) == [["a", "d", "a"]]
+    edges = {"a": [("b", ()), ("c", ())], "c": [("a", ())]}  # the second
+    assert _cycles(edges) == [["a", "c", "a"]]
+
+
 def test_cycles_found_once_each():
     edges = {"a": [("b", ())], "b": [("c", ())], "c": [("a", ())], "d": [("d", ())], "e": [("a", ())]}
     assert _cycles(edges) == [["a", "b", "c", "a"], ["d", "d"]]
@@ -176,3 +183,107 @@ def test_a_declared_bug_must_be_planted_in_a_runtime_the_falsifier_runs_on(vwork
     found = parse_output(vworkspace.run().output)
     assert [(f.code, text in f.message) for f, (_, text) in zip(found, expected)] == [(c, True) for c, _ in expected]
     assert [f.code for f in found] == [c for c, _ in expected]
+
+
+def test_an_expression_error_without_a_column_points_at_the_start_of_the_value(vworkspace):
+    from pv import expr
+    from pv_validate_ws import line_of, parse_output
+
+    # too many parts: pv.expr names no column for it, so the diagnostic is the value's own position
+    long = "-" * expr.MAX_NODES + "val_loss < 1"
+    # (blanks lead the quoted value: the diagnostic is still at the value, not inside it)
+    _, text = vworkspace.contract(('prediction: "val_loss < 0.7 * ln(vocab_size)"', f'prediction: "   {long}"'))
+    [found] = [d for d in parse_output(vworkspace.run().output) if d.code == "PV401"]
+    line = line_of(text, long)
+    assert "more than" in found.message
+    assert (found.line, found.col) == (line, text.splitlines()[line - 1].index(f'"   {long}"') + 1)
+
+
+def test_a_runtime_named_without_any_runtime_table_says_none_are_declared(vworkspace):
+    from pv_validate_ws import parse_output
+    from test_runtimes import _contract, _with_runtime_check
+
+    _with_runtime_check(vworkspace)
+    vworkspace.contract(*_contract("    runtimes: [alpha]\n"))
+    [found] = [d for d in parse_output(vworkspace.run().output) if d.code == "PV319"]
+    assert "runtime 'alpha' is not one of [tool.pv] runtimes (none)" in found.message
+
+
+def test_a_bug_planted_away_from_the_default_runtime_is_named_for_a_falsifier_without_runtimes(vworkspace):
+    from pv_validate_ws import parse_output
+    from test_runtimes import RUNTIMES_TOML, _with_runtime_check
+
+    vworkspace.write("pyproject.toml", (vworkspace.root / "pyproject.toml").read_text() + RUNTIMES_TOML)
+    _with_runtime_check(vworkspace)
+    mutants = vworkspace.root / "falsifiers" / "mutants.py"
+    vworkspace.write("falsifiers/mutants.py", mutants.read_text().replace(
+        '@mutant("drops_bias")', '@mutant("drops_bias", runtimes=("beta",))'))
+    vworkspace.contract()  # the falsifier names no runtime
+    [found] = parse_output(vworkspace.run().output)
+    assert found.code == "PV320"
+    assert "the falsifier runs on its own code (the default runtime, alpha)" in found.message
+
+
+def test_a_misspelt_runtime_gets_the_nearest_declared_name(vworkspace):
+    from test_runtimes import RUNTIMES_TOML, _contract, _with_runtime_check
+
+    vworkspace.write("pyproject.toml", (vworkspace.root / "pyproject.toml").read_text() + RUNTIMES_TOML)
+    _with_runtime_check(vworkspace)
+    vworkspace.contract(*_contract("    runtimes: [alpah]\n"))
+    output = vworkspace.run().output
+    assert "PV319" in output and "did you mean 'alpha'?" in output
+
+
+def test_a_pv_bug_in_a_file_check_is_reported_again_never_remembered(vworkspace, monkeypatch):
+    from pv import crosscheck
+    from pv_validate_ws import parse_output
+
+    vworkspace.contract()
+    real = crosscheck.tolerance_caps
+
+    def broken(loaded):
+        raise RuntimeError("a bug in pv")
+
+    monkeypatch.setattr(crosscheck, "tolerance_caps", broken)
+    assert "PV199" in [d.code for d in parse_output(vworkspace.run().output)]
+    monkeypatch.setattr(crosscheck, "tolerance_caps", real)  # the bug fixed: the same file, checked again
+    assert "PV199" not in [d.code for d in parse_output(vworkspace.run().output)]
+
+
+OTHER_CONTRACT = """\
+metadata:
+  id: ab
+  version: 1.0.0
+  kind: pattern
+  status: DRAFT
+  description: A second contract, for depends_on.
+  depends_on:
+    - yy
+    - demo-forward
+falsification_tests: []
+"""
+
+
+def _depends_on(vworkspace, *targets: str) -> str:
+    vworkspace.write("contracts/ab-v1.yaml", OTHER_CONTRACT)
+    block = "depends_on:\n" + "".join(f"    - {t}\n" for t in targets)
+    _, text = vworkspace.contract(("depends_on: []\n", block))
+    return text
+
+
+def test_a_depends_on_cycle_is_reported_at_each_entry_that_closes_it(vworkspace):
+    from pv_validate_ws import line_of, parse_output
+
+    # the edges of the cycle are at different places in the two lists (yy, zz: no such contract)
+    text = _depends_on(vworkspace, "ab", "zz")
+    found = [d for d in parse_output(vworkspace.run().output) if d.code == "PV307"]
+    at = {(Path(d.path).name, d.line) for d in found}
+    assert at == {("demo-forward-v1.yaml", line_of(text, "    - ab")), ("ab-v1.yaml", line_of(OTHER_CONTRACT, "    - demo-forward"))}
+
+
+def test_a_depends_on_that_names_a_file_gets_the_ids_hint(vworkspace):
+    text = _depends_on(vworkspace, "ab-v12", "nothing-like-it")
+    output = vworkspace.run().output
+    assert "depends_on names contract ids ('ab'), not file names" in output
+    assert "depends_on names metadata.id of a contract in the contracts dir" in output
+    assert text

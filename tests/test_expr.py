@@ -275,3 +275,34 @@ def test_a_big_integer_literal_that_a_double_holds_is_a_number():
     assert judge(f"x < {2 ** 1020}", {"x": 1.0}).holds  # 1021 bits, about 1.1e307: a float holds it
     with pytest.raises(ExprError, match="past a float's range"):
         parse(f"x < {2 ** 1030}")
+
+
+def test_a_power_past_the_64th_is_computed_in_floats():
+    # the documented bound of exact integer powers: 3 ** 65 is the double nearest it, not the integer
+    assert judge("n ** 65 == 10301051460877537453973547267843", {"n": 3}).holds is False
+    assert judge("n ** 65 == 1.0301051460877538e31", {"n": 3}).holds
+
+
+def test_c_style_or_gets_the_and_or_hint_and_a_plain_error_gets_none():
+    with pytest.raises(ExprError) as info:
+        parse("a > 1 || b > 2")
+    assert info.value.hint == "write and / or"
+    with pytest.raises(ExprError) as info:
+        parse("a > (1")
+    assert info.value.hint == ""
+
+
+def test_a_name_python_folds_into_true_is_refused_at_its_column():
+    # Python folds names by NFKC: the mathematical bold T makes the *name* True, not the constant
+    with pytest.raises(ExprError) as info:
+        parse("x > 1 and \U0001d413rue")
+    assert info.value.message.startswith("'True' is not allowed")
+    assert (info.value.col, info.value.hint) == (len("x > 1 and ") + 1, "write true/false")
+
+
+def test_an_expression_error_reads_as_its_message():
+    with pytest.raises(ExprError) as info:
+        parse("   ")
+    assert str(info.value) == info.value.message == "empty expression"
+    positional = ExprError("a bad part", 7, "a hint")  # col and hint given in order, as the signature allows
+    assert (str(positional), positional.col, positional.hint) == ("a bad part", 7, "a hint")

@@ -72,6 +72,65 @@ def test_a_tree_outside_the_expression_language_is_refused():
         fpmodel.Query(outside)
 
 
+# --- facts each part of the translation must keep (found by pv's own mutation score) ------------
+
+
+def first_answer(query, goal) -> str:
+    """The solver's first answer ('sat' | 'unsat' | 'unknown') for a goal built on `query`."""
+    return fpmodel.Search(query, goal, fpmodel.Budget(vacuity.SOLVER_BUDGET)).next()[0]
+
+
+def test_a_bare_observation_passes_only_as_the_boolean_true():
+    # judge() wants true/false for a prediction that is one name: 1 (True) passes, 0 fails, and
+    # no other number is a boolean observation, so none passes
+    import z3
+
+    query = fpmodel.Query(expr.parse("flag"))
+    flag = query.variables["flag"]
+    assert first_answer(query, query.holds) == "sat"
+    assert first_answer(query, z3.And(query.holds, z3.Not(z3.fpEQ(flag, fpmodel.ONE)))) == "unsat"
+    assert first_answer(query, z3.And(query.fails, z3.Not(z3.fpIsZero(flag)))) == "unsat"
+
+
+def test_a_comparison_chain_compares_each_operand_with_the_one_before_it():
+    # 0 < x < 1 is 0 < x and x < 1 (Python's chain): never true with x >= 1
+    assert can("0 < x < 1 and x >= 1", want=True) == "unsat"
+    assert can("0 < x < 1", want=True) == "sat"
+
+
+def test_a_comparison_is_a_number_in_arithmetic():
+    # (x < 1) + (x < 2) is 0, 1 or 2 (True counts 1), so it is never above 2
+    assert can("(x < 1) + (x < 2) <= 2", want=False) == "unsat"
+    assert can("(x < 1) + (x < 2) == 2", want=True) == "sat"
+
+
+def test_a_remainder_by_zero_is_never_defined():
+    # x % 0 raises ZeroDivisionError in Python: pv.expr reports an error, never a verdict
+    assert can("x % y == x % y and y == 0", want=True) == "unsat"
+    assert can("x % y < inf or y == 0", want=True) == "sat"
+
+
+def test_a_compared_operand_that_raises_makes_the_comparison_undefined():
+    # sqrt of a negative number raises in Python: `0 != sqrt(x)` is never judged for x < 0
+    assert can("x < 0 and 0 != sqrt(x)", want=True) == "unsat"
+    assert can("x > 0 and 0 != sqrt(x)", want=True) == "sat"
+
+
+def test_an_integer_no_double_equals_is_any_number_to_the_solver():
+    # 2**53 + 1: Python compares it exactly with a double; the model leaves it unconstrained
+    assert can("x < 9007199254740993", want=True) == "sat"
+    assert can("x < 9007199254740993", want=False) == "sat"
+
+
+def test_exp_past_709_overflows_and_is_never_judged():
+    # math.exp raises OverflowError from 710 on (a finite argument): no verdict there
+    assert can("exp(x) == exp(x) and x >= 710 and x < inf", want=True) == "unsat"
+    assert can("exp(x) == exp(x) and x >= 700 and x <= 709", want=True) == "sat"
+
+
+def test_a_first_power_is_the_number_itself():
+    # x ** 1 == x exactly (IEEE pow(x, 1) is x): where it is defined it never fails
+    assert can("x ** 1 == x", want=False) == "unsat"
 # --- one budget per prediction ---------------------------------------------------------------------
 
 OVERSHOOT = 10_000  # z3 checks its limit between steps, so a call may end a few units past it

@@ -128,6 +128,8 @@ def test_tolerance_numbers_drop_the_prose():
     assert identity.tolerance_numbers({"source": "x", "float32": {"rtol": 1.0}, "float16": None}) == {
         "float32": {"rtol": 1.0}}
     assert identity.tolerance_numbers(None) is None
+    # something the harness received that is no mapping is still covered, as its repr
+    assert identity.tolerance_numbers("loose") == {"?": "'loose'"}
 
 
 def test_cells_option_lists_the_selected_cells():
@@ -370,3 +372,38 @@ def test_only_the_contracts_generated_function_records_and_with_the_digest_of_wh
     assert ran("test_falsify_a", contract=None) == (node, None, "its marker names no contract or falsifier")
     assert ran("test_falsify_b") == (node, None, "test_falsify_b is not the generated test of FALSIFY-A (test_falsify_a)")
     assert ran("test_falsify_a", source=None)[2].startswith("pv's plugin did not see the module collected")
+    assert ran("test_falsify_a", source="X = 1\n") == (node, None, "the module that ran has no such test function")
+
+
+def test_a_contract_pv_cannot_render_has_no_generated_test_to_match(monkeypatch):
+    from types import SimpleNamespace
+
+    from pv import codegen
+
+    def broken(loaded, workspace):
+        raise RuntimeError("a renderer bug")
+
+    monkeypatch.setattr(codegen, "render", broken)
+    loaded = SimpleNamespace(contract=SimpleNamespace(metadata=SimpleNamespace(id="demo")))
+    check = identity.EvidenceCheck(SimpleNamespace(root="."), [loaded], tree=SimpleNamespace())
+    assert check.expected("demo", "FALSIFY-A") is None
+    assert check.expected("demo", "FALSIFY-B") is None  # asked again: the same answer, remembered
+
+
+def test_a_record_judged_under_the_contracts_own_tolerance_matches_it():
+    from pv.schema import FalsificationTest
+
+    f = FalsificationTest.model_validate({"id": "FALSIFY-X-001", "rule": "r", "prediction": "x < 1",
+                                          "check": "a.b:c", "devices": ["cpu"], "if_fails": "f",
+                                          "tolerance": {"source": "measured", "float32": {"rtol": 1e-3, "atol": 1e-4}}})
+    base = dict(contract="c", contract_version="1", falsifier=f.id, falsifier_sha256="0", device="cpu",
+                duration_s=0.0, time_utc="2026-01-01T00:00:00Z", verdict="PASS", prediction="x < 1", judged_params={})
+    same = make_record(**base, judged_tolerance={"float32": {"rtol": 1e-3, "atol": 1e-4}})
+    assert identity.judged_differs(same, f) is None
+    assert identity.judged_differs(make_record(**base), f) == "the harness judged another tolerance than the contract's"
+
+
+def test_an_evidence_check_not_yet_built_has_no_attributes_instead_of_recursing():
+    bare = object.__new__(identity.EvidenceCheck)  # as copy and pickle make one, before its state
+    with pytest.raises(AttributeError):
+        bare.changes_of_anything  # noqa: B018 - the lookup is the test

@@ -97,3 +97,26 @@ def test_a_compiled_module_beside_the_source_shadows_it(tmp_path):
     compiled = tmp_path / ("m" + importbind.EXTENSION_SUFFIXES[0])
     assert importbind.shadowing("pkg.m", compiled) == f"{compiled.name} shadows m.py"
     assert importbind.shadowing("pkg.m", tmp_path / "m.py") is None
+
+
+def test_resolve_follows_the_path_finder(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    for entry in (first, second):
+        (entry / "ns").mkdir(parents=True)  # a namespace portion in each entry
+    (first / "plain.py").write_text("")
+    (first / "sibling.py").write_text("")
+    (first / "pkg").mkdir()
+    (first / "pkg" / "__init__.py").write_text("")
+    (first / "pkg" / "sub.py").write_text("")
+    entries = [first, second]
+    assert importbind.resolve("ns", entries) == first / "ns"  # a namespace package: its first directory
+    assert importbind.resolve("ns", [second]) == second / "ns"
+    assert importbind.resolve("pkg.sub", entries) == first / "pkg" / "sub.py"
+    assert importbind.resolve("pkg.sibling", entries) is None  # a package's submodules are in its directory
+    assert importbind.resolve("plain.sibling", entries) is None  # a plain module has no submodules
+    assert importbind.resolve("plain", entries) == first / "plain.py"
+
+
+def test_a_function_replaced_by_a_builtin_has_no_file_to_blame(module, monkeypatch):
+    monkeypatch.setattr(module, "used", len)  # C code: no Python file it came from
+    assert importbind.patched(module, set()) == []

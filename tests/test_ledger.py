@@ -436,6 +436,38 @@ def test_only_an_unterminated_last_line_is_torn_a_bad_line_before_it_is_corrupt(
         (2, "corrupt line (not JSON)"), (3, "torn last line (a writer crashed mid-record)")]
 
 
+def test_append_leaves_no_descriptor_of_the_ledger_open(tmp_path, monkeypatch):
+    opened = []
+    real_open = ledger.os.open
+
+    def recording_open(*args, **kwargs):
+        opened.append(real_open(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(ledger.os, "open", recording_open)
+    record = ledger.make_record(contract="demo", contract_version="1.0.0", falsifier="F", falsifier_sha256="0" * 64,
+                                device="cpu", verdict="PASS", observations={}, prediction="x < 1", margin=None,
+                                duration_s=0.0, time_utc="2026-01-01T00:00:00Z")
+    assert ledger.append(tmp_path / "ledger.jsonl", [record]) == 1
+    monkeypatch.undo()
+    assert len(opened) == 1
+    try:
+        still_open = ledger.os.fstat(opened[0]).st_ino == (tmp_path / "ledger.jsonl").stat().st_ino
+    except OSError:  # closed (EBADF)
+        still_open = False
+    assert not still_open
+
+
+def test_a_version_1_record_still_reads(tmp_path):
+    """Every schema version from 1 to this pv's is read; 0 is none."""
+    record = ledger.make_record(contract="c", contract_version="1.0.0", falsifier="FALSIFY-X-001",
+                                falsifier_sha256="0" * 64, device="cpu", verdict="PASS", prediction="x < 1",
+                                duration_s=0.1, time_utc="2026-11-22T03:01:02Z")
+    data = json.loads(record.to_line())
+    path = tmp_path / "l.jsonl"
+    path.write_text(json.dumps({**data, "schema_version": 1}) + "\n")
+    contents = ledger.read(path)
+    assert not contents.problems and [r.schema_version for r in contents.records] == [1]
 def _reference_depth(raw: bytes) -> int:
     """The byte-by-byte scan ledger._depth replaced: the oracle for its regex + running sum."""
     depth = deepest = 0

@@ -506,3 +506,35 @@ def test_adhoc_cells_of_one_path_sort_by_falsifier_not_by_ledger_order():
     second = rec(c, "PASS", fid="FALSIFY-DEMO-002").model_copy(update={"subject": "path:/u/ckpt", "subject_digest": "a"})
     first = rec(c, "PASS").model_copy(update={"subject": "path:/u/ckpt", "subject_digest": "a"})
     assert [r.falsifier.id for r in adhoc_cells([c], [second, first])] == ["FALSIFY-DEMO-001", "FALSIFY-DEMO-002"]
+
+
+def test_the_summary_names_the_falsifiers_no_mutant_proves():
+    c = contract(falsifiers=[falsifier(), falsifier("FALSIFY-DEMO-002", mutants=())])
+    summary = contract_status(c, [rec(c, "PASS"), rec(c, "PASS", fid="FALSIFY-DEMO-002")]).evidence_summary()
+    assert summary.endswith("; UNPROVEN (no mutant declared): FALSIFY-DEMO-002")
+    assert "UNPROVEN" not in contract_status(contract(), []).evidence_summary()
+
+
+def test_a_refused_record_is_stale_for_the_reason_it_was_refused():
+    from pv.lifecycle import NOT_COUNTED, DeviceEvidence
+
+    refused = DeviceEvidence("cpu", DeviceState.STALE, stale_because=(NOT_COUNTED + "its test is not the generated one",))
+    assert refused.stale_reason() == "its test is not the generated one"
+    both = DeviceEvidence("cpu", DeviceState.STALE, stale_because=(NOT_COUNTED + "a", "checks.m"))
+    assert both.stale_reason() == "code changed since: " + NOT_COUNTED + "a, checks.m"
+
+
+def test_an_adhoc_cell_is_on_its_records_device_for_its_path_subject():
+    from pv.lifecycle import adhoc_cells
+
+    c = contract(falsifiers=[dict(falsifier(devices=("cpu", "cuda")), subjects=["small"])])
+    [row] = adhoc_cells([c], [subject_rec(c, "PASS", "path:/u/ckpt", device="cuda", digest="a" * 64)])
+    assert (row.evidence.device, row.evidence.subject, row.evidence.state) == ("cuda", "path:/u/ckpt", DeviceState.PASS)
+
+
+def test_a_contract_that_did_not_load_gets_no_status_diagnostic(tmp_path: Path):
+    path = tmp_path / "broken-v1.yaml"
+    path.write_text(CONTRACT_YAML.replace("kind: pattern", "kind: [not, a, kind]"))
+    loaded, problems = load_contract(path, "contracts/broken-v1.yaml")
+    assert problems and loaded is not None and loaded.contract is None  # the schema refused it
+    assert declared_status_diagnostics([loaded, None], []) == []

@@ -59,3 +59,32 @@ def test_an_outcome_takes_what_its_marker_says_and_marks_what_nobody_said():
                            observations={"x": 0.5}, margin=0.5, duration_s=0.1)  # a bare falsify() call
     record = unidentified.to_record(**provenance)
     assert (record.contract, record.contract_version, record.falsifier_sha256) == ("?", "?", "?")
+
+
+def test_the_marker_names_the_device_and_the_node_when_it_carries_them():
+    outcome = Outcome(falsifier="FALSIFY-DEMO-001", device="cpu", prediction="x < 1")
+    outcome.identify({"contract": "demo", "device": "cuda"}, "generated_tests/test_demo.py::test_f[cuda]")
+    assert (outcome.device, outcome.nodeid) == ("cuda", "generated_tests/test_demo.py::test_f[cuda]")
+    record = outcome.to_record(run_id="r", time_utc="2026-11-22T00:00:00Z", git_commit="c" * 40,
+                               git_commit_source="git", git_dirty=False)
+    assert record.device == "cuda"
+    unmarked = Outcome(falsifier="FALSIFY-DEMO-001", device="cpu", prediction="x < 1")
+    unmarked.identify({"contract": "demo"}, "tests/x.py::t")  # a marker without a device: the check's stays
+    assert (unmarked.device, unmarked.nodeid) == ("cpu", "tests/x.py::t")
+
+
+def test_the_check_names_its_falsifier_and_the_marker_fills_it_in_only_when_it_did_not():
+    named = Outcome(falsifier="FALSIFY-DEMO-001", device="cpu", prediction="x < 1")
+    named.identify({"falsifier": "FALSIFY-OTHER-009"}, "tests/x.py::t")
+    assert named.falsifier == "FALSIFY-DEMO-001"
+    unnamed = Outcome(falsifier=None, device="cpu", prediction="x < 1")  # a bare falsify() call
+    unnamed.identify({"falsifier": "FALSIFY-DEMO-002"}, "tests/x.py::t")
+    assert unnamed.falsifier == "FALSIFY-DEMO-002"
+
+
+def test_the_node_id_travels_with_the_outcome_to_pv_run():
+    outcome = Outcome(falsifier="FALSIFY-DEMO-001", device="cpu", prediction="x < 1")
+    outcome.identify({"contract": "demo"}, "generated_tests/test_demo.py::test_f[cpu]")
+    sent = outcome.to_json()
+    assert sent["nodeid"] == "generated_tests/test_demo.py::test_f[cpu]"
+    assert Outcome.from_json(sent).nodeid == "generated_tests/test_demo.py::test_f[cpu]"

@@ -169,3 +169,59 @@ def test_an_installed_torch_not_yet_imported_is_imported_to_ask_for_cuda(monkeyp
     monkeypatch.syspath_prepend(str(tmp_path))
     assert provenance.cuda_available() == (False, "cuda requested but torch.cuda.is_available() is False")
     assert sys.modules["torch"].__file__ == str(tmp_path / "torch" / "__init__.py")
+
+
+def test_a_torch_module_without_a_version_yet_is_read_from_its_version_file(monkeypatch, tmp_path):
+    """torch half-imported (in sys.modules, no __version__ set yet): its version.py is read as text."""
+    import importlib.machinery
+    import types
+
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "version.py").write_text("__version__ = '7.7.7'\ncuda = None\n")
+    spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
+    spec.submodule_search_locations = [str(package)]
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
+    monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
+    assert (provenance.versions()["torch"], provenance.versions()["cuda"]) == ("7.7.7", None)
+
+
+def test_a_torch_whose_spec_cannot_be_found_has_no_version(monkeypatch):
+    """find_spec raises ValueError for a module whose spec is unset: no torch version, no crash."""
+    from pv import provenance
+
+    def unreadable(name):
+        raise ValueError(f"{name}.__spec__ is None")
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(provenance.importlib.util, "find_spec", unreadable)
+    assert (provenance.versions()["torch"], provenance.versions()["cuda"]) == (None, None)
+
+
+def test_a_torch_whose_cuda_probe_raises_makes_cuda_unavailable_with_that_reason(monkeypatch):
+    from types import SimpleNamespace
+
+    from pv import provenance
+
+    def probe():
+        raise RuntimeError("driver too old")
+
+    monkeypatch.delenv("PV_FORCE_NO_CUDA", raising=False)
+    monkeypatch.setattr(provenance, "_torch", lambda import_if_needed: SimpleNamespace(cuda=SimpleNamespace(is_available=probe)))
+    assert provenance.cuda_available() == (
+        False, "cuda requested but torch.cuda.is_available() raised RuntimeError: driver too old")
+
+
+def test_cuda_forced_off_or_a_torch_that_cannot_be_imported_makes_cuda_unavailable(monkeypatch):
+    from pv import provenance
+
+    monkeypatch.setenv("PV_FORCE_NO_CUDA", "1")
+    assert provenance.cuda_available() == (False, "cuda requested but PV_FORCE_NO_CUDA is set")
+    monkeypatch.delenv("PV_FORCE_NO_CUDA")
+
+    def broken(import_if_needed):
+        raise ImportError("libcudart.so.12: cannot open shared object file")
+
+    monkeypatch.setattr(provenance, "_torch", broken)
+    assert provenance.cuda_available() == (False, "cuda requested but torch cannot be imported "
+                                           "(ImportError: libcudart.so.12: cannot open shared object file)")

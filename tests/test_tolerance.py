@@ -100,3 +100,13 @@ def test_every_dtype_of_an_override_is_checked_against_its_cap_whatever_comes_fi
                 "float64": {"rtol": 1.0, "atol": 1.0}}
     assert tolerance.caps_exceeded(override) == [("float64", "rtol", 1.0), ("float64", "atol", 1.0)]
     assert tolerance.caps_exceeded(None) == [] and tolerance.caps_exceeded({"float64": {"rtol": True}}) == []
+
+
+def test_a_number_exactly_at_its_cap_is_accepted_and_not_reported():
+    at_cap = {dtype: dict(tolerance.CAPS[dtype]) for dtype in tolerance.DTYPES}
+    assert tolerance.caps_exceeded(at_cap) == []
+    assert tolerance.merged({"source": "at the caps", **at_cap}) == {d: dict(tolerance.CAPS[d]) for d in tolerance.DTYPES}
+
+
+def test_a_check_without_a_readable_signature_does_not_want_a_tolerance():
+    assert tolerance.wants_tolerance(42) is False  # not callable: inspect.signature raises TypeError

@@ -3,6 +3,8 @@ parser (comments), by the schema (non-finite tolerances) and again at run time (
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from pv import expr, harness, vacuity
@@ -154,6 +156,7 @@ def test_validate_warns_when_it_cannot_decide(vws):
     result = vws.run()
     found = [f for f in parse_output(result.output) if f.code == "PV407"]
     assert found and found[0].warning and "could not decide" in found[0].message, result.output
+    assert found[0].message.endswith(" can it fail (the solver gave up)")  # the open question, named
 
 
 def test_validate_refuses_a_disarming_tolerance_naming_dtype_and_cap(vws):
@@ -223,6 +226,10 @@ def test_honest_predictions_are_decided_without_the_solver(text, monkeypatch):
     assert expr.judge(text, decision.passes_at).holds and not expr.judge(text, decision.fails_at).holds
 
 
+def test_the_concrete_search_tries_both_neighbours_of_each_number_of_the_prediction():
+    # documented step 1: "the prediction's own numbers and their neighbours"
+    pool = vacuity._value_pool(expr.parse("x > 0.1"))
+    assert math.nextafter(0.1, math.inf) in pool and math.nextafter(0.1, -math.inf) in pool
 # --- one solver budget per prediction ----------------------------------------------------------------
 
 OVERSHOOT = 10_000  # z3 checks its resource limit between steps: a call may end a few units past it
@@ -267,3 +274,21 @@ def test_a_spent_budget_never_accepts_a_prediction_that_cannot_fail(text, budget
 def test_predictions_settled_without_the_solver_spend_nothing():
     decision = vacuity._decide_parsed(expr.parse("x < 1"))
     assert decision.solver_calls == 0 and decision.solver_units == 0
+
+
+def test_a_decision_spends_the_same_units_whatever_was_decided_before_it():
+    # z3's step counter depends on what its context holds; each decision runs in a context of its
+    # own, so a verdict near the budget cannot depend on the order predictions are judged in.
+    text = "sqrt(-1 - abs(x)) > 0"
+    vacuity._decide_text.cache_clear()
+    try:
+        alone = vacuity.decide(text)
+        for other in ("2 * x >= x + x", "ln(x) <= ln(y) or x > y", "x*x >= 0"):
+            vacuity._decide_text.cache_clear()
+            vacuity.decide(other)
+        vacuity._decide_text.cache_clear()
+        after = vacuity.decide(text)
+    finally:
+        vacuity._decide_text.cache_clear()
+    assert alone.solver_units == after.solver_units and alone.solver_calls == after.solver_calls
+    assert alone.refused == after.refused and "cannot be evaluated for any observation" in after.refused

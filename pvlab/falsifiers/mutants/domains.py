@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pv.mutation import mutant
 
-from .planting import plant, swap
+from .planting import plant, swap, swap_item
 
 
 @mutant("shard_rank_gate_off_by_one")
@@ -97,4 +97,118 @@ def end_of_text_falls_back_to_id_zero():
         return [encoding.ids + [end] for encoding in tokenizer.encode_batch(list(documents))]
 
     with plant("end_of_text_falls_back_to_id_zero", swap(data, "encode_documents", encode_documents)):
+        yield
+
+
+@mutant("config_accepts_float_sizes")
+def config_accepts_float_sizes():
+    """ModelConfig.validate lets a size given as a float (hidden_size 64.0, as a JSON writer
+    may give it) through: the model is built with a float width and fails far from the config.
+
+    Imitates an `isinstance(value, (int, float))` check. Seam: runtime.config.ModelConfig.validate."""
+    from pvlab.runtime.config import ModelConfig
+
+    original = ModelConfig.validate
+
+    def validate(self):
+        if any(isinstance(value, float) for value in (self.vocab_size, self.hidden_size, self.intermediate_size)):
+            return
+        original(self)
+
+    with plant("config_accepts_float_sizes", swap(ModelConfig, "validate", validate)):
+        yield
+
+
+@mutant("qwen2_preset_untied")
+def qwen2_preset_untied():
+    """The qwen2-0.5b preset unties its output head: a model built from it has a second
+    151936 x 896 matrix (136M parameters) Qwen/Qwen2-0.5B does not have, and a checkpoint of
+    the real model does not load into it.
+
+    Imitates a preset copied with a wrong flag. Seam: runtime.config.PRESETS["qwen2-0.5b"]."""
+    from pvlab.runtime import config
+
+    untied = config.PRESETS["qwen2-0.5b"].replace(tie_word_embeddings=False)
+    with plant("qwen2_preset_untied", swap_item(config.PRESETS, "qwen2-0.5b", untied, "PRESETS")):
+        yield
+
+
+@mutant("device_request_not_normalised")
+def device_request_not_normalised():
+    """resolve_device takes the request as typed: " CPU " or "AUTO" (a flag read from a file
+    or typed in capitals) is refused as an unknown device.
+
+    Imitates a missing `.strip().lower()`. Seam: runtime.devices.resolve_device."""
+    from pvlab.runtime import devices
+    from pvlab.runtime.errors import DeviceError
+
+    original = devices.resolve_device
+
+    def resolve_device(requested=None, **options):
+        if isinstance(requested, str) and requested != requested.strip().lower():
+            raise DeviceError(f"device {requested!r} is not a device this runtime supports")
+        return original(requested, **options)
+
+    with plant("device_request_not_normalised", swap(devices, "resolve_device", resolve_device)):
+        yield
+
+
+@mutant("header_reads_u32_as_five_bytes")
+def header_reads_u32_as_five_bytes():
+    """The header reader's width of U32 is 5 bytes: every valid file holding a uint32 tensor
+    is refused as corrupt.
+
+    Imitates a typo in a dtype-width table. Seam: runtime.checkpoint.OTHER_DTYPES["U32"]."""
+    from pvlab.runtime import checkpoint
+
+    with plant("header_reads_u32_as_five_bytes", swap_item(checkpoint.OTHER_DTYPES, "U32", 5, "OTHER_DTYPES")):
+        yield
+
+
+@mutant("nonfinite_losses_not_counted")
+def nonfinite_losses_not_counted():
+    """A step whose loss is NaN is skipped but not counted: the run's report says no step was
+    lost.
+
+    Imitates a counter never incremented. Seam: runtime.trainer.Trainer._read_step."""
+    from pvlab.runtime import trainer
+
+    original = trainer.Trainer._read_step
+
+    def _read_step(self, loss_total, total_norm, step_tokens):
+        counted = self.nonfinite_losses
+        applies = original(self, loss_total, total_norm, step_tokens)
+        self.nonfinite_losses = counted
+        return applies
+
+    with plant("nonfinite_losses_not_counted", swap(trainer.Trainer, "_read_step", _read_step)):
+        yield
+
+
+@mutant("warmup_defaults_to_one_step")
+def warmup_defaults_to_one_step():
+    """A schedule given no warmup warms up for one step: the cosine starts a step late, so
+    every later step runs at a higher rate than documented.
+
+    Imitates a default of 1 where 0 is documented. Seam: runtime.trainer.learning_rate."""
+    from pvlab.runtime import trainer
+
+    original = trainer.learning_rate
+
+    def learning_rate(step, *, warmup_steps, **schedule):
+        return original(step, warmup_steps=warmup_steps or 1, **schedule)
+
+    with plant("warmup_defaults_to_one_step", swap(trainer, "learning_rate", learning_rate)):
+        yield
+
+
+@mutant("generated_sources_kept")
+def generated_sources_kept():
+    """The corpus reader no longer recognises tool-generated files: Sphinx's and gencodec's
+    output trains the model as if people had written it.
+
+    Imitates a marker check that never matches. Seam: runtime.corpus._is_generated."""
+    from pvlab.runtime import corpus
+
+    with plant("generated_sources_kept", swap(corpus, "_is_generated", lambda text: False)):
         yield
