@@ -61,3 +61,7 @@ def probe_progress_bar_one_step_behind():
     stream = Terminal()
     pretrain.Progress(4, stream=stream).update(2, 1.5)
     return stream.getvalue().split("]")[1].split("loss")[0]
+
+
+def probe_resume_restarts_step_count():
+    return distributed.DistributedTrainer.resume.__func__.__qualname__

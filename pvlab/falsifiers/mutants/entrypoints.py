@@ -127,3 +127,23 @@ def progress_bar_one_step_behind():
 
     with plant("progress_bar_one_step_behind", swap(pretrain.Progress, "update", update)):
         yield
+
+
+@mutant("resume_restarts_step_count")
+def resume_restarts_step_count():
+    """DistributedTrainer.resume loads the weights and optimizer state but leaves the step count
+    at 0: the resumed run replays the learning-rate warmup and records the wrong step.
+
+    Imitates a resume that forgets the schedule's position. Seam:
+    runtime.distributed.DistributedTrainer.resume (a classmethod)."""
+    from pvlab.runtime import distributed
+
+    original = distributed.DistributedTrainer.resume.__func__
+
+    def resume(cls, directory, ctx, **options):
+        trainer = original(cls, directory, ctx, **options)
+        trainer.step = 0
+        return trainer
+
+    with plant("resume_restarts_step_count", swap(distributed.DistributedTrainer, "resume", classmethod(resume))):
+        yield
