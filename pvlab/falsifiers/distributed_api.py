@@ -26,7 +26,8 @@ def trainer_api_round_trip(*, device: str, steps: int = 2, tolerance: dict | Non
     Observations: default_mismatches (hyperparameter names whose values differ, or a
     construction with every default that raised), path_wrong, save_return_wrong,
     resumed_step_wrong, resumed_param_mismatches, parameters, gated_placeholder (resume ran the
-    parity gate on the placeholder model it then overwrites)."""
+    parity gate on the placeholder model it then overwrites), crashed (a trainer without a path
+    argument failed to construct)."""
     import torch.distributed as dist
 
     from pvlab.runtime import checkpoint, distributed
@@ -54,7 +55,13 @@ def trainer_api_round_trip(*, device: str, steps: int = 2, tolerance: dict | Non
                 default_mismatches = [f"construction with defaults raised {type(error).__name__}"]
             fast = distributed.DistributedTrainer(tiny(), ctx, path="fast")
             path_wrong = int(fast.path != "fast" or fast.model.path != "fast")
-            trainer = distributed.DistributedTrainer(tiny(), ctx, warmup_steps=1, total_steps=10)
+            try:
+                trainer = distributed.DistributedTrainer(tiny(), ctx, warmup_steps=1, total_steps=10)
+            except Exception as error:  # noqa: BLE001 - a trainer without a path argument must construct
+                return {"default_mismatches": len(default_mismatches), "path_wrong": path_wrong, "crashed": 1,
+                        "first_failure": f"{type(error).__name__}: {error}", "save_return_wrong": 1,
+                        "resumed_step_wrong": 1, "resumed_param_mismatches": 1, "parameters": 0,
+                        "gated_placeholder": 1}
             for _ in range(steps):
                 trainer.train_batch(batch)
             saved = {name: value.clone() for name, value in trainer.full_state().items()}
@@ -72,4 +79,4 @@ def trainer_api_round_trip(*, device: str, steps: int = 2, tolerance: dict | Non
     return {"default_mismatches": len(default_mismatches), "path_wrong": path_wrong,
             "save_return_wrong": int(returned != directory), "resumed_step_wrong": int(resumed.step != steps),
             "resumed_param_mismatches": mismatches, "parameters": len(saved),
-            "gated_placeholder": gated_placeholder}
+            "gated_placeholder": gated_placeholder, "crashed": 0, "first_failure": ""}
