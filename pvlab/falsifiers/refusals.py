@@ -146,11 +146,11 @@ def bad_inputs_refused(*, device: str) -> dict:
     the table's RuntimeInputError subclass with the table's words in its message. Accepting the
     input, or failing with any other exception (a traceback for the user), is a wrong verdict.
 
-    Observations: cases, wrong_verdicts, wrong (each wrong case: what happened instead)."""
+    Observations: cases, wrong_verdicts, wrong (each wrong case and what happened instead, joined by "; ": observations are numbers, booleans or text)."""
     with tempfile.TemporaryDirectory(prefix="pv-refusals-") as tmp:
         cases = _cases(Path(tmp))
         wrong = _judge(cases)
-    return {"cases": len(cases), "wrong_verdicts": len(wrong), "wrong": wrong}
+    return {"cases": len(cases), "wrong_verdicts": len(wrong), "wrong": "; ".join(wrong)}
 
 
 def _config_cases():
@@ -193,4 +193,4 @@ def bad_configs_refused(*, device: str) -> dict:
     Observations: cases, wrong_verdicts, wrong."""
     cases = _config_cases()
     wrong = _judge(cases)
-    return {"cases": len(cases), "wrong_verdicts": len(wrong), "wrong": wrong}
+    return {"cases": len(cases), "wrong_verdicts": len(wrong), "wrong": "; ".join(wrong)}
