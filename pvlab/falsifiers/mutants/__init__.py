@@ -18,7 +18,6 @@ from . import independent, independent_review, oracles  # noqa: F401 - registers
 from . import performance  # noqa: F401 - registers (issue #14: slow but right)
 from . import adapters  # noqa: F401 - registers (issue #25: the pack's transformers adapter)
 from . import domains  # noqa: F401 - registers (issue #26: survivors of pv mutate)
-from . import entrypoints  # noqa: F401 - registers (issue #26: the entry points no cached check ran)
 from .planting import acts_on, active, plant, registry, swap, swap_item
 
 __all__ = ["acts_on", "active", "plant", "registry", "swap", "swap_item"]

@@ -212,3 +212,7 @@ def generated_sources_kept():
 
     with plant("generated_sources_kept", swap(corpus, "_is_generated", lambda text: False)):
         yield
+
+
+from . import entrypoints  # noqa: E402,F401 - registers the entry points' planted bugs (issue #26) without a new line in
+#   the package __init__, whose module-level code every planted-bug record binds
