@@ -247,3 +247,18 @@ def test_a_baseline_the_time_budget_cuts_is_not_recorded_and_the_rerun_runs_it(p
         == [["PASS"]], rerun.stdout
     killed = [x for x in lines if x["kind"] == "mutant" and x["result"] == "KILLED"]
     assert "FALSIFY-SLOW-001" in {x["killed_by"] for x in killed}, rerun.stdout
+
+
+def test_only_keeps_the_chosen_mutants_of_the_sample_and_refuses_an_id_outside_it(project: Path):
+    listed = _pv(project, "mutate", "--contract", "tiny", "--list", "--sample", "4", "--seed", "3")
+    ids = [line.split()[0] for line in listed.stdout.splitlines()[1:]]
+    assert len(ids) == 4, listed.stdout
+    chosen = _pv(project, "mutate", "--contract", "tiny", "--list", "--sample", "4", "--seed", "3",
+                 "--only", ids[2], "--only", ids[0])
+    assert chosen.returncode == 0, chosen.stderr
+    assert [line.split()[0] for line in chosen.stdout.splitlines()[1:]] == [ids[0], ids[2]]  # the sample's order
+    everything = _pv(project, "mutate", "--contract", "tiny", "--list")
+    outside = next(line.split()[0] for line in everything.stdout.splitlines()[1:] if line.split()[0] not in ids)
+    refused = _pv(project, "mutate", "--contract", "tiny", "--list", "--sample", "4", "--seed", "3", "--only", outside)
+    assert refused.returncode == 2 and f"--only {outside}: not a mutant of this selection" in refused.stderr
+    assert "Traceback" not in refused.stderr

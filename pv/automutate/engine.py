@@ -124,8 +124,10 @@ def plan_targets(workspace: Workspace, plan: Any, chosen: list[Any], only_module
     return out
 
 
-def sample_candidates(mplan: MutatePlan, seed: int, sample: int | None, ops: tuple[str, ...]) -> list[str]:
-    """Fill mplan.candidates (shuffled by seed, first `sample` kept); return the modules that do not parse."""
+def sample_candidates(mplan: MutatePlan, seed: int, sample: int | None, ops: tuple[str, ...],
+                      only: tuple[str, ...] = ()) -> list[str]:
+    """Fill mplan.candidates (shuffled by seed, first `sample` kept, then only the ids in `only`
+    if any are given); return the modules that do not parse."""
     problems = []
     every: list[Candidate] = []
     for module in sorted(mplan.targets):
@@ -140,6 +142,8 @@ def sample_candidates(mplan: MutatePlan, seed: int, sample: int | None, ops: tup
     mplan.total_sites = len(every)
     random.Random(seed).shuffle(every)
     mplan.candidates = every if sample is None else every[:sample]
+    if only:
+        mplan.candidates = [c for c in mplan.candidates if c.site.id in set(only)]
     return problems
 
 

@@ -50,6 +50,9 @@ from pv.config import Workspace
               help="Results file (default: mutation.jsonl beside the ledger).")
 @click.option("--equivalents", "equivalents_path", type=click.Path(dir_okay=False), default=None,
               help="Marked equivalent mutants (default: equivalent-mutants.toml beside the ledger).")
+@click.option("--only", "only", multiple=True, metavar="ID",
+              help="Only this mutant of the selection (its id from --list or the results; repeatable): re-judge "
+                   "chosen mutants of a sample without re-drawing it (--module changes the sample).")
 @click.option("--list", "list_only", is_flag=True, help="List the sampled mutants (id, where, change); run nothing.")
 @click.option("--fail-under", type=click.FloatRange(0, 100), default=None, metavar="PERCENT",
               help="Exit 1 only when the score of this run's selection is below PERCENT.")
@@ -57,7 +60,8 @@ from pv.config import Workspace
 def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything: bool, device: str,
             modules: tuple[str, ...], ops: tuple[str, ...], sample: int | None, seed: int, jobs: int,
             time_budget: float | None, timeout: float | None, results_path: str | None,
-            equivalents_path: str | None, list_only: bool, fail_under: float | None, *, workspace: Workspace) -> None:
+            equivalents_path: str | None, only: tuple[str, ...], list_only: bool, fail_under: float | None, *,
+            workspace: Workspace) -> None:
     """Mutate the code the selected falsifiers bind and report which mutants they kill."""
     from pv import codegen
 
@@ -93,7 +97,12 @@ def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything:
         raise click.UsageError(f"the selected falsifiers bind no module of code_packages "
                                f"({', '.join(workspace.code_packages)}){what}: their checks import none of it, so "
                                "there is nothing to mutate")
-    problems = engine.sample_candidates(mplan, seed, sample, ops or operators.OPERATORS)
+    problems = engine.sample_candidates(mplan, seed, sample, ops or operators.OPERATORS, only)
+    missing = sorted(set(only) - {c.site.id for c in mplan.candidates})
+    if missing:
+        raise click.UsageError(f"--only {', '.join(missing)}: not a mutant of this selection (the falsifiers, "
+                               f"--module, --operator, --sample and --seed {seed} that drew it); `pv mutate ... --list` "
+                               "shows the selection's ids")
     for problem in problems:
         click.echo(click.style(f"not mutated: {problem}", fg="yellow"), err=True)
     click.echo(f"{len(mplan.targets)} bound module(s), {mplan.total_sites} mutation site(s); "
