@@ -9,7 +9,7 @@
 # planted under the subject's cuda cells.
 #
 # Alongside each other, until SECONDS (default 560) from the start:
-# - the GPU: the tiny subjects' planted bugs of STRENGTH_IDS on cuda (`pv strength`, -j 3), while
+# - the GPU: the small subjects' cuda cells of TINY_IDS, then their planted bugs of STRENGTH_IDS on cuda (`pv strength`, -j 3), while
 #   the production-scale subject is built (or found in the cache), then each of CUDA_IDS on the
 #   subject's cuda cells (every runtime the falsifier names), the scale bugs, RANDOM_IDS on the
 #   random twin's cuda cells;
@@ -58,9 +58,15 @@ fi
 echo "owed: cuda ${CUDA_IDS:-} | cpu ${CPU_IDS:-} | random ${RANDOM_IDS:-} | strength ${STRENGTH_IDS:-}" | tee "$logs/owed.txt"
 
 strength=
-if [ -n "${STRENGTH_IDS:-}" ] && [ ! -e "$done_dir/strength" ]; then
+if [ -n "${TINY_IDS:-}${STRENGTH_IDS:-}" ] && [ ! -e "$done_dir/strength" ]; then
   # shellcheck disable=SC2086
-  ( timeout --signal=INT --kill-after=10 "$(( $(left) - 5 ))" "$py" -m pv.cli strength $STRENGTH_IDS --device cuda -j 3 \
+  ( if [ -n "${TINY_IDS:-}" ]; then  # the small subjects' cuda cells of falsifiers whose check changed
+      timeout --signal=INT --kill-after=10 "$(( $(left) - 5 ))" "$py" -m pv.cli run $TINY_IDS --device cuda \
+        --skip-subject "$subject" --skip-subject "$subject-random" --ledger "$out/tiny-ledger.jsonl" > "$logs/tiny.log" 2>&1
+      echo "tiny cells: exit $?" >> "$logs/steps.txt"
+    fi
+    [ -z "${STRENGTH_IDS:-}" ] && exit 0
+    timeout --signal=INT --kill-after=10 "$(( $(left) - 5 ))" "$py" -m pv.cli strength $STRENGTH_IDS --device cuda -j "${STRENGTH_JOBS:-2}" \
       --skip-subject "$subject" --skip-subject "$subject-random" --ledger "$out/strength-ledger.jsonl" \
       > "$logs/strength.log" 2>&1; rc=$?; echo "strength: exit $rc" >> "$logs/steps.txt"
     (( rc == 124 )) || touch "$done_dir/strength" ) &

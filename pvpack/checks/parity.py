@@ -71,25 +71,50 @@ def logits_parity(*, runtime, device: str, subject: str, batches: int = 1, toler
 @uses(LOAD, LOGITS, GENERATE)
 def greedy_decode_parity(*, runtime, device: str, subject: str, prompts: int = 6, prompt_tokens: int = 8,
                          new_tokens: int = 32, tolerance: dict | None = None) -> dict:
-    """Greedy decoding through the runtime's own decode loop on the backend under test, from the
-    openings of held-out documents, judged against the reference backend's logits.
+    """Greedy decoding through the runtime's own decode loop on both backends, from the openings of
+    held-out documents, each decode judged against the reference backend's logits.
 
-    A token is *consistent* when the reference, fed the candidate's own prefix, ranks it within
+    A token is *consistent* when the reference, fed the decode's own prefix, ranks it within
     2 * (atol + rtol * |top logit|) of its top token (a near-tie within the candidate dtype's
     tolerance). A decode that stops early at an end-of-sequence token the reference would also
-    pick is consistent to the end (it counts as new_tokens). Observations: consistent_prefix (shortest run of consistent leading tokens over
-    the prompts), first_divergence (= consistent_prefix: where the backends first part),
-    agreeing_prefix (shortest run identical to the reference's own greedy decode), agreeing_tokens,
-    near_tie_flips, largest_tie_gap, short_decodes (decodes that stopped before new_tokens),
-    new_tokens, prompts, same_backend."""
+    pick is consistent to the end (it counts as new_tokens). Both decodes are judged, the
+    reference backend's too: a CPU decode that samples where greedy was asked, beside a GPU path
+    that takes its own argmax, is the same broken claim ("the backends give the same greedy
+    output") seen from the other side, and two decodes that differ from the first token are not
+    a pass because one of them is right.
+
+    Observations: consistent_prefix (shortest run of consistent leading tokens over the prompts
+    and both backends), first_divergence (= consistent_prefix), candidate_consistent_prefix and
+    reference_consistent_prefix (each backend's own), agreeing_prefix (shortest run identical to
+    the reference's own greedy decode), agreeing_tokens, near_tie_flips, largest_tie_gap,
+    short_decodes (candidate decodes that stopped before new_tokens), new_tokens, prompts,
+    same_backend."""
     who = subject_of(subject)
     path, dtype, same = backends(runtime, device)
     rtol, atol = rtol_atol(tolerance, dtype)
     reference = load(runtime, who, "cpu", REFERENCE)
     candidate = load(runtime, who, device, path)
-    consistent_min = strict_min = new_tokens
-    agreeing_total = flips = short = 0
-    largest_tie_gap = 0.0
+    strict_min = new_tokens
+    agreeing_total = short = 0
+    judged = {"candidate": new_tokens, "reference": new_tokens, "flips": 0, "largest_tie_gap": 0.0}
+
+    def consistent_run(ids: list[int], tokens: list[int], side: str) -> None:
+        logits = reference.logits(torch.tensor([ids + tokens], dtype=torch.int64)).double()[0]   # (P + N, V)
+        consistent = 0
+        for j, token in enumerate(tokens):
+            row = logits[len(ids) - 1 + j]
+            top = float(row.max())
+            gap = top - float(row[token])
+            if gap > 2 * (atol + rtol * abs(top)):
+                break
+            if gap > 0:
+                judged["flips"] += 1
+                judged["largest_tie_gap"] = max(judged["largest_tie_gap"], gap)
+            consistent += 1
+        if consistent == len(tokens):  # every token, the end-of-sequence one included, is one the reference picks
+            consistent = new_tokens
+        judged[side] = min(judged[side], consistent)
+
     for ids in who.prompts(prompts, prompt_tokens):
         a = reference.generate(ids, new_tokens)
         b = candidate.generate(ids, new_tokens)
@@ -103,23 +128,13 @@ def greedy_decode_parity(*, runtime, device: str, subject: str, prompts: int = 6
             strict = new_tokens
         strict_min = min(strict_min, strict)
         agreeing_total += sum(1 for x, y in zip(a, b) if x == y)
-        logits = reference.logits(torch.tensor([ids + b], dtype=torch.int64)).double()[0]     # (P + N, V)
-        consistent = 0
-        for j, token in enumerate(b):
-            row = logits[len(ids) - 1 + j]
-            top = float(row.max())
-            gap = top - float(row[token])
-            if gap > 2 * (atol + rtol * abs(top)):
-                break
-            if gap > 0:
-                flips += 1
-                largest_tie_gap = max(largest_tie_gap, gap)
-            consistent += 1
-        if consistent == len(b):  # every token, the end-of-sequence one included, is one the reference picks
-            consistent = new_tokens
-        consistent_min = min(consistent_min, consistent)
+        consistent_run(ids, b, "candidate")
+        consistent_run(ids, a, "reference")
     reference.close()
     candidate.close()
-    return {"consistent_prefix": consistent_min, "first_divergence": consistent_min, "agreeing_prefix": strict_min,
-            "agreeing_tokens": agreeing_total, "near_tie_flips": flips, "largest_tie_gap": largest_tie_gap,
+    consistent_min = min(judged["candidate"], judged["reference"])
+    return {"consistent_prefix": consistent_min, "first_divergence": consistent_min,
+            "candidate_consistent_prefix": judged["candidate"], "reference_consistent_prefix": judged["reference"],
+            "agreeing_prefix": strict_min, "agreeing_tokens": agreeing_total, "near_tie_flips": judged["flips"],
+            "largest_tie_gap": judged["largest_tie_gap"],
             "short_decodes": short, "new_tokens": new_tokens, "prompts": prompts, "same_backend": same}
