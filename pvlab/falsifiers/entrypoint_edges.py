@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .entrypoints import _cli, _clean_exit, _nll64, _pretrain_module, _rel, _small_recipe
+from .entrypoints import _cli, _clean_exit, _corpus_stream, _nll64, _pretrain_module, _python_corpus, _rel, _small_recipe
 
 
 class _Terminal(io.StringIO):
@@ -77,14 +77,10 @@ def progress_and_default_window(*, device: str, steps: int = 5, eval_every: int 
         meta = json.loads((bare / "runtime.json").read_text(encoding="utf-8"))
         meta.pop("recipe", None)
         (bare / "runtime.json").write_text(json.dumps(meta), encoding="utf-8")
-        corpus_dir = Path(tmp) / "corpus"
-        corpus_dir.mkdir()
-        for index in range(3):
-            (corpus_dir / f"m{index}.py").write_text(
-                "".join(f"def g{index}_{k}(y):\n    return y - {k} * {index}\n\n" for k in range(40)), encoding="utf-8")
+        corpus_dir = _python_corpus(Path(tmp) / "corpus", "def g{index}_{k}(y):\n    return y - {k} * {index}\n\n", 40)
         result = _cli(["eval", str(bare), "--corpus", str(corpus_dir), "--json"])
         model = checkpoint.load(bare, device="cpu", path="reference")
-        stream = data.token_stream(data.encode_documents(model.tokenizer, data.read_corpus(corpus_dir)))
+        stream = _corpus_stream(model, corpus_dir)
         rows = stream.numel() // (default_window + 1)
         windows = stream[:rows * (default_window + 1)].view(rows, default_window + 1)
         batches = [data.LMBatch(inputs=windows[i:i + 8, :-1], targets=windows[i:i + 8, 1:]) for i in range(0, rows, 8)]

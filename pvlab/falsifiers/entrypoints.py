@@ -198,6 +198,23 @@ _TORCHRUN_KEYS = ("refusal_wrong", "failed", "group_left_open", "wrote_line_wron
                   "consolidated_step_wrong", "val_rel_diff", "train_rel_diff", "loss_drop", "eval_seconds_outside_wall")
 
 
+def _python_corpus(directory: Path, function: str, functions: int) -> Path:
+    """Three Python modules of `functions` functions each, `function` formatted with the module's
+    index and the function's k: a corpus directory for `eval --corpus` whose text the check knows."""
+    directory.mkdir()
+    for index in range(3):
+        text = "".join(function.format(index=index, k=k) for k in range(functions))
+        (directory / f"m{index}.py").write_text(text, encoding="utf-8")
+    return directory
+
+
+def _corpus_stream(model, directory: Path):
+    """The token stream the runtime's data pipeline makes of a corpus directory with the model's tokenizer."""
+    from pvlab.runtime import data
+
+    return data.token_stream(data.encode_documents(model.tokenizer, data.read_corpus(directory)))
+
+
 def _cli(args: list[str], env: dict | None = None):
     """Run `python -m pvlab.runtime ARGS` in this process (click's runner: exit code, output and
     any uncaught exception, which a user would see as a traceback)."""
@@ -257,7 +274,7 @@ def runtime_cli_matches_library(*, device: str, steps: int = 15, tolerance: dict
     contradiction must exit 1 naming --no-gpu, without a traceback)."""
     from safetensors import safe_open
 
-    from pvlab.runtime import checkpoint, data
+    from pvlab.runtime import checkpoint
     from pvlab.runtime.data import sequential_batches
 
     rtol, _ = rtol_atol(tolerance, "float32")
@@ -285,18 +302,14 @@ def runtime_cli_matches_library(*, device: str, steps: int = 15, tolerance: dict
             failed.append(f"eval: {evaluated.exit_code} {evaluated.exception!r}")
             report = {}
 
-        corpus_dir = Path(tmp) / "corpus"
-        corpus_dir.mkdir()
-        for index in range(3):
-            (corpus_dir / f"m{index}.py").write_text(
-                "".join(f"def f{index}_{k}(x):\n    return x * {k} + {index}\n\n" for k in range(12)), encoding="utf-8")
+        corpus_dir = _python_corpus(Path(tmp) / "corpus", "def f{index}_{k}(x):\n    return x * {k} + {index}\n\n", 12)
         on_corpus = _cli(["eval", str(out), "--corpus", str(corpus_dir), "--json"])
         corpus_report = json.loads(on_corpus.output.strip().splitlines()[-1]) if _clean_exit(on_corpus, 0) else None
         if corpus_report is None:
             failed.append(f"eval --corpus: {on_corpus.exit_code} {on_corpus.exception!r}")
             corpus_report = {}
         model = oracle["model"]
-        stream = data.token_stream(data.encode_documents(model.tokenizer, data.read_corpus(corpus_dir)))
+        stream = _corpus_stream(model, corpus_dir)
         window = min(written["seq_len"], model.config.max_position_embeddings)
         corpus_total, corpus_count = _nll64(model, sequential_batches(stream, batch_size=written["batch_size"],
                                                                        seq_len=window, max_batches=None))
