@@ -106,10 +106,14 @@ def test_the_canonical_text_names_only_fields_that_are_present():
     assert "Assign(" in text and "targets=" in text and "Constant(" in text
 
 
+def _empty_files(root: Path, *relative: str) -> None:
+    for rel in relative:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("")
+
+
 def test_an_import_binds_the_module_and_every_parent_package(tmp_path):
-    for rel in ("pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/leaf.py", "pkg/other.py"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text("")
+    _empty_files(tmp_path, "pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/leaf.py", "pkg/other.py")
     (tmp_path / "main.py").write_text("import pkg.sub.leaf\nfrom . import nothing\nimport pkg.other\n")
     found = codebind._imports("main", tmp_path / "main.py", [tmp_path])
     assert {"pkg", "pkg.sub", "pkg.sub.leaf", "pkg.other"} <= set(found)
@@ -147,9 +151,7 @@ def test_a_module_loaded_from_bytecode_is_digested_from_its_source(tmp_path):
 
 
 def test_a_relative_import_climbs_one_package_per_extra_dot(tmp_path):
-    for rel in ("pkg/__init__.py", "pkg/sub/__init__.py", "pkg/other.py", "pkg/sub/deep/__init__.py"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text("")
+    _empty_files(tmp_path, "pkg/__init__.py", "pkg/sub/__init__.py", "pkg/other.py", "pkg/sub/deep/__init__.py")
     (tmp_path / "pkg/sub/deep/leaf.py").write_text("from ...other import x\nfrom .. import deep\n")
     found = codebind._imports("pkg.sub.deep.leaf", tmp_path / "pkg/sub/deep/leaf.py", [tmp_path])
     assert "pkg.other" in found and "pkg.sub.deep" in found

@@ -14,6 +14,20 @@ from pv import provenance
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 
+def _torch_version_file(monkeypatch, tmp_path, text: str) -> Path:
+    """An installed torch that only find_spec can see: its package directory holds version.py with
+    `text`; returns the file, so a test can rewrite it."""
+    import importlib.machinery
+
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "version.py").write_text(text)
+    spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
+    spec.submodule_search_locations = [str(package)]
+    monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
+    return package / "version.py"
+
+
 def git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
                           check=True, capture_output=True, text=True)
@@ -96,20 +110,12 @@ def test_versions_read_an_imported_torch_and_its_cuda(monkeypatch):
 
 def test_versions_read_torch_version_file_without_importing_torch(monkeypatch, tmp_path):
     """torch not imported: its installed version.py is read as text, never imported."""
-    import importlib.machinery
-
-    from pv import provenance
-
-    package = tmp_path / "torch"
-    package.mkdir()
-    (package / "version.py").write_text("raise SystemExit('imported!')\n__version__: str = '8.8.8'\ncuda = '12.8'\n")
-    spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
-    spec.submodule_search_locations = [str(package)]
+    version_file = _torch_version_file(monkeypatch, tmp_path,
+                                       "raise SystemExit('imported!')\n__version__: str = '8.8.8'\ncuda = '12.8'\n")
     monkeypatch.delitem(sys.modules, "torch", raising=False)
-    monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
     got = provenance.versions()
     assert (got["torch"], got["cuda"]) == ("8.8.8", "12.8")
-    (package / "version.py").write_text("__version__ = '8.8.8'\ncuda = None\n")
+    version_file.write_text("__version__ = '8.8.8'\ncuda = None\n")
     assert provenance.versions()["cuda"] is None
     monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: None)  # no torch at all
     assert (provenance.versions()["torch"], provenance.versions()["cuda"]) == (None, None)
@@ -145,15 +151,8 @@ def test_only_cuda_is_named_by_the_gpu(monkeypatch):
 
 def test_a_computed_torch_version_is_not_read_as_text(monkeypatch, tmp_path):
     """Only a literal `__version__ = '...'` is a version; a computed one is skipped, the rest read."""
-    import importlib.machinery
-
-    package = tmp_path / "torch"
-    package.mkdir()
-    (package / "version.py").write_text("__version__ = _from_git()\nversion, build = '1', '2'\ncuda = '12.8'\n")
-    spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
-    spec.submodule_search_locations = [str(package)]
+    _torch_version_file(monkeypatch, tmp_path, "__version__ = _from_git()\nversion, build = '1', '2'\ncuda = '12.8'\n")
     monkeypatch.delitem(sys.modules, "torch", raising=False)
-    monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
     got = provenance.versions()
     assert (got["torch"], got["cuda"]) == (None, "12.8")
 
@@ -173,16 +172,10 @@ def test_an_installed_torch_not_yet_imported_is_imported_to_ask_for_cuda(monkeyp
 
 def test_a_torch_module_without_a_version_yet_is_read_from_its_version_file(monkeypatch, tmp_path):
     """torch half-imported (in sys.modules, no __version__ set yet): its version.py is read as text."""
-    import importlib.machinery
     import types
 
-    package = tmp_path / "torch"
-    package.mkdir()
-    (package / "version.py").write_text("__version__ = '7.7.7'\ncuda = None\n")
-    spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
-    spec.submodule_search_locations = [str(package)]
+    _torch_version_file(monkeypatch, tmp_path, "__version__ = '7.7.7'\ncuda = None\n")
     monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
-    monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
     assert (provenance.versions()["torch"], provenance.versions()["cuda"]) == ("7.7.7", None)
 
 
