@@ -375,20 +375,36 @@ def _depth_bound(text: str) -> int:
     return sum(text.count(c) for c in "[{-:?")
 
 
+def parser_nesting_limit(exc: BaseException) -> bool:
+    """Whether a YAML error is the parser's own nesting limit. libyaml 0.2.6 (bundled with
+    PyYAML 6.0.4) stops at 1,000 flow levels ("while increasing flow level exceeded maximum
+    nesting depth"), and its scanner reads a flow collection ahead before the first event is
+    out, so that error can come before MAX_DEPTH is seen. Any such limit is far above
+    MAX_DEPTH: it means "nests too deeply", never a syntax error."""
+    return isinstance(exc, yaml.YAMLError) and "nesting depth" in str(getattr(exc, "problem", "") or "")
+
+
 def nesting_depth(text: str) -> tuple[int, Any]:
     """Exact collection nesting depth from the parser's events (iterative, no recursion), and
-    the mark where it first exceeds MAX_DEPTH (or None)."""
+    the mark where it first exceeds MAX_DEPTH (or None). When the parser's own nesting limit
+    stops it first, the depth is past MAX_DEPTH and the mark is where the parser stopped."""
     depth = deepest = 0
-    for event in yaml.parse(text, Loader=_Loader):
-        cls = event.__class__
-        if cls is yaml.SequenceStartEvent or cls is yaml.MappingStartEvent:
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if depth > MAX_DEPTH:
-                    return depth, event.start_mark
-        elif cls is yaml.SequenceEndEvent or cls is yaml.MappingEndEvent:
-            depth -= 1
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            cls = event.__class__
+            if cls is yaml.SequenceStartEvent or cls is yaml.MappingStartEvent:
+                depth += 1
+                if depth > deepest:
+                    deepest = depth
+                    if depth > MAX_DEPTH:
+                        return depth, event.start_mark
+            elif cls is yaml.SequenceEndEvent or cls is yaml.MappingEndEvent:
+                depth -= 1
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        if not parser_nesting_limit(exc) or mark is None:
+            raise
+        return max(deepest, MAX_DEPTH) + 1, mark
     return deepest, None
 
 
@@ -453,6 +469,8 @@ def read_yaml(path: Path, display: str) -> tuple[LoadedContract | None, list[Dia
                                     "contracts are a few levels deep; this file is not one")]
         node = yaml.compose(text, Loader=_FastSafeLoader)
     except yaml.YAMLError as exc:
+        if parser_nesting_limit(exc):
+            return None, [_yaml_diag(display, exc, "PV108", "contracts are a few levels deep; this file is not one")]
         return None, [_yaml_diag(display, exc, "PV101")]
     except RecursionError:  # the pure-Python composer, when libyaml is missing
         return None, [diag(display, 1, 1, "PV108", "YAML nests too deeply")]

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pv import safe_yaml
 from pv.safe_yaml import MAX_DEPTH, MAX_NODES, read_yaml
@@ -205,3 +206,34 @@ def test_an_oversized_file_is_read_only_up_to_the_cap_and_names_its_real_size(tm
     loaded, problems = read_yaml(path, "c.yaml")
     assert loaded is None and only_code(problems) == "PV104"
     assert f"{3 * safe_yaml.MAX_BYTES:,} bytes" in problems[0].message
+
+
+def test_the_parsers_own_nesting_limit_is_pv108_not_a_syntax_error(tmp_path, monkeypatch):
+    # libyaml 0.2.6 (PyYAML 6.0.4) raises this from its scanner at 1,000 flow levels, before
+    # pv's own depth walk sees level MAX_DEPTH + 1; other versions may raise it elsewhere.
+    # Raised by hand here so the test holds whichever PyYAML is installed.
+    def limited(text, Loader=None):
+        yield yaml.StreamStartEvent()
+        raise yaml.scanner.ScannerError("while increasing flow level", None,
+                                        "exceeded maximum nesting depth", yaml.Mark("<s>", 0, 0, 1003, None, None))
+
+    monkeypatch.setattr(safe_yaml.yaml, "parse", limited)
+    depth = 3_000
+    loaded, problems = read_yaml(write(tmp_path, "a: " + "[" * depth + "]" * depth + "\n"), "c.yaml")
+    assert loaded is None and only_code(problems) == "PV108"
+    assert (problems[0].line, problems[0].col) == (1, 1004)
+
+
+def test_a_nesting_limit_inside_compose_is_pv108(tmp_path, monkeypatch):
+    def limited(text, Loader=None):
+        raise yaml.scanner.ScannerError("while increasing flow level", None,
+                                        "exceeded maximum nesting depth", yaml.Mark("<s>", 0, 0, 7, None, None))
+
+    monkeypatch.setattr(safe_yaml.yaml, "compose", limited)
+    loaded, problems = read_yaml(write(tmp_path, "a: [[1]]\n"), "c.yaml")
+    assert loaded is None and only_code(problems) == "PV108"
+
+
+def test_a_syntax_error_is_still_pv101(tmp_path):
+    loaded, problems = read_yaml(write(tmp_path, "a: [1, 2\nb: 3\n"), "c.yaml")
+    assert loaded is None and only_code(problems) == "PV101"
