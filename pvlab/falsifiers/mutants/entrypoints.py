@@ -147,3 +147,7 @@ def resume_restarts_step_count():
 
     with plant("resume_restarts_step_count", swap(distributed.DistributedTrainer, "resume", classmethod(resume))):
         yield
+
+
+from . import behaviour  # noqa: E402,F401 - registers the planted bugs of fast-path-on-cpu and documented-behaviour
+#   (issue #26), for the same reason as the line above in domains.py
