@@ -209,27 +209,25 @@ def packer_opens_row_when_full():
         yield
 
 
-@mutant("pretokenizer_split_inverted")
-def pretokenizer_split_inverted():
-    """The tokenizer's Split pre-tokenizer is inverted: it keeps the text *between* the pattern's
-    matches as pieces, so BPE merges run across word boundaries. Every text still round-trips.
+@mutant("pretokenizer_split_dropped")
+def pretokenizer_split_dropped():
+    """The tokenizer's pre-tokenizer loses its Split step (byte-level mapping only): BPE merges run
+    across word, digit and whitespace boundaries. Every text still round-trips, so nothing that
+    only encodes and decodes notices.
 
-    Imitates a flag flipped in a builder. Seam: runtime.data.train_tokenizer."""
+    Imitates a pipeline step left out of a builder. Seam: runtime.data.train_tokenizer."""
     from pvlab.runtime import data
 
     original = data.train_tokenizer
 
     def train_tokenizer(documents, vocab_size):
-        from tokenizers import Regex, pre_tokenizers
+        from tokenizers import pre_tokenizers
 
         tokenizer = original(documents, vocab_size)
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(data.PRETOKENIZE_REGEX), behavior="isolated", invert=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ])
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
         return tokenizer
 
-    with plant("pretokenizer_split_inverted", swap(data, "train_tokenizer", train_tokenizer)):
+    with plant("pretokenizer_split_dropped", swap(data, "train_tokenizer", train_tokenizer)):
         yield
 
 
