@@ -157,15 +157,18 @@ def paths_take_their_kernels(*, device: str, seed: int = 0) -> dict:
 
 def cpu_refuses_gpu_only_requests(*, device: str, seed: int = 0) -> dict:
     """Requests only a GPU can serve are refused on the CPU with the runtime's typed error, never
-    run some other way: the captured-graph decoder (generate(use_graph=True): ArgumentError), and
-    an attention backend pinned where it was available and then carried to the CPU (a model whose
-    attention was pinned to 'efficient' or 'cudnn', moved: DeviceError naming the backend, as
-    Attention._attend_fast promises, not torch's bare RuntimeError).
+    run some other way: the captured-graph decoder (generate(use_graph=True): ArgumentError);
+    set_attention_backend of 'efficient' or 'cudnn' (DeviceError naming it; 'math' and 'flash',
+    the CPU's own, are accepted); and an attention backend pinned where it was available and then
+    carried to the CPU (a model whose attention was pinned to 'efficient' or 'cudnn', moved:
+    DeviceError naming the backend, as Attention._attend_fast promises, not torch's bare
+    RuntimeError).
 
     Observations: requests, wrong_outcomes."""
     import importlib
 
     from pvlab.runtime.errors import ArgumentError, DeviceError
+    from pvlab.runtime.kernels import ATTENTION_BACKENDS
     from pvlab.runtime.model import Attention
 
     torch_device(device)
@@ -180,6 +183,15 @@ def cpu_refuses_gpu_only_requests(*, device: str, seed: int = 0) -> dict:
     except Exception:  # noqa: BLE001 - another error is a wrong outcome too
         outcomes.append(False)
     model.set_path("fast")
+    for backend in ATTENTION_BACKENDS:  # pinned here: the CPU has math and flash only
+        try:
+            model.set_attention_backend(backend)
+            outcomes.append(backend in {"math", "flash"})
+        except DeviceError as error:
+            outcomes.append(backend not in {"math", "flash"} and backend in str(error))
+        except Exception:  # noqa: BLE001
+            outcomes.append(False)
+    model.set_attention_backend(None)
     for backend in ("efficient", "cudnn"):
         for module in model.modules():  # what set_attention_backend leaves behind on a GPU
             if isinstance(module, Attention):
