@@ -219,7 +219,10 @@ def parity_gate_probe_as_documented(*, device: str, seed: int = 0) -> dict:
 
     torch_device(device)
     a, b = randn((2, 5, 11), seed=seed), randn((2, 5, 11), seed=seed + 1)
-    compared_positions = parity.compare_logits(a, b, device="cpu", path="fast").probe_tokens
+    try:
+        compared_positions = parity.compare_logits(a, b, device="cpu", path="fast").probe_tokens
+    except Exception:  # noqa: BLE001 - a report that cannot be made counts no position
+        compared_positions = -1
     config = _config(kv_heads=2).replace(max_position_embeddings=16)
     gate_errors, probed = 0, -1
     try:
@@ -229,3 +232,45 @@ def parity_gate_probe_as_documented(*, device: str, seed: int = 0) -> dict:
     except Exception:  # noqa: BLE001 - a gate that cannot probe a short model refuses every one
         gate_errors = 1
     return {"compared_positions": compared_positions, "gated_probe_tokens": probed, "gate_errors": gate_errors}
+
+
+def fused_loss_gradients_for_what_trains(*, device: str, seed: int = 0) -> dict:
+    """The fast path's fused output head + cross-entropy (kernels.chunked_linear_cross_entropy)
+    gives the gradients of exactly what requires them, for a loss scaled by 3 before backward:
+    head and hidden both, the head alone (the hidden states frozen, as when only the output head
+    is fine-tuned), the hidden states alone; and bf16 hidden states get a bf16 gradient. Each
+    gradient equals float64 autograd of mean cross-entropy over the logits written out here.
+
+    Observations: cases, errors, worst_relative_error (over the gradients that should exist),
+    missing_or_extra (a gradient absent where it should be, or present where it should not),
+    wrong_dtypes."""
+    from pvlab.runtime import kernels
+
+    torch_device(device)
+    hidden0, weight0 = randn((2, 6, 16), seed=seed), randn((40, 16), seed=seed + 1, scale=0.3)
+    targets = torch.randint(0, 40, (2, 6), generator=generator(seed + 2))
+    targets[0, :2] = kernels.IGNORE_INDEX
+    want_hidden, want_weight = hidden0.double().requires_grad_(), weight0.double().requires_grad_()
+    logits = want_hidden @ want_weight.t()
+    (3 * F.cross_entropy(logits.reshape(-1, 40), targets.reshape(-1), ignore_index=kernels.IGNORE_INDEX)).backward()
+    errors = missing_or_extra = wrong_dtypes = 0
+    worst = 0.0
+    cases = [(True, True, torch.float32), (False, True, torch.float32), (True, False, torch.float32),
+             (True, True, torch.bfloat16)]
+    for hidden_grad, weight_grad, dtype in cases:
+        hidden = hidden0.to(dtype).clone().requires_grad_(hidden_grad)
+        weight = weight0.clone().requires_grad_(weight_grad)
+        try:
+            (3 * kernels.chunked_linear_cross_entropy(hidden, weight, targets, chunk_tokens=5,
+                                                      compute_dtype=torch.float32)).backward()
+        except Exception:  # noqa: BLE001 - a backward that raises trains nothing
+            errors += 1
+            continue
+        for tensor, wanted, want in ((hidden, hidden_grad, want_hidden.grad), (weight, weight_grad, want_weight.grad)):
+            if (tensor.grad is not None) != wanted:
+                missing_or_extra += 1
+            elif wanted:
+                wrong_dtypes += int(tensor.grad.dtype != tensor.dtype)
+                worst = max(worst, float((tensor.grad.double() - want).abs().max() / want.abs().max()))
+    return {"cases": len(cases), "errors": errors, "worst_relative_error": worst,
+            "missing_or_extra": missing_or_extra, "wrong_dtypes": wrong_dtypes}

@@ -136,7 +136,10 @@ def transformers_config_as_published(*, device: str) -> dict:
 
     from pvlab.runtime.config import PRESETS, ModelConfig
 
-    written = PRESETS["qwen2-0.5b"].to_hf_dict()
+    try:
+        written = PRESETS["qwen2-0.5b"].to_hf_dict()
+    except Exception:  # noqa: BLE001 - a config that cannot be written carries none of the values
+        written = {}
     mismatched = sum(written.get(key, "absent") != value for key, value in QWEN2_05B_PUBLISHED.items())
     wrong = 0
     for preset, defaults in (("llama-370m", LlamaConfig()), ("tiny", Qwen2Config())):

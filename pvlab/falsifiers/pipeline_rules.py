@@ -128,8 +128,12 @@ def sampling_and_text_generation(*, device: str, seed: int = 0) -> dict:
     prompt = torch.randint(1, 300, (5,), generator=generator(seed)).tolist()
     unreproducible = never_varies = 0
     for temperature in (0.5, 1.0, 1.5):
-        runs = [generation.generate(model, prompt, max_new_tokens=8, temperature=temperature, seed=s).new_ids
-                for s in (7, 7, 0, 1, 2, 3)]
+        try:
+            runs = [generation.generate(model, prompt, max_new_tokens=8, temperature=temperature, seed=s).new_ids
+                    for s in (7, 7, 0, 1, 2, 3)]
+        except Exception:  # noqa: BLE001 - a request that raises reproduces nothing
+            unreproducible += 1
+            continue
         unreproducible += int(runs[0] != runs[1])
         never_varies += int(all(run == runs[2] for run in runs[3:]))
     tokenizer = data.train_tokenizer([p for p in SPLIT_SAMPLES] * 2, 300)
@@ -141,7 +145,11 @@ def sampling_and_text_generation(*, device: str, seed: int = 0) -> dict:
         texts = [None] * len(prompts)
     for prompt_text, text in zip(prompts, texts):
         ids = tokenizer.encode(prompt_text).ids
-        alone = generation.generate(model, ids, max_new_tokens=6, eos_token_id=model.config.eos_token_id)
+        try:
+            alone = generation.generate(model, ids, max_new_tokens=6, eos_token_id=model.config.eos_token_id)
+        except Exception:  # noqa: BLE001 - no token path to compare with: a mismatch
+            text_mismatches += 1
+            continue
         new_ids = alone.new_ids[:-1] if alone.stopped_on_eos else alone.new_ids
         text_mismatches += int(text != tokenizer.decode(ids + new_ids))
     return {"temperatures": 3, "unreproducible": unreproducible, "never_varies": never_varies,

@@ -89,6 +89,25 @@ def parity_probe_counts_rows():
         yield
 
 
+@mutant("head_only_gradient_dropped")
+def head_only_gradient_dropped():
+    """The fused output head + cross-entropy computes no head gradient when the hidden states are
+    frozen: fine-tuning only the output head trains nothing, with a loss that looks normal.
+
+    Imitates gradient bookkeeping keyed on the wrong input. Seam: runtime.kernels.chunked_linear_cross_entropy."""
+    from pvlab.runtime import kernels
+
+    original = kernels.chunked_linear_cross_entropy
+
+    def chunked_linear_cross_entropy(hidden, weight, targets, **options):
+        if not hidden.requires_grad:
+            weight = weight.detach()
+        return original(hidden, weight, targets, **options)
+
+    with plant("head_only_gradient_dropped", swap(kernels, "chunked_linear_cross_entropy", chunked_linear_cross_entropy)):
+        yield
+
+
 @mutant("float64_state_dict_refused")
 def float64_state_dict_refused():
     """A {name: tensor} dict of float64 tensors is refused as a non-float dtype: the dtype table
