@@ -9,7 +9,7 @@
 # planted under the subject's cuda cells.
 #
 # Alongside each other, until SECONDS (default 560) from the start:
-# - the GPU: the small subjects' cuda cells of TINY_IDS, then their planted bugs of STRENGTH_IDS on cuda (`pv strength`, -j 3), while
+# - the GPU: the small subjects' cuda cells of TINY_IDS, then their planted bugs of STRENGTH_IDS on cuda (`pv strength`, -j STRENGTH_JOBS, default 2), while
 #   the production-scale subject is built (or found in the cache), then each of CUDA_IDS on the
 #   subject's cuda cells (every runtime the falsifier names), the scale bugs, RANDOM_IDS on the
 #   random twin's cuda cells;
