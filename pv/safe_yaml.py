@@ -28,6 +28,7 @@ from pv.diagnostics import Diagnostic, Severity
 MAX_BYTES = 1_000_000
 MAX_NODES = 100_000  # after alias expansion; real contracts have a few hundred
 MAX_DEPTH = 64  # nesting of collections; real contracts are about 6 deep
+_TOO_DEEP_HINT = "contracts are a few levels deep; this file is not one"
 SCHEMA_LINE_PREFIX = "# yaml-language-server: $schema="
 
 Loc = tuple  # a path into the document: ("falsification_tests", 0, "prediction")
@@ -271,7 +272,7 @@ class _Builder:
                 ) from None
         if depth > MAX_DEPTH:
             raise _Budget(f"YAML nests more than {MAX_DEPTH} levels deep",
-                          "contracts are a few levels deep; this file is not one", node.start_mark, "PV108")
+                          _TOO_DEEP_HINT, node.start_mark, "PV108")
         depth += 1
         if cls is yaml.MappingNode:
             if node.tag != _MAP:
@@ -344,7 +345,7 @@ def expanded_size(root: yaml.Node, limit: int = MAX_NODES) -> int:
                           "remove the alias; contracts never need self-reference", node.start_mark)
         if depth > MAX_DEPTH:
             raise _Budget(f"YAML nests more than {MAX_DEPTH} levels deep",
-                          "contracts are a few levels deep; this file is not one", node.start_mark, "PV108")
+                          _TOO_DEEP_HINT, node.start_mark, "PV108")
         total = 1
         active.add(key)
         if cls is yaml.MappingNode:
@@ -466,11 +467,11 @@ def read_yaml(path: Path, display: str) -> tuple[LoadedContract | None, list[Dia
             if mark is not None:
                 return None, [diag(display, mark.line + 1, mark.column + 1, "PV108",
                                     f"YAML nests more than {MAX_DEPTH} levels deep",
-                                    "contracts are a few levels deep; this file is not one")]
+                                    _TOO_DEEP_HINT)]
         node = yaml.compose(text, Loader=_FastSafeLoader)
     except yaml.YAMLError as exc:
         if parser_nesting_limit(exc):
-            return None, [_yaml_diag(display, exc, "PV108", "contracts are a few levels deep; this file is not one")]
+            return None, [_yaml_diag(display, exc, "PV108", _TOO_DEEP_HINT)]
         return None, [_yaml_diag(display, exc, "PV101")]
     except RecursionError:  # the pure-Python composer, when libyaml is missing
         return None, [diag(display, 1, 1, "PV108", "YAML nests too deeply")]
