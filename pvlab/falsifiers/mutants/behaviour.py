@@ -171,7 +171,9 @@ def fingerprint_counts_docstrings():
     import hashlib
     from pathlib import Path
 
-    pretrain = importlib.import_module("pvlab.runtime.pretrain")
+    from .entrypoints import _pretrain_module
+
+    pretrain = _pretrain_module()
 
     def code_fingerprint(source_dir=None):
         source_dir = Path(source_dir or Path(pretrain.__file__).parent)
