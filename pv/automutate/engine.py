@@ -352,7 +352,9 @@ class MutateRun:
         return store.suite_digest(digests.items())
 
     def baseline(self, previous: dict[str, dict[str, Any]]) -> None:
-        judging = sorted({f for t in self.mplan.targets.values() for f in t.falsifiers})
+        # Only the falsifiers that judge a mutant of this run (a sample, or --only, may leave
+        # whole modules without one): a baseline is a full run of each, the costliest step.
+        judging = sorted({f for c in self.mplan.candidates for f in c.target.falsifiers})
         code = {fid: self._code_digest(fid) for fid in judging}
         todo = []
         for fid in judging:

@@ -22,6 +22,7 @@ import domain_mutant_probes  # probes of mutants/domains.py and the sampler bugs
 import entrypoint_mutant_probes  # probes of mutants/entrypoints.py
 import adapter_mutant_probes  # probes of mutants/adapters.py (the pack's transformers adapter)
 import behaviour_mutant_probes  # probes of mutants/behaviour.py (fast-path-on-cpu, documented-behaviour)
+import route_mutant_probes  # probes of mutants/routes.py (fast-routes)
 import pytest
 import torch
 
@@ -525,7 +526,8 @@ PROBES = {name[len("probe_"):]: fn
           for name, fn in {**dict(globals()), **vars(equivalence_probes), **vars(distributed_probes),
                            **vars(oracle_mutant_probes), **vars(performance_probes), **vars(adapter_mutant_probes),
                            **vars(review_mutant_probes), **vars(domain_mutant_probes),
-                           **vars(entrypoint_mutant_probes), **vars(behaviour_mutant_probes)}.items()
+                           **vars(entrypoint_mutant_probes), **vars(behaviour_mutant_probes),
+                           **vars(route_mutant_probes)}.items()
           if name.startswith("probe_")}
 
 

@@ -269,3 +269,6 @@ def sampling_unseeded_below_one():
 
     with plant("sampling_unseeded_below_one", swap(generation, "generate", generate)):
         yield
+
+
+from . import routes  # noqa: E402,F401 - registers the planted bugs of fast-routes (issue #26's GPU survivors)
