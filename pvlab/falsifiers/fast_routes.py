@@ -61,81 +61,97 @@ def _torch_mixed_precision(dev: torch.device) -> tuple[bool, bool]:
 
 def mixed_precision_routes_match_torch(*, device: str) -> dict:
     """The fused loss takes the one-GEMM mixed-precision route (bf16 operands, fp32 result, no
-    low-precision intermediate) exactly when torch offers it correctly on this device, and lets
-    the first chunk overwrite its accumulator exactly when torch's beta=0 does: a route taken
-    where torch lacks it crashes or is wrong; a route not taken where torch has it is a silent
-    fallback (a bf16 product, a cast kernel and an add per chunk).
+    low-precision intermediate) exactly when torch offers it correctly on a device, and lets the
+    first chunk overwrite its accumulator exactly when torch's beta=0 does: a route taken where
+    torch lacks it crashes or is wrong; a route not taken where torch has it is a silent fallback
+    (a bf16 product, a cast kernel and an add per chunk). Judged on `device` and, on a GPU, on
+    the CPU beside it (a probe answering for the wrong device shows only where the two differ).
 
-    Observations: torch_product, torch_overwrite (what torch offers: 1/0), route_mismatches (of
-    the two runtime routes, those whose answer differs from torch's; a probe that raises counts)."""
+    Observations: torch_product, torch_overwrite (what torch offers on `device`: 1/0),
+    route_mismatches (of the runtime's two answers per device judged, those that differ from
+    torch's; a probe that raises counts)."""
     from pvlab.runtime import kernels
 
     dev = torch_device(device)
-    product_ok, overwrite_ok = _torch_mixed_precision(dev)
     mismatches = 0
-    for probe, offered in ((kernels._mixed_precision_matmul_available, product_ok),
-                           (kernels._mixed_precision_overwrite_available, overwrite_ok and product_ok)):
-        try:
-            answer = bool(probe(dev.type))
-        except Exception:  # noqa: BLE001 - a probe that crashes takes no route
-            answer = None
-        mismatches += int(answer is not offered)
-    return {"torch_product": int(product_ok), "torch_overwrite": int(overwrite_ok), "route_mismatches": mismatches}
+    for judged in dict.fromkeys([dev, torch.device("cpu")]):
+        product_ok, overwrite_ok = _torch_mixed_precision(judged)
+        if judged == dev:
+            offered_here = (product_ok, overwrite_ok)
+        for probe, offered in ((kernels._mixed_precision_matmul_available, product_ok),
+                               (kernels._mixed_precision_overwrite_available, overwrite_ok and product_ok)):
+            try:
+                answer = bool(probe(judged.type))
+            except Exception:  # noqa: BLE001 - a probe that crashes takes no route
+                answer = None
+            mismatches += int(answer is not offered)
+    return {"torch_product": int(offered_here[0]), "torch_overwrite": int(offered_here[1]),
+            "route_mismatches": mismatches}
 
 
 # ---- the fused loss's per-chunk steps: compiled on CUDA with Triton, eager elsewhere -------------
 
-def loss_chunk_steps_compiled_where_documented(*, device: str, seed: int = 0) -> dict:
-    """One forward and backward of the fused head + loss (kernels.chunked_linear_cross_entropy,
-    three chunks) under torch.profiler: on CUDA with Triton importable, the per-chunk elementwise
-    work runs as compiled code (kernels named triton_* or inductor's compiled graph appear); on
-    the CPU, or without Triton, nothing compiled runs (compilation costs a minute a process and
-    the CPU path is documented eager).
-
-    Observations: expected_compiled (1/0: CUDA and Triton importable), compiled_events (profiler
-    events of compiled code), errors (the loss raised)."""
+def _compiled_events(dev: torch.device, seed: int) -> tuple[int, int]:
+    """(profiler events of compiled code, errors) of the fused loss's second forward and
+    backward on `dev` (the first compiles, where anything does)."""
     from torch.profiler import ProfilerActivity, profile
 
     from pvlab.runtime import kernels
 
-    dev = torch_device(device)
-    expected = dev.type == "cuda" and importlib.util.find_spec("triton") is not None
     hidden = randn((3, 16, 64), seed=seed, device=dev).requires_grad_()
     weight = randn((200, 64), seed=seed + 1, scale=0.1, device=dev).requires_grad_()
     targets = torch.randint(0, 200, (3, 16), generator=torch.Generator().manual_seed(seed)).to(dev)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
-    errors = 0
-    for _ in range(2):  # the first call compiles (where it does); the second is the one profiled
+    errors, names = 0, []
+    for _ in range(2):
         try:
             with profile(activities=activities) as trace:
                 kernels.chunked_linear_cross_entropy(hidden, weight, targets, chunk_tokens=16).backward()
                 if dev.type == "cuda":
                     torch.cuda.synchronize()
+            names = [event.name for event in trace.events()]
         except Exception:  # noqa: BLE001 - a loss that raises is a wrong outcome, counted
-            errors += 1
-            trace = None
-    names = [event.name for event in trace.events()] if trace is not None else []
+            errors, names = errors + 1, []
     compiled = sum(name.startswith(("triton_", "cpp_fused")) or "CompiledFxGraph" in name
                    or "CompiledFunction" in name for name in names)
-    return {"expected_compiled": int(expected), "compiled_events": compiled, "errors": errors}
+    return compiled, errors
+
+
+def loss_chunk_steps_compiled_where_documented(*, device: str, seed: int = 0) -> dict:
+    """One forward and backward of the fused head + loss (kernels.chunked_linear_cross_entropy,
+    three chunks) under torch.profiler: on CUDA with Triton importable, the per-chunk elementwise
+    work runs as compiled code (kernels named triton_* or inductor's compiled graph appear); on
+    the CPU — judged on every machine, a GPU's included, where Triton imports and a wrong device
+    test would compile — nothing compiled runs (compilation costs a minute a process and the CPU
+    path is documented eager).
+
+    Observations: expected_compiled (1/0: `device` is CUDA and Triton importable),
+    compiled_events (profiler events of compiled code on `device`), cpu_compiled_events (on the
+    CPU), errors (the loss raised)."""
+    dev = torch_device(device)
+    expected = dev.type == "cuda" and importlib.util.find_spec("triton") is not None
+    compiled, errors = _compiled_events(dev, seed)
+    if dev.type == "cpu":
+        cpu_compiled = compiled
+    else:
+        cpu_compiled, cpu_errors = _compiled_events(torch.device("cpu"), seed)
+        errors += cpu_errors
+    return {"expected_compiled": int(expected), "compiled_events": compiled, "cpu_compiled_events": cpu_compiled,
+            "errors": errors}
 
 
 # ---- the SDPA backends the runtime says exist ----------------------------------------------------
 
-# The (queries, keys) of each kind of attention kernels.attention_fast asks SDPA for.
-_KIND_SHAPE = {"causal": (3, 3), "plain": (1, 5), "masked": (2, 5)}
-
-
-def _torch_runs_attention(name: str, dev: torch.device, kind: str, *, heads: int = 4, kv_heads: int = 4,
-                          head_dim: int = 64, batch: int = 1, backward: bool = False) -> bool:
+def _torch_runs_attention(name: str, dev: torch.device, kind: str, query: int = 3, keys: int = 3, *,
+                          heads: int = 4, kv_heads: int = 4, head_dim: int = 64, batch: int = 2,
+                          backward: bool = False) -> bool:
     """Whether torch's `name` kernel alone runs one bf16 attention of `kind` ("causal": T == S,
-    is_causal; "plain": one query, no mask; "masked": several queries after a cache, an explicit
-    boolean mask) here, called directly."""
+    is_causal; "plain": no mask; "masked": an explicit boolean mask, the T queries the last of
+    the S keys) here, called directly."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     backend = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
                "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[name]
-    query, keys = _KIND_SHAPE[kind]
     q = randn((batch, heads, query, head_dim), seed=21, dtype=torch.bfloat16, device=dev).requires_grad_(backward)
     k = randn((batch, kv_heads, keys, head_dim), seed=22, dtype=torch.bfloat16, device=dev).requires_grad_(backward)
     options = {"enable_gqa": heads != kv_heads}
@@ -157,34 +173,39 @@ def sdpa_backend_probe_matches_torch(*, device: str) -> dict:
     """kernels.sdpa_backend_available(name, device) — the runtime's answer to "does this backend
     run here", which decides what set_attention_backend accepts and what the attention-backends
     checks test — is True exactly for the backends torch itself runs, forward and backward, for
-    a causal bf16 attention of this check's own shape (2 x 4 heads x 3 tokens x 64).
+    a causal bf16 attention of this check's own shape (2 x 4 heads x 3 tokens x 64); judged on
+    `device` and, on a GPU, on the CPU beside it.
 
-    Observations: backends (4), torch_runs (how many torch runs), probe_mismatches."""
+    Observations: backends (4 per device judged), torch_runs (how many torch runs on `device`),
+    probe_mismatches."""
     from pvlab.runtime import kernels
 
     dev = torch_device(device)
+    judged = list(dict.fromkeys([dev, torch.device("cpu")]))
     runs = mismatches = 0
-    for name in ("math", "flash", "efficient", "cudnn"):
-        offered = _torch_runs_attention(name, dev, "causal", batch=2, backward=True)
-        runs += int(offered)
-        try:
-            answer = bool(kernels.sdpa_backend_available(name, dev))
-        except Exception:  # noqa: BLE001 - a probe that crashes offers nothing
-            answer = None
-        mismatches += int(answer is not offered)
-    return {"backends": 4, "torch_runs": runs, "probe_mismatches": mismatches}
+    for where in judged:
+        for name in ("math", "flash", "efficient", "cudnn"):
+            offered = _torch_runs_attention(name, where, "causal", backward=True)
+            runs += int(offered and where == dev)
+            try:
+                answer = bool(kernels.sdpa_backend_available(name, where))
+            except Exception:  # noqa: BLE001 - a probe that crashes offers nothing
+                answer = None
+            mismatches += int(answer is not offered)
+    return {"backends": 4 * len(judged), "torch_runs": runs, "probe_mismatches": mismatches}
 
 
 # ---- the fast path under each pinned backend, at the attention edges ----------------------------
 
-def _kinds(pieces: list[torch.Tensor]) -> set[str]:
-    """The attention kinds a case's forwards ask SDPA for (kernels.attention_fast's case split)."""
-    kinds, seen = set(), 0
+def _attentions(pieces: list[torch.Tensor]) -> list[tuple[str, int, int]]:
+    """(kind, T, S) of each attention a case's forwards ask SDPA for (kernels.attention_fast's
+    case split: no mask for one token, is_causal when T == S, an explicit mask otherwise)."""
+    out, seen = [], 0
     for piece in pieces:
         length = piece.shape[1]
         seen += length
-        kinds.add("plain" if length == 1 else "causal" if length == seen else "masked")
-    return kinds
+        out.append(("plain" if length == 1 else "causal" if length == seen else "masked", length, seen))
+    return out
 
 
 def pinned_backends_run_the_edges(*, device: str, seed: int = 0) -> dict:
@@ -193,12 +214,13 @@ def pinned_backends_run_the_edges(*, device: str, seed: int = 0) -> dict:
     case split — no cache at T = 1, 2, 3, 5, a cache with steps (3, 1), (3, 2), (4, 1, 3) — the
     logits equal the float64 reference path's; or the forward is refused with a DeviceError, and
     only where torch's kernel itself cannot run that attention (called directly with K/V at the
-    full head count: the runtime must share grouped K/V heads itself for a kernel that takes
-    none). A backend torch cannot run here at all is left out and counted.
+    full head count, the same T and S: the runtime must share grouped K/V heads itself for a
+    kernel that takes none). A backend torch cannot run here at all is left out and counted.
 
     Observations: backends_run (backends torch runs here), cases, wrong (non-finite logits, a
     shape, another error, or a refusal torch does not justify), refused (justified refusals),
-    worst_relative_error (max |fast - reference| / max |reference| over the cases that ran)."""
+    worst_relative_error (max |fast - reference| / max |reference| over the cases that ran),
+    wrong_cases (which backend, the steps, what went wrong; "none")."""
     from pvlab.runtime import checkpoint
     from pvlab.runtime.errors import DeviceError
 
@@ -215,6 +237,7 @@ def pinned_backends_run_the_edges(*, device: str, seed: int = 0) -> dict:
         cases.append([ids[:, a:b] for a, b in zip(bounds, bounds[1:])])
     backends_run = count = wrong = refused = 0
     worst = 0.0
+    wrong_cases: list[str] = []
     for name in ("math", "flash", "efficient", "cudnn"):
         if not _torch_runs_attention(name, dev, "causal"):
             continue
@@ -223,34 +246,42 @@ def pinned_backends_run_the_edges(*, device: str, seed: int = 0) -> dict:
                                       parity_gate=False).eval()
         try:
             model.set_attention_backend(name)
-        except Exception:  # noqa: BLE001 - a backend torch runs, refused: every case is wrong
+        except Exception as error:  # noqa: BLE001 - a backend torch runs, refused: every case is wrong
             wrong += len(cases)
             count += len(cases)
+            wrong_cases.append(f"{name}: refused ({type(error).__name__})")
             continue
         for pieces in cases:
             count += 1
+            where = f"{name} {[p.shape[1] for p in pieces]}"
             with torch.no_grad():
                 want = _run(reference, pieces, None)
                 try:
                     got = _run(model, [p.to(dev) for p in pieces], None)
                 except DeviceError:
-                    torch_fails = any(not _torch_runs_attention(name, dev, kind) for kind in _kinds(pieces))
+                    attentions = _attentions(pieces)
+                    torch_fails = any(not _torch_runs_attention(name, dev, *attention) for attention in attentions)
                     refused += int(torch_fails)
-                    wrong += int(not torch_fails)
+                    if not torch_fails:
+                        wrong += 1
+                        wrong_cases.append(f"{where}: DeviceError where torch runs {attentions}")
                     continue
-                except Exception:  # noqa: BLE001 - a crash is a wrong outcome
+                except Exception as error:  # noqa: BLE001 - a crash is a wrong outcome
                     wrong += 1
+                    wrong_cases.append(f"{where}: {type(error).__name__}")
                     continue
             if got.shape != want.shape:
                 wrong += 1
+                wrong_cases.append(f"{where}: shape {tuple(got.shape)}")
                 continue
             error = float((got.double().cpu() - want).abs().max() / want.abs().max())
             if math.isfinite(error):
                 worst = max(worst, error)
             else:
                 wrong += 1
+                wrong_cases.append(f"{where}: non-finite")
     return {"backends_run": backends_run, "cases": count, "wrong": wrong, "refused": refused,
-            "worst_relative_error": worst}
+            "worst_relative_error": worst, "wrong_cases": "; ".join(wrong_cases) or "none"}
 
 
 # ---- device names ------------------------------------------------------------------------------
