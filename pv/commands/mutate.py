@@ -56,12 +56,15 @@ from pv.config import Workspace
 @click.option("--list", "list_only", is_flag=True, help="List the sampled mutants (id, where, change); run nothing.")
 @click.option("--fail-under", type=click.FloatRange(0, 100), default=None, metavar="PERCENT",
               help="Exit 1 only when the score of this run's selection is below PERCENT.")
+@click.option("--skip-subject", "skip_subjects", multiple=True, metavar="NAME",
+              help="Leave out the cells of this subject (repeatable), e.g. a production-size checkpoint this "
+                   "machine has not built: the same falsifiers judge, on their other subjects.")
 @pass_workspace
 def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything: bool, device: str,
             modules: tuple[str, ...], ops: tuple[str, ...], sample: int | None, seed: int, jobs: int,
             time_budget: float | None, timeout: float | None, results_path: str | None,
-            equivalents_path: str | None, only: tuple[str, ...], list_only: bool, fail_under: float | None, *,
-            workspace: Workspace) -> None:
+            equivalents_path: str | None, only: tuple[str, ...], list_only: bool, fail_under: float | None,
+            skip_subjects: tuple[str, ...] = (), *, workspace: Workspace) -> None:
     """Mutate the code the selected falsifiers bind and report which mutants they kill."""
     from pv import codegen
 
@@ -90,7 +93,7 @@ def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything:
         raise click.UsageError(str(exc)) from None
 
     plan = codegen.ensure_fresh(workspace)
-    chosen = select(plan, falsifiers, contracts, everything, device)
+    chosen = select(plan, falsifiers, contracts, everything, device, None, skip_subjects)
     mplan = engine.plan_targets(workspace, plan, chosen, modules)
     if not mplan.targets:
         what = f" in {', '.join(modules)}" if modules else ""
