@@ -261,7 +261,7 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
             from pv.codebind import TreeDigests
             from pv.identity import EvidenceCheck
 
-            records = ledger.read(workspace.ledger).records
+            groups = lifecycle.group_records(ledger.read(workspace.ledger).records)  # once, not per contract
             shared = None  # one tree for every contract when nothing is recorded (PV_NO_CACHE=1)
             for contract, key in todo:
                 part = replay.start(workspace.root, [workspace.ledger])
@@ -271,7 +271,7 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
                     tree = shared or TreeDigests(workspace.root, persist=True)
                     shared = None if part is not None else tree
                     share = lifecycle.declared_status_diagnostics(
-                        [contract], records, EvidenceCheck(workspace, [contract], tree), workspace.subject_param)
+                        [contract], groups, EvidenceCheck(workspace, [contract], tree), workspace.subject_param)
                     tree.save()
                 finally:
                     replay.stop(part)
