@@ -92,7 +92,8 @@ def _constant_only(node: ast.AST | None) -> bool:
 
 def _test_tree(source: str | bytes, function: str) -> ast.Module | None:
     """The part of a generated module's `source` that test `function`'s digest covers; None when
-    the module does not parse or has no such function."""
+    the module does not parse or has no such function. (The definition of what the digests
+    cover; the digests themselves come from _TestModule, which gives the same texts.)"""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -111,12 +112,49 @@ def _test_tree(source: str | bytes, function: str) -> ast.Module | None:
     return ast.Module(body=body, type_ignores=[]) if found else None
 
 
+class _TestModule:
+    """A generated module, parsed once for the digests of all its tests. _test_tree's tree of a
+    test is the module's statements, each either as its own (`_Own`) or, for another test
+    function, as its shape (`_Shape`); each statement's text is the same whichever test's tree
+    holds it. So every statement is transformed once each way, its texts are computed once, and
+    a test's text is theirs joined (parsing and pruning the module again for each of its tests
+    was a fifth of a cold `pv validate` of this repository)."""
+
+    def __init__(self, own_tree: ast.Module, shape_tree: ast.Module):  # two parses of one source
+        self.names: list[str | None] = []  # the function each statement defines (None: not a def)
+        self.own: list[ast.AST] = []
+        self.shape: list[ast.AST | None] = []
+        for own, shape in zip(own_tree.body, shape_tree.body):
+            if _is_prose(own):
+                continue
+            is_def = isinstance(own, (ast.FunctionDef, ast.AsyncFunctionDef))
+            self.names.append(own.name if is_def else None)  # type: ignore[attr-defined]
+            self.own.append(_Own().visit(own))
+            self.shape.append(_Shape().visit(shape) if is_def else None)
+        self._texts: dict[tuple[str, int, bool], str] = {}
+
+    def _text(self, kind: str, index: int, own: bool, text_of: Any) -> str:
+        key = (kind, index, own)
+        if key not in self._texts:
+            self._texts[key] = text_of(self.own[index] if own else self.shape[index])
+        return self._texts[key]
+
+    def texts(self, function: str, kind: str, text_of: Any) -> list[str] | None:
+        """The text (`text_of` a statement, cached under `kind`) of each statement of test
+        `function`'s tree; None when the module has no such function."""
+        if function not in self.names:
+            return None
+        return [self._text(kind, i, name is None or name == function, text_of) for i, name in enumerate(self.names)]
+
+
 @functools.lru_cache(maxsize=64)
-def _read_only_test_tree(source: str | bytes, function: str) -> ast.Module | None:
-    """_test_tree, parsed once for the digests, which only read it: a record's current digest and
-    its legacy ones come from the same tree (parsing and pruning the generated module again for
-    each was a fifth of a cold `pv validate` of this repository)."""
-    return _test_tree(source, function)
+def _test_module(source: str | bytes) -> _TestModule | None:
+    """The module of `source` (None when it does not parse), once per distinct source."""
+    try:
+        own_tree, shape_tree = ast.parse(source), ast.parse(source)  # each is transformed in place
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return _TestModule(own_tree, shape_tree)
 
 
 def test_sha256(source: str | bytes, function: str) -> str | None:
@@ -125,10 +163,13 @@ def test_sha256(source: str | bytes, function: str) -> str | None:
     module does not parse or has no such function."""
     from pv.codebind import _canonical as canonical_text
 
-    tree = _read_only_test_tree(source, function)
-    if tree is None:
+    module = _test_module(source)
+    texts = None if module is None else module.texts(function, "test2", canonical_text)
+    if texts is None:
         return None
-    return hashlib.sha256(("test2:" + canonical_text(tree)).encode("utf-8", "surrogatepass")).hexdigest()
+    # the canonical text of ast.Module(body=<the statements>, type_ignores=[])
+    text = "Module(body=[" + "".join(texts) + "])"
+    return hashlib.sha256(("test2:" + text).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # Records made before the "test2" digest carry sha256(ast.dump(tree)), whose text depends on the
@@ -168,10 +209,14 @@ def legacy_test_sha256(source: str | bytes, function: str, python: str | None) -
         return None
     if len(version) != 2 or not (3, 9) <= version <= (3, 12):
         return None
-    tree = _read_only_test_tree(source, function)
-    if tree is None:
+    module = _test_module(source)
+    extra = _LEGACY_EXTRA_FIELDS.get(version, {})  # type: ignore[call-overload]
+    texts = None if module is None else module.texts(
+        function, f"legacy{sorted(extra.items())}", lambda node: _legacy_dump(node, extra))
+    if texts is None:
         return None
-    text = _legacy_dump(tree, _LEGACY_EXTRA_FIELDS.get(version, {}))  # type: ignore[arg-type]
+    # _legacy_dump of ast.Module(body=<the statements>, type_ignores=[])
+    text = "Module(body=[" + ", ".join(texts) + "], type_ignores=[])"
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
