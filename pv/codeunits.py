@@ -63,6 +63,10 @@ class ModuleUnits:
     def units_of_lines(self, lines: Iterable[int]) -> set[str]:
         return {self.unit_of_line(line) for line in lines}
 
+    def digest(self, qualname: str) -> str | None:
+        """The digest of unit `qualname`; None when the module has no such unit."""
+        return self.digests.get(qualname)
+
 
 def _digest_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
@@ -223,6 +227,40 @@ def _from_json(data: dict) -> ModuleUnits:
     return ModuleUnits(dict(digests), spans, imports)
 
 
+class UnitDigests:
+    """The digests of one module's units, each computed when first asked: all that judging a
+    record needs (UnitTree), without the spans and import statements ModuleUnits holds for
+    binding. Where nothing is remembered across runs, a cold `pv validate` digested every unit
+    of every module its evidence executed, those no deciding record names too. The digests are
+    parse_units' (the same texts of the same nodes), so `digest(q)` is `parse_units(data)
+    .digests.get(q)`."""
+
+    def __init__(self, data: bytes):
+        self._digests: dict[str, str | None] = {}
+        try:
+            self._tree: ast.Module | None = ast.parse(data)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            self._tree = None
+            self._digests[MODULE_UNIT] = raw_units(data).digests[MODULE_UNIT]
+            return
+        self._defs: dict[str, list[ast.AST]] = {}
+        for qualname, node in _functions(self._tree):
+            self._defs.setdefault(qualname, []).append(node)
+
+    def digest(self, qualname: str) -> str | None:
+        if qualname not in self._digests:
+            if self._tree is None:
+                self._digests[qualname] = None
+            elif qualname == MODULE_UNIT:
+                self._digests[qualname] = _digest_text("mod:" + _canonical_unit(self._tree, drop_functions=True))
+            elif qualname in self._defs:
+                self._digests[qualname] = _digest_text("def:" + "|".join(
+                    _canonical_unit(node, drop_functions=False) for node in self._defs[qualname]))
+            else:
+                self._digests[qualname] = None
+        return self._digests[qualname]
+
+
 def raw_units(data: bytes) -> ModuleUnits:
     """A file that is not Python source (an extension module, bytecode): one unit, its bytes."""
     return ModuleUnits({MODULE_UNIT: "raw-" + hashlib.sha256(data).hexdigest()[: DIGEST_CHARS - 4]})
@@ -242,7 +280,7 @@ class UnitTree:
         self._files: dict[tuple[str, str | None], Path | None] = {}
         self._is_file: dict[Path, bool] = {}
         self._shown_as: dict[Path, str] = {}
-        self._units_now: dict[Path, ModuleUnits] = {}
+        self._units_now: dict[Path, ModuleUnits | UnitDigests] = {}
 
     def file_of(self, module: str, origin: str | None) -> Path | None:
         """What `module` loads now from the path entry it loaded from then (a module that is
@@ -273,12 +311,17 @@ class UnitTree:
             self._is_file[path] = path.is_file()
         return self._is_file[path]
 
-    def _units(self, path: Path) -> ModuleUnits:
+    def _units(self, path: Path) -> ModuleUnits | UnitDigests:
         if path not in self._units_now:
             from pv.importbind import is_source
 
             data = path.read_bytes()
-            self._units_now[path] = stored_units(data, self.store) if is_source(path) else raw_units(data)
+            if not is_source(path):
+                self._units_now[path] = raw_units(data)
+            elif self.store is not None and getattr(self.store, "active", True):
+                self._units_now[path] = stored_units(data, self.store)  # whole, to be remembered
+            else:  # nothing is remembered (PV_NO_CACHE=1): only the units a record names are digested
+                self._units_now[path] = UnitDigests(data)
         return self._units_now[path]
 
     def changes(self, executed: Mapping[str, Mapping[str, str]], origins: Mapping[str, str],
@@ -297,8 +340,10 @@ class UnitTree:
                 reasons.append(f"{module} (now loads from {self._shown(path)})")
                 continue
             now = self._units(path)
+            if all(now.digest(qualname) == digest for qualname, digest in units.items()):
+                continue  # the common case, told without naming each unit
             for qualname, digest in sorted(units.items()):
-                current = now.digests.get(qualname)
+                current = now.digest(qualname)
                 label = f"{module} (module-level code)" if qualname == MODULE_UNIT else f"{module}:{qualname}"
                 if current is None:
                     reasons.append(f"{label} (removed)")

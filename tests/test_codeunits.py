@@ -95,6 +95,17 @@ def test_digests_equal_the_copy_prune_and_strip_definition(name, source):
     assert codeunits.parse_units(source).digests == _reference(ast.parse(source))
 
 
+@pytest.mark.parametrize("name, source", _sources() + [("unparsable", b"def (:\n")], ids=[n for n, _ in _sources()] + ["unparsable"])
+def test_digests_computed_when_asked_are_those_of_all_the_units(name, source):
+    """UnitTree digests only the units a record names where nothing is remembered (UnitDigests):
+    each is the digest parse_units gives it, and a unit the module lacks is None."""
+    whole = codeunits.parse_units(source).digests
+    for qualname in [*whole, "absent", "OnlyMethods.absent"]:
+        assert codeunits.UnitDigests(source).digest(qualname) == whole.get(qualname), qualname
+    asked_in_turn = codeunits.UnitDigests(source)
+    assert {q: asked_in_turn.digest(q) for q in reversed(list(whole))} == whole
+
+
 def test_the_tricky_module_has_the_units_expected():
     units = codeunits.parse_units(TRICKY.encode())
     assert set(units.digests) == {"<module>", "OnlyMethods.a", "OnlyMethods.b", "branch", "guarded",
