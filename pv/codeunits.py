@@ -236,9 +236,11 @@ class UnitDigests:
     .digests.get(q)`."""
 
     def __init__(self, data: bytes):
+        from pv import sourcetrees
+
         self._digests: dict[str, str | None] = {}
-        try:
-            self._tree: ast.Module | None = ast.parse(data)
+        try:  # the tree pv.staticcheck parsed from these bytes, if it did (only read here)
+            self._tree: ast.Module | None = sourcetrees.shared(data) or ast.parse(data)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             self._tree = None
             self._digests[MODULE_UNIT] = raw_units(data).digests[MODULE_UNIT]
