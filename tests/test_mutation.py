@@ -260,3 +260,47 @@ def test_static_scan_reads_runtimes_literals_and_module_constants(tmp_path):
 ])
 def test_a_bug_meets_only_cells_of_the_runtimes_it_is_planted_in(declared, cell, table, expected):
     assert mutation.meets(mutation.planted_in(declared, table), cell, table) is expected
+
+
+def test_the_scan_finds_the_definitions_ast_walk_finds_in_its_order(tmp_path):
+    """The scan walks statements only (a function definition is never inside an expression):
+    the same definitions, in the same order, as walking every node."""
+    import ast
+    import textwrap
+
+    source = textwrap.dedent('''\
+        from pv.mutation import mutant
+
+        @mutant("top")
+        def top():
+            @mutant("nested")
+            def inner():
+                yield
+            yield
+
+        class Holder:
+            if True:
+                @mutant("in_class_if", runtimes=("pvlab",))
+                def m(self):
+                    yield
+        try:
+            @mutant("in_try")
+            def t():
+                yield
+        except ImportError:
+            @mutant("in_except")
+            def e():
+                yield
+        x = [lambda: 1 for _ in range(2)]
+        match x:
+            case [*_]:
+                @mutant("in_case")
+                def c():
+                    yield
+        ''')
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    walked = [node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)]
+    found = mutation.scan_mutant_names(path)
+    assert [d.function for d in found] == walked and len(walked) == 6
+    assert found[[d.function for d in found].index("m")].runtimes == ("pvlab",)
