@@ -234,22 +234,30 @@ def _canonical(value: Any) -> str:
     return json.dumps(_sanitize(value), sort_keys=True, separators=(",", ":"), default=repr)
 
 
-def judged_differs(record: LedgerRecord, falsifier: Any) -> str | None:
+def defined_texts(falsifier: Any) -> tuple[str, str, str]:
+    """The canonical texts of what the falsifier defines for the harness to judge: its
+    prediction, its params and its tolerance numbers (judged_differs compares a record's to them)."""
+    tolerance = None
+    if falsifier.tolerance is not None:
+        tolerance = tolerance_numbers(falsifier.tolerance.model_dump(mode="json"))
+    return _canonical(falsifier.prediction), _canonical(falsifier.params), _canonical(tolerance or None)
+
+
+def judged_differs(record: LedgerRecord, falsifier: Any, defined: tuple[str, str, str] | None = None) -> str | None:
     """Why what the harness judged is not the falsifier's current definition (None: it is).
     A PASS or FAIL always comes from the harness judging; one that does not say what it judged
-    cannot show it judged the contract's prediction."""
+    cannot show it judged the contract's prediction. `defined`: defined_texts(falsifier), where
+    the caller keeps them (EvidenceCheck judges hundreds of records of one falsifier)."""
     if record.judged_params is None:
         if record.verdict.value in ("PASS", "FAIL"):
             return "the record does not say what the harness judged"
         return None  # an ERROR or SKIP before the check ran: the test identity is what binds it
-    tolerance = None
-    if falsifier.tolerance is not None:
-        tolerance = tolerance_numbers(falsifier.tolerance.model_dump(mode="json"))
-    differs = [name for name, ran, defined in (
-        ("prediction", record.prediction, falsifier.prediction),
-        ("params", record.judged_params, falsifier.params),
-        ("tolerance", record.judged_tolerance or None, tolerance or None),
-    ) if _canonical(ran) != _canonical(defined)]
+    if defined is None:
+        defined = defined_texts(falsifier)
+    differs = [name for name, ran, text in zip(
+        ("prediction", "params", "tolerance"),
+        (record.prediction, record.judged_params, record.judged_tolerance or None), defined,
+    ) if _canonical(ran) != text]
     if differs:
         return f"the harness judged another {' and '.join(differs)} than the contract's"
     return None
@@ -270,6 +278,8 @@ class EvidenceCheck:
         self._expected: dict[tuple[str, str], tuple[str, str | None] | None] = {}
         self._legacy_digests: dict[tuple[str, str, str], str | None] = {}
         self._planted: dict[str, tuple[str, ...] | None] | None = None  # mutant -> its `runtimes=`
+        # id of a falsifier -> (the falsifier, kept so that its id stays its own; its defined_texts)
+        self._defined: dict[int, tuple[Any, tuple[str, str, str]]] = {}
 
     def changes(self, recorded: Mapping[str, str] | None) -> tuple[str, ...]:
         return self.tree.changes(recorded)
@@ -352,7 +362,9 @@ class EvidenceCheck:
             return f"not run by the contract's generated test ({node} ran, not {prefix})"
         if record.test_sha256 != digest and record.test_sha256 != self._legacy(record, falsifier.id):
             return "the test that ran is not what `pv generate` renders from the current contract"
-        return judged_differs(record, falsifier)
+        if id(falsifier) not in self._defined:
+            self._defined[id(falsifier)] = (falsifier, defined_texts(falsifier))
+        return judged_differs(record, falsifier, self._defined[id(falsifier)][1])
 
 
 def ran_test(workspace: Any, path: Path, name: str, function: str, contract: str | None,
