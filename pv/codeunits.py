@@ -72,22 +72,43 @@ def _digest_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
 
 
+# The fields that hold statements (directly, or through except handlers and match cases): no
+# other field of any node holds one, so a walk for function definitions reads only these.
+_STATEMENT_LISTS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+_LISTS_OF: dict[type, tuple[str, ...]] = {}  # node class -> its fields among those, in field order
+
+
 def _functions(tree: ast.Module) -> list[tuple[str, ast.AST]]:
-    """(qualname, def node) of every function, iteratively (no recursion limit)."""
+    """(qualname, def node) of every function, iteratively (no recursion limit). Only the
+    statement lists are walked (walking every child node was a fifth of digesting a module);
+    the nodes left out hold no statement, so the definitions and their order are the same."""
     found: list[tuple[str, ast.AST]] = []
     todo: list[tuple[str, ast.AST]] = [("", tree)]
     while todo:
         prefix, node = todo.pop()
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, _DEFS):
-                qualname = prefix + child.name
-                found.append((qualname, child))
-                todo.append((qualname + ".<locals>.", child))
-            elif isinstance(child, ast.ClassDef):
-                todo.append((prefix + child.name + ".", child))
-            elif not isinstance(child, ast.expr):  # if/try/with blocks keep the enclosing prefix
-                todo.append((prefix, child))  # (an expression holds no statement: not walked)
+        for name in _lists_of(node.__class__):
+            children = getattr(node, name, None)
+            if children.__class__ is not list:  # (IfExp and Lambda have an expression `body`; never walked)
+                continue
+            for child in children:
+                if isinstance(child, _DEFS):
+                    qualname = prefix + child.name
+                    found.append((qualname, child))
+                    todo.append((qualname + ".<locals>.", child))
+                elif isinstance(child, ast.ClassDef):
+                    todo.append((prefix + child.name + ".", child))
+                elif isinstance(child, ast.AST) and not isinstance(child, ast.expr) and _lists_of(child.__class__):
+                    todo.append((prefix, child))  # if/try/with blocks keep the enclosing prefix
     return found
+
+
+def _lists_of(cls: type) -> tuple[str, ...]:
+    """The statement lists among the fields of a node class, in field order (none: a simple
+    statement such as an assignment, which no walk for definitions needs to enter)."""
+    names = _LISTS_OF.get(cls)
+    if names is None:
+        names = _LISTS_OF[cls] = tuple(n for n in cls._fields if n in _STATEMENT_LISTS)  # type: ignore[attr-defined]
+    return names
 
 
 _HAS_DOCSTRING = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
@@ -283,6 +304,7 @@ class UnitTree:
         self._is_file: dict[Path, bool] = {}
         self._shown_as: dict[Path, str] = {}
         self._units_now: dict[Path, ModuleUnits | UnitDigests] = {}
+        self._now_of: dict[tuple[str, str | None], ModuleUnits | UnitDigests | str] = {}
 
     def file_of(self, module: str, origin: str | None) -> Path | None:
         """What `module` loads now from the path entry it loaded from then (a module that is
@@ -326,6 +348,20 @@ class UnitTree:
                 self._units_now[path] = UnitDigests(data)
         return self._units_now[path]
 
+    def _now(self, module: str, origin: str | None) -> ModuleUnits | UnitDigests | str:
+        """The units `module` has now where it loads from, or why it has none there (removed,
+        or loaded from elsewhere). Hundreds of records name each (module, origin): decided once."""
+        key = (module, origin)
+        if key not in self._now_of:
+            path = self.file_of(module, origin)
+            if path is None or not self._exists(path):
+                self._now_of[key] = f"{module} (removed)"
+            elif origin is not None and self._shown(path) != origin:
+                self._now_of[key] = f"{module} (now loads from {self._shown(path)})"
+            else:
+                self._now_of[key] = self._units(path)
+        return self._now_of[key]
+
     def changes(self, executed: Mapping[str, Mapping[str, str]], origins: Mapping[str, str],
                 problems: Iterable[str]) -> list[str]:
         """Why a record's executed units are not the tree's: [] when every one is unchanged."""
@@ -333,15 +369,10 @@ class UnitTree:
         if not executed:
             reasons.append("records no executed code")
         for module, units in sorted(executed.items()):
-            origin = origins.get(module)
-            path = self.file_of(module, origin)
-            if path is None or not self._exists(path):
-                reasons.append(f"{module} (removed)")
+            now = self._now(module, origins.get(module))
+            if isinstance(now, str):
+                reasons.append(now)
                 continue
-            if origin is not None and self._shown(path) != origin:
-                reasons.append(f"{module} (now loads from {self._shown(path)})")
-                continue
-            now = self._units(path)
             if all(now.digest(qualname) == digest for qualname, digest in units.items()):
                 continue  # the common case, told without naming each unit
             for qualname, digest in sorted(units.items()):
