@@ -281,6 +281,20 @@ def _scan_file(path: Path) -> list[MutantDecl]:
         raise MutationError(f"{path}:{exc.lineno or 0}:{exc.offset or 0}: cannot parse: {exc.msg}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise MutationError(f"{path}: cannot read: {exc}") from None
+    return _scan_tree(path, tree)
+
+
+def scan_parsed(path: Path, data: bytes, tree: ast.Module) -> list[MutantDecl]:
+    """What `scan_mutant_names(path)` finds in a file, given its bytes `data` and the tree they
+    parsed to (pv.staticcheck parsed it already): read from that tree where the file's text
+    parses to the same tree — ASCII (nothing to decode), no coding declaration and no carriage
+    return (reading text translates it) — else by scanning the file as ever."""
+    if data.isascii() and b"\r" not in data and b"coding" not in b"\n".join(data.split(b"\n", 2)[:2]):
+        return _scan_tree(path, tree)
+    return _scan_file(path)
+
+
+def _scan_tree(path: Path, tree: ast.Module) -> list[MutantDecl]:
     found = []
     constants = _module_constants(tree)
     for node in _statements(tree):

@@ -353,8 +353,9 @@ class ModuleIndex:
             self._scanned_trees.append(tree)
         if tree is not None:  # an unparsable module declares nothing pv can see
             try:
+                declared = mutation.scan_mutant_names(file) if data is None else mutation.scan_parsed(file, data, tree)
                 names = [[decl.name, None if decl.runtimes is None else list(decl.runtimes), decl.problem]
-                         for decl in mutation.scan_mutant_names(file)]
+                         for decl in declared]
             except mutation.MutationError:
                 names = []
         try:

@@ -304,3 +304,33 @@ def test_the_scan_finds_the_definitions_ast_walk_finds_in_its_order(tmp_path):
     found = mutation.scan_mutant_names(path)
     assert [d.function for d in found] == walked and len(walked) == 6
     assert found[[d.function for d in found].index("m")].runtimes == ("pvlab",)
+
+
+@pytest.mark.parametrize("variant", ["as is", "crlf", "cookie", "non-ascii", "bom"])
+def test_scanning_a_parsed_tree_finds_what_scanning_the_file_finds(tmp_path, variant):
+    """pv.staticcheck hands the tree it parsed from a file's bytes to scan_parsed: the same
+    declarations as scanning the file, which reads its text (and so, where the text could parse
+    otherwise, scan_parsed scans the file)."""
+    import ast
+
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "pvlab" / "falsifiers" / "mutants"
+    for source_file in sorted(root.glob("*.py")):
+        data = source_file.read_bytes()
+        if variant == "crlf":
+            data = data.replace(b"\n", b"\r\n")
+        elif variant == "cookie":
+            data = b"# -*- coding: latin-1 -*-\n" + data
+        elif variant == "non-ascii":
+            data = data + "\n# caf\u00e9\n".encode()
+        elif variant == "bom":
+            data = b"\xef\xbb\xbf" + data
+        path = tmp_path / source_file.name
+        path.write_bytes(data)
+        expected = mutation.scan_mutant_names(path) if variant != "bom" else None
+        if variant == "bom":  # its text does not parse (U+FEFF): the file is scanned, and says so
+            with pytest.raises(mutation.MutationError):
+                mutation.scan_parsed(path, data, ast.parse(data))
+            continue
+        assert mutation.scan_parsed(path, data, ast.parse(data)) == expected, source_file.name
