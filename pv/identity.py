@@ -268,11 +268,14 @@ class EvidenceCheck:
     the record ran the contract's generated test on the contract's definition (`refuses`).
     pv.lifecycle takes it as its `code` argument."""
 
-    def __init__(self, workspace: Any, loaded: list[Any], tree: Any = None):
+    def __init__(self, workspace: Any, loaded: list[Any], tree: Any = None, modules: Any = None):
+        """`modules`: the pv.staticcheck.ModuleIndex that reads the mutants module (a caller
+        judging many contracts in one run shares one; by default a fresh one)."""
         from pv.codebind import TreeDigests
 
         self.workspace = workspace
         self.tree = TreeDigests(workspace.root) if tree is None else tree
+        self._modules = modules
         self._loaded = {lc.contract.metadata.id: lc for lc in loaded if getattr(lc, "contract", None) is not None}
         self._rendered: dict[str, str | None] = {}
         self._expected: dict[tuple[str, str], tuple[str, str | None] | None] = {}
@@ -297,7 +300,8 @@ class EvidenceCheck:
             from pv.staticcheck import ModuleIndex
 
             module = self.workspace.mutants_module
-            found = ModuleIndex(self.workspace.root).mutant_runtimes(module) if module else None
+            index = self._modules if self._modules is not None else ModuleIndex(self.workspace.root)
+            found = index.mutant_runtimes(module) if module else None
             self._planted = {name: runtimes for name, (runtimes, _) in (found or {}).items()}
         if mutant not in self._planted:
             return True
