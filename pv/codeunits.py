@@ -168,8 +168,10 @@ def _canonical_unit_walk(tree: ast.AST, *, drop_functions: bool) -> str:
 
 def parse_units(data: bytes) -> ModuleUnits:
     """The units of a module's source bytes."""
-    try:
-        tree = ast.parse(data)
+    from pv import sourcetrees
+
+    try:  # the tree pv.staticcheck parsed from these bytes, if it did (only read here)
+        tree = sourcetrees.shared(data) or ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ModuleUnits({MODULE_UNIT: "raw-" + hashlib.sha256(data).hexdigest()[: DIGEST_CHARS - 4]})
     return _units_of_tree(tree)

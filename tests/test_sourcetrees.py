@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+
 from pv import codeunits, sourcetrees
 from pv.staticcheck import ModuleIndex
 
@@ -22,6 +24,9 @@ def test_a_tree_the_index_parsed_is_shared_while_the_index_holds_it(tmp_path):
     assert shared._tree is module.tree  # not parsed again
     whole = codeunits.parse_units(SOURCE).digests
     assert {q: shared.digest(q) for q in whole} == whole
+    with pytest.MonkeyPatch.context() as patch:  # the whole units (kept where pv.cache is on) too
+        patch.setattr(codeunits.ast, "parse", None)
+        assert codeunits.parse_units(SOURCE).digests == whole
     assert ast_dump(module.tree) == ast_dump(codeunits.ast.parse(SOURCE))  # digesting changed nothing
     del index, module, shared
     gc.collect()
