@@ -271,8 +271,8 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
                     # is this part's input. Module digests are remembered by the bytes they came from (pv.cache).
                     tree, modules = shared or (TreeDigests(workspace.root, persist=True), ModuleIndex(workspace.root))
                     shared = None if part is not None else (tree, modules)
-                    share = lifecycle.declared_status_diagnostics(
-                        [contract], groups, EvidenceCheck(workspace, [contract], tree, modules), workspace.subject_param)
+                    check = EvidenceCheck(workspace, [contract], tree, modules)
+                    share = lifecycle.declared_status_diagnostics([contract], groups, check, workspace.subject_param)
                     tree.save()
                 finally:
                     replay.stop(part)

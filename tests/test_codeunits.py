@@ -95,7 +95,8 @@ def test_digests_equal_the_copy_prune_and_strip_definition(name, source):
     assert codeunits.parse_units(source).digests == _reference(ast.parse(source))
 
 
-@pytest.mark.parametrize("name, source", _sources() + [("unparsable", b"def (:\n")], ids=[n for n, _ in _sources()] + ["unparsable"])
+@pytest.mark.parametrize("name, source", _sources() + [("unparsable", b"def (:\n")],
+                         ids=[n for n, _ in _sources()] + ["unparsable"])
 def test_digests_computed_when_asked_are_those_of_all_the_units(name, source):
     """UnitTree digests only the units a record names where nothing is remembered (UnitDigests):
     each is the digest parse_units gives it, and a unit the module lacks is None."""

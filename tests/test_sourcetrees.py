@@ -10,7 +10,8 @@ import pytest
 from pv import codeunits, sourcetrees
 from pv.staticcheck import ModuleIndex
 
-SOURCE = b'"""Checks."""\n\n\ndef check(*, device):\n    """doc"""\n    return {"x": 1}\n\n\nclass C:\n    def m(self):\n        return 2\n'
+SOURCE = (b'"""Checks."""\n\n\ndef check(*, device):\n    """doc"""\n    return {"x": 1}\n\n\n'
+          b"class C:\n    def m(self):\n        return 2\n")
 
 
 def test_a_tree_the_index_parsed_is_shared_while_the_index_holds_it(tmp_path):
@@ -37,7 +38,8 @@ def test_the_mutants_files_scanned_are_shared_too(tmp_path):
     (tmp_path / "lab").mkdir()
     (tmp_path / "lab" / "__init__.py").write_text("")
     # bytes of this test alone: a file this process scanned before is answered without a parse
-    source = f"# {tmp_path}\nfrom pv.mutation import mutant\n\n\n@mutant('drops_bias')\ndef drops_bias():\n    yield\n".encode()
+    source = (f"# {tmp_path}\nfrom pv.mutation import mutant\n\n\n"
+              "@mutant('drops_bias')\ndef drops_bias():\n    yield\n").encode()
     (tmp_path / "lab" / "mutants.py").write_bytes(source)
     index = ModuleIndex(tmp_path)
     assert index.mutant_names("lab.mutants") == frozenset({"drops_bias"})
