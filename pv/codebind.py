@@ -50,7 +50,16 @@ _MARK = object()  # tags punctuation on the work stack, so no source string can 
 
 
 def _canonical(tree: ast.AST) -> str:
-    """A deterministic text of the tree: node types and non-empty fields, no positions."""
+    """A deterministic text of the tree: node types and non-empty fields, no positions. Written
+    out by pv.astcanon (recursion, twice as fast); this walk is the definition, and the fallback
+    for a tree too deep to recurse."""
+    from pv.astcanon import canonical_text
+
+    return canonical_text(tree, lambda: _canonical_walk(tree))
+
+
+def _canonical_walk(tree: ast.AST) -> str:
+    """_canonical with an explicit stack: no nesting depth can exhaust it."""
     out: list[str] = []
     stack: list[tuple[object, object]] = [(None, tree)]
     while stack:

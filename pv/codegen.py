@@ -88,6 +88,9 @@ def literal(value: Any, indent: int = 0, width: int = WIDTH) -> Code:
 def escape_text(text: str, *, keep_newlines: bool) -> str:
     """Escape for a docstring body or a comment: backslashes, double quotes and anything not
     printable become escape sequences, so the text cannot end the string or the line."""
+    if "\\" not in text and '"' not in text and all(
+            line.isprintable() for line in (text.split("\n") if keep_newlines else (text,))):
+        return text  # nothing to escape (the common case, told at C speed): what the loop returns
     out = []
     for ch in text:
         if ch == "\\":

@@ -63,27 +63,52 @@ class ModuleUnits:
     def units_of_lines(self, lines: Iterable[int]) -> set[str]:
         return {self.unit_of_line(line) for line in lines}
 
+    def digest(self, qualname: str) -> str | None:
+        """The digest of unit `qualname`; None when the module has no such unit."""
+        return self.digests.get(qualname)
+
 
 def _digest_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
 
 
+# The fields that hold statements (directly, or through except handlers and match cases): no
+# other field of any node holds one, so a walk for function definitions reads only these.
+_STATEMENT_LISTS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+_LISTS_OF: dict[type, tuple[str, ...]] = {}  # node class -> its fields among those, in field order
+
+
 def _functions(tree: ast.Module) -> list[tuple[str, ast.AST]]:
-    """(qualname, def node) of every function, iteratively (no recursion limit)."""
+    """(qualname, def node) of every function, iteratively (no recursion limit). Only the
+    statement lists are walked (walking every child node was a fifth of digesting a module);
+    the nodes left out hold no statement, so the definitions and their order are the same."""
     found: list[tuple[str, ast.AST]] = []
     todo: list[tuple[str, ast.AST]] = [("", tree)]
     while todo:
         prefix, node = todo.pop()
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, _DEFS):
-                qualname = prefix + child.name
-                found.append((qualname, child))
-                todo.append((qualname + ".<locals>.", child))
-            elif isinstance(child, ast.ClassDef):
-                todo.append((prefix + child.name + ".", child))
-            elif not isinstance(child, ast.expr):  # if/try/with blocks keep the enclosing prefix
-                todo.append((prefix, child))  # (an expression holds no statement: not walked)
+        for name in _lists_of(node.__class__):
+            children = getattr(node, name, None)
+            if children.__class__ is not list:  # (IfExp and Lambda have an expression `body`; never walked)
+                continue
+            for child in children:
+                if isinstance(child, _DEFS):
+                    qualname = prefix + child.name
+                    found.append((qualname, child))
+                    todo.append((qualname + ".<locals>.", child))
+                elif isinstance(child, ast.ClassDef):
+                    todo.append((prefix + child.name + ".", child))
+                elif isinstance(child, ast.AST) and not isinstance(child, ast.expr) and _lists_of(child.__class__):
+                    todo.append((prefix, child))  # if/try/with blocks keep the enclosing prefix
     return found
+
+
+def _lists_of(cls: type) -> tuple[str, ...]:
+    """The statement lists among the fields of a node class, in field order (none: a simple
+    statement such as an assignment, which no walk for definitions needs to enter)."""
+    names = _LISTS_OF.get(cls)
+    if names is None:
+        names = _LISTS_OF[cls] = tuple(n for n in cls._fields if n in _STATEMENT_LISTS)  # type: ignore[attr-defined]
+    return names
 
 
 _HAS_DOCSTRING = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
@@ -100,7 +125,17 @@ def _canonical_unit(tree: ast.AST, *, drop_functions: bool) -> str:
     `drop_functions`, every function definition outside a function removed (an emptied body
     becomes `pass`, so the text is that of a valid tree). Written out rather than computed on
     a deep copy (`_strip_docstrings` and a pruned copy give the same text): a copy of every
-    function was most of what binding a record cost."""
+    function was most of what binding a record cost. pv.astcanon writes it (recursion, twice
+    as fast: a cold `pv validate` digests every unit its evidence executed); the walk below is
+    the definition, and the fallback for a tree too deep to recurse."""
+    from pv.astcanon import canonical_text
+
+    return canonical_text(tree, lambda: _canonical_unit_walk(tree, drop_functions=drop_functions),
+                          drop_functions=drop_functions, strip_docstrings=True)
+
+
+def _canonical_unit_walk(tree: ast.AST, *, drop_functions: bool) -> str:
+    """_canonical_unit with an explicit stack: no nesting depth can exhaust it."""
     out: list[str] = []
     stack: list[tuple[bool, object]] = [(False, tree)]
     while stack:
@@ -133,8 +168,10 @@ def _canonical_unit(tree: ast.AST, *, drop_functions: bool) -> str:
 
 def parse_units(data: bytes) -> ModuleUnits:
     """The units of a module's source bytes."""
-    try:
-        tree = ast.parse(data)
+    from pv import sourcetrees
+
+    try:  # the tree pv.staticcheck parsed from these bytes, if it did (only read here)
+        tree = sourcetrees.shared(data) or ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ModuleUnits({MODULE_UNIT: "raw-" + hashlib.sha256(data).hexdigest()[: DIGEST_CHARS - 4]})
     return _units_of_tree(tree)
@@ -213,6 +250,42 @@ def _from_json(data: dict) -> ModuleUnits:
     return ModuleUnits(dict(digests), spans, imports)
 
 
+class UnitDigests:
+    """The digests of one module's units, each computed when first asked: all that judging a
+    record needs (UnitTree), without the spans and import statements ModuleUnits holds for
+    binding. Where nothing is remembered across runs, a cold `pv validate` digested every unit
+    of every module its evidence executed, those no deciding record names too. The digests are
+    parse_units' (the same texts of the same nodes), so `digest(q)` is `parse_units(data)
+    .digests.get(q)`."""
+
+    def __init__(self, data: bytes):
+        from pv import sourcetrees
+
+        self._digests: dict[str, str | None] = {}
+        try:  # the tree pv.staticcheck parsed from these bytes, if it did (only read here)
+            self._tree: ast.Module | None = sourcetrees.shared(data) or ast.parse(data)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            self._tree = None
+            self._digests[MODULE_UNIT] = raw_units(data).digests[MODULE_UNIT]
+            return
+        self._defs: dict[str, list[ast.AST]] = {}
+        for qualname, node in _functions(self._tree):
+            self._defs.setdefault(qualname, []).append(node)
+
+    def digest(self, qualname: str) -> str | None:
+        if qualname not in self._digests:
+            if self._tree is None:
+                self._digests[qualname] = None
+            elif qualname == MODULE_UNIT:
+                self._digests[qualname] = _digest_text("mod:" + _canonical_unit(self._tree, drop_functions=True))
+            elif qualname in self._defs:
+                self._digests[qualname] = _digest_text("def:" + "|".join(
+                    _canonical_unit(node, drop_functions=False) for node in self._defs[qualname]))
+            else:
+                self._digests[qualname] = None
+        return self._digests[qualname]
+
+
 def raw_units(data: bytes) -> ModuleUnits:
     """A file that is not Python source (an extension module, bytecode): one unit, its bytes."""
     return ModuleUnits({MODULE_UNIT: "raw-" + hashlib.sha256(data).hexdigest()[: DIGEST_CHARS - 4]})
@@ -232,7 +305,8 @@ class UnitTree:
         self._files: dict[tuple[str, str | None], Path | None] = {}
         self._is_file: dict[Path, bool] = {}
         self._shown_as: dict[Path, str] = {}
-        self._units_now: dict[Path, ModuleUnits] = {}
+        self._units_now: dict[Path, ModuleUnits | UnitDigests] = {}
+        self._now_of: dict[tuple[str, str | None], ModuleUnits | UnitDigests | str] = {}
 
     def file_of(self, module: str, origin: str | None) -> Path | None:
         """What `module` loads now from the path entry it loaded from then (a module that is
@@ -263,13 +337,32 @@ class UnitTree:
             self._is_file[path] = path.is_file()
         return self._is_file[path]
 
-    def _units(self, path: Path) -> ModuleUnits:
+    def _units(self, path: Path) -> ModuleUnits | UnitDigests:
         if path not in self._units_now:
             from pv.importbind import is_source
 
             data = path.read_bytes()
-            self._units_now[path] = stored_units(data, self.store) if is_source(path) else raw_units(data)
+            if not is_source(path):
+                self._units_now[path] = raw_units(data)
+            elif self.store is not None and getattr(self.store, "active", True):
+                self._units_now[path] = stored_units(data, self.store)  # whole, to be remembered
+            else:  # nothing is remembered (PV_NO_CACHE=1): only the units a record names are digested
+                self._units_now[path] = UnitDigests(data)
         return self._units_now[path]
+
+    def _now(self, module: str, origin: str | None) -> ModuleUnits | UnitDigests | str:
+        """The units `module` has now where it loads from, or why it has none there (removed,
+        or loaded from elsewhere). Hundreds of records name each (module, origin): decided once."""
+        key = (module, origin)
+        if key not in self._now_of:
+            path = self.file_of(module, origin)
+            if path is None or not self._exists(path):
+                self._now_of[key] = f"{module} (removed)"
+            elif origin is not None and self._shown(path) != origin:
+                self._now_of[key] = f"{module} (now loads from {self._shown(path)})"
+            else:
+                self._now_of[key] = self._units(path)
+        return self._now_of[key]
 
     def changes(self, executed: Mapping[str, Mapping[str, str]], origins: Mapping[str, str],
                 problems: Iterable[str]) -> list[str]:
@@ -278,17 +371,14 @@ class UnitTree:
         if not executed:
             reasons.append("records no executed code")
         for module, units in sorted(executed.items()):
-            origin = origins.get(module)
-            path = self.file_of(module, origin)
-            if path is None or not self._exists(path):
-                reasons.append(f"{module} (removed)")
+            now = self._now(module, origins.get(module))
+            if isinstance(now, str):
+                reasons.append(now)
                 continue
-            if origin is not None and self._shown(path) != origin:
-                reasons.append(f"{module} (now loads from {self._shown(path)})")
-                continue
-            now = self._units(path)
+            if all(now.digest(qualname) == digest for qualname, digest in units.items()):
+                continue  # the common case, told without naming each unit
             for qualname, digest in sorted(units.items()):
-                current = now.digests.get(qualname)
+                current = now.digest(qualname)
                 label = f"{module} (module-level code)" if qualname == MODULE_UNIT else f"{module}:{qualname}"
                 if current is None:
                     reasons.append(f"{label} (removed)")

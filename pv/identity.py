@@ -92,7 +92,8 @@ def _constant_only(node: ast.AST | None) -> bool:
 
 def _test_tree(source: str | bytes, function: str) -> ast.Module | None:
     """The part of a generated module's `source` that test `function`'s digest covers; None when
-    the module does not parse or has no such function."""
+    the module does not parse or has no such function. (The definition of what the digests
+    cover; the digests themselves come from _TestModule, which gives the same texts.)"""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -111,12 +112,49 @@ def _test_tree(source: str | bytes, function: str) -> ast.Module | None:
     return ast.Module(body=body, type_ignores=[]) if found else None
 
 
+class _TestModule:
+    """A generated module, parsed once for the digests of all its tests. _test_tree's tree of a
+    test is the module's statements, each either as its own (`_Own`) or, for another test
+    function, as its shape (`_Shape`); each statement's text is the same whichever test's tree
+    holds it. So every statement is transformed once each way, its texts are computed once, and
+    a test's text is theirs joined (parsing and pruning the module again for each of its tests
+    was a fifth of a cold `pv validate` of this repository)."""
+
+    def __init__(self, own_tree: ast.Module, shape_tree: ast.Module):  # two parses of one source
+        self.names: list[str | None] = []  # the function each statement defines (None: not a def)
+        self.own: list[ast.AST] = []
+        self.shape: list[ast.AST | None] = []
+        for own, shape in zip(own_tree.body, shape_tree.body):
+            if _is_prose(own):
+                continue
+            is_def = isinstance(own, (ast.FunctionDef, ast.AsyncFunctionDef))
+            self.names.append(own.name if is_def else None)  # type: ignore[attr-defined]
+            self.own.append(_Own().visit(own))
+            self.shape.append(_Shape().visit(shape) if is_def else None)
+        self._texts: dict[tuple[str, int, bool], str] = {}
+
+    def _text(self, kind: str, index: int, own: bool, text_of: Any) -> str:
+        key = (kind, index, own)
+        if key not in self._texts:
+            self._texts[key] = text_of(self.own[index] if own else self.shape[index])
+        return self._texts[key]
+
+    def texts(self, function: str, kind: str, text_of: Any) -> list[str] | None:
+        """The text (`text_of` a statement, cached under `kind`) of each statement of test
+        `function`'s tree; None when the module has no such function."""
+        if function not in self.names:
+            return None
+        return [self._text(kind, i, name is None or name == function, text_of) for i, name in enumerate(self.names)]
+
+
 @functools.lru_cache(maxsize=64)
-def _read_only_test_tree(source: str | bytes, function: str) -> ast.Module | None:
-    """_test_tree, parsed once for the digests, which only read it: a record's current digest and
-    its legacy ones come from the same tree (parsing and pruning the generated module again for
-    each was a fifth of a cold `pv validate` of this repository)."""
-    return _test_tree(source, function)
+def _test_module(source: str | bytes) -> _TestModule | None:
+    """The module of `source` (None when it does not parse), once per distinct source."""
+    try:
+        own_tree, shape_tree = ast.parse(source), ast.parse(source)  # each is transformed in place
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return _TestModule(own_tree, shape_tree)
 
 
 def test_sha256(source: str | bytes, function: str) -> str | None:
@@ -125,10 +163,13 @@ def test_sha256(source: str | bytes, function: str) -> str | None:
     module does not parse or has no such function."""
     from pv.codebind import _canonical as canonical_text
 
-    tree = _read_only_test_tree(source, function)
-    if tree is None:
+    module = _test_module(source)
+    texts = None if module is None else module.texts(function, "test2", canonical_text)
+    if texts is None:
         return None
-    return hashlib.sha256(("test2:" + canonical_text(tree)).encode("utf-8", "surrogatepass")).hexdigest()
+    # the canonical text of ast.Module(body=<the statements>, type_ignores=[])
+    text = "Module(body=[" + "".join(texts) + "])"
+    return hashlib.sha256(("test2:" + text).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # Records made before the "test2" digest carry sha256(ast.dump(tree)), whose text depends on the
@@ -168,10 +209,14 @@ def legacy_test_sha256(source: str | bytes, function: str, python: str | None) -
         return None
     if len(version) != 2 or not (3, 9) <= version <= (3, 12):
         return None
-    tree = _read_only_test_tree(source, function)
-    if tree is None:
+    module = _test_module(source)
+    extra = _LEGACY_EXTRA_FIELDS.get(version, {})  # type: ignore[call-overload]
+    texts = None if module is None else module.texts(
+        function, f"legacy{sorted(extra.items())}", lambda node: _legacy_dump(node, extra))
+    if texts is None:
         return None
-    text = _legacy_dump(tree, _LEGACY_EXTRA_FIELDS.get(version, {}))  # type: ignore[arg-type]
+    # _legacy_dump of ast.Module(body=<the statements>, type_ignores=[])
+    text = "Module(body=[" + ", ".join(texts) + "], type_ignores=[])"
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -189,22 +234,30 @@ def _canonical(value: Any) -> str:
     return json.dumps(_sanitize(value), sort_keys=True, separators=(",", ":"), default=repr)
 
 
-def judged_differs(record: LedgerRecord, falsifier: Any) -> str | None:
+def defined_texts(falsifier: Any) -> tuple[str, str, str]:
+    """The canonical texts of what the falsifier defines for the harness to judge: its
+    prediction, its params and its tolerance numbers (judged_differs compares a record's to them)."""
+    tolerance = None
+    if falsifier.tolerance is not None:
+        tolerance = tolerance_numbers(falsifier.tolerance.model_dump(mode="json"))
+    return _canonical(falsifier.prediction), _canonical(falsifier.params), _canonical(tolerance or None)
+
+
+def judged_differs(record: LedgerRecord, falsifier: Any, defined: tuple[str, str, str] | None = None) -> str | None:
     """Why what the harness judged is not the falsifier's current definition (None: it is).
     A PASS or FAIL always comes from the harness judging; one that does not say what it judged
-    cannot show it judged the contract's prediction."""
+    cannot show it judged the contract's prediction. `defined`: defined_texts(falsifier), where
+    the caller keeps them (EvidenceCheck judges hundreds of records of one falsifier)."""
     if record.judged_params is None:
         if record.verdict.value in ("PASS", "FAIL"):
             return "the record does not say what the harness judged"
         return None  # an ERROR or SKIP before the check ran: the test identity is what binds it
-    tolerance = None
-    if falsifier.tolerance is not None:
-        tolerance = tolerance_numbers(falsifier.tolerance.model_dump(mode="json"))
-    differs = [name for name, ran, defined in (
-        ("prediction", record.prediction, falsifier.prediction),
-        ("params", record.judged_params, falsifier.params),
-        ("tolerance", record.judged_tolerance or None, tolerance or None),
-    ) if _canonical(ran) != _canonical(defined)]
+    if defined is None:
+        defined = defined_texts(falsifier)
+    differs = [name for name, ran, text in zip(
+        ("prediction", "params", "tolerance"),
+        (record.prediction, record.judged_params, record.judged_tolerance or None), defined,
+    ) if _canonical(ran) != text]
     if differs:
         return f"the harness judged another {' and '.join(differs)} than the contract's"
     return None
@@ -215,16 +268,21 @@ class EvidenceCheck:
     the record ran the contract's generated test on the contract's definition (`refuses`).
     pv.lifecycle takes it as its `code` argument."""
 
-    def __init__(self, workspace: Any, loaded: list[Any], tree: Any = None):
+    def __init__(self, workspace: Any, loaded: list[Any], tree: Any = None, modules: Any = None):
+        """`modules`: the pv.staticcheck.ModuleIndex that reads the mutants module (a caller
+        judging many contracts in one run shares one; by default a fresh one)."""
         from pv.codebind import TreeDigests
 
         self.workspace = workspace
         self.tree = TreeDigests(workspace.root) if tree is None else tree
+        self._modules = modules
         self._loaded = {lc.contract.metadata.id: lc for lc in loaded if getattr(lc, "contract", None) is not None}
         self._rendered: dict[str, str | None] = {}
         self._expected: dict[tuple[str, str], tuple[str, str | None] | None] = {}
         self._legacy_digests: dict[tuple[str, str, str], str | None] = {}
         self._planted: dict[str, tuple[str, ...] | None] | None = None  # mutant -> its `runtimes=`
+        # id of a falsifier -> (the falsifier, kept so that its id stays its own; its defined_texts)
+        self._defined: dict[int, tuple[Any, tuple[str, str, str]]] = {}
 
     def changes(self, recorded: Mapping[str, str] | None) -> tuple[str, ...]:
         return self.tree.changes(recorded)
@@ -242,7 +300,8 @@ class EvidenceCheck:
             from pv.staticcheck import ModuleIndex
 
             module = self.workspace.mutants_module
-            found = ModuleIndex(self.workspace.root).mutant_runtimes(module) if module else None
+            index = self._modules if self._modules is not None else ModuleIndex(self.workspace.root)
+            found = index.mutant_runtimes(module) if module else None
             self._planted = {name: runtimes for name, (runtimes, _) in (found or {}).items()}
         if mutant not in self._planted:
             return True
@@ -307,7 +366,9 @@ class EvidenceCheck:
             return f"not run by the contract's generated test ({node} ran, not {prefix})"
         if record.test_sha256 != digest and record.test_sha256 != self._legacy(record, falsifier.id):
             return "the test that ran is not what `pv generate` renders from the current contract"
-        return judged_differs(record, falsifier)
+        if id(falsifier) not in self._defined:
+            self._defined[id(falsifier)] = (falsifier, defined_texts(falsifier))
+        return judged_differs(record, falsifier, self._defined[id(falsifier)][1])
 
 
 def ran_test(workspace: Any, path: Path, name: str, function: str, contract: str | None,

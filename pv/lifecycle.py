@@ -278,6 +278,17 @@ def _latest(items: Iterable[Indexed]) -> LedgerRecord | None:
     return None if best is None else best[1]
 
 
+def _latest_counted(items: Iterable[Indexed], code: Any, falsifier: FalsificationTest) -> LedgerRecord | None:
+    """The record appended last among those not `refused`: the same record as
+    `_latest(item for item in items if refused(...) is None)`, but asked of the latest first, so
+    the records it supersedes are never judged (judging one renders and digests the contract's
+    generated test: it was most of a cold `pv validate` of this repository)."""
+    for _, record in sorted(items, key=lambda item: item[0], reverse=True):
+        if refused(record, code, falsifier) is None:
+            return record
+    return None
+
+
 def _device_order(devices: Iterable[str]) -> list[str]:
     from pv.schema import DEVICES
 
@@ -321,7 +332,7 @@ def _cell(device: str, subject: str | None, here: list[Indexed], sha: str, code:
     """The evidence of one cell from its records (`here`: the cell's non-mutant records). A
     record `refused` never decides; when only such records are left the cell is STALE."""
     current = [(i, r) for i, r in here if r.falsifier_sha256 == sha]
-    fresh = _latest((i, r) for i, r in current if refused(r, code, falsifier) is None)
+    fresh = _latest_counted(current, code, falsifier)
     if fresh is None and current:
         latest = _latest(current)
         return DeviceEvidence(device, DeviceState.STALE, latest, (NOT_COUNTED + str(refused(latest, code, falsifier)),),
@@ -377,12 +388,12 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
 
     mutants = []
     for mutant in falsifier.mutants:
-        under = [(i, r, s, rt) for i, r, s, rt in relevant
-                 if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s] and refused(r, code, falsifier) is None]
+        under = [(i, r, s, rt) for i, r, s, rt in relevant if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s]]
         per_device = []
         met = [cell for cell in cells if mutant_meets(code, mutant, cell[0])]
         for rt_, subject, device in met:
-            latest = _latest((i, r) for i, r, s, rt in under if (rt, s, r.device) == (rt_, subject, device))
+            latest = _latest_counted([(i, r) for i, r, s, rt in under if (rt, s, r.device) == (rt_, subject, device)],
+                                     code, falsifier)
             if latest is not None:
                 changed = code_changes(latest, code, falsifier)
                 state_here = DeviceState.STALE if changed else _VERDICT_STATE[latest.verdict]
@@ -535,15 +546,17 @@ def overclaim(status: ContractStatus) -> str | None:
 
 
 def declared_status_diagnostics(
-    loaded_contracts: Iterable[LoadedContract], records: Iterable[LedgerRecord], code: Any = None,
+    loaded_contracts: Iterable[LoadedContract],
+    records: Iterable[LedgerRecord] | dict[tuple[str, str], list[Indexed]], code: Any = None,
     subject_param: str = "subject",
 ) -> list[Diagnostic]:
     """PV501 for every contract whose declared `metadata.status` claims more than its evidence.
 
     `loaded_contracts` are pv.loader results (those whose schema failed are skipped);
-    `records` are the ledger's records (`pv.ledger.read(ws.ledger).records`).
+    `records` are the ledger's records (`pv.ledger.read(ws.ledger).records`), or
+    `group_records(...)` of them (a caller judging contracts one at a time groups them once).
     """
-    groups = group_records(records)
+    groups = records if isinstance(records, dict) else group_records(records)
     out = []
     for loaded in loaded_contracts:
         if loaded is None or loaded.contract is None:

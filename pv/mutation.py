@@ -31,6 +31,7 @@ call in (set by pv.plugin through pv.harness). Check caches read `planted()`.
 from __future__ import annotations
 
 import ast
+import collections
 import contextlib
 import difflib
 import functools
@@ -261,6 +262,17 @@ def _decorator_name(node: ast.expr) -> str | None:
     return None
 
 
+def _statements(tree: ast.Module) -> Iterator[ast.AST]:
+    """ast.walk without the expressions, which hold no function definition: the same definitions
+    in the same order (walking every expression was most of scanning a mutants package, which
+    `pv validate` does once per process)."""
+    todo = collections.deque([tree])
+    while todo:
+        node = todo.popleft()
+        todo.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.expr))
+        yield node
+
+
 def _scan_file(path: Path) -> list[MutantDecl]:
     try:
         source = path.read_text(encoding="utf-8")
@@ -269,9 +281,23 @@ def _scan_file(path: Path) -> list[MutantDecl]:
         raise MutationError(f"{path}:{exc.lineno or 0}:{exc.offset or 0}: cannot parse: {exc.msg}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise MutationError(f"{path}: cannot read: {exc}") from None
+    return _scan_tree(path, tree)
+
+
+def scan_parsed(path: Path, data: bytes, tree: ast.Module) -> list[MutantDecl]:
+    """What `scan_mutant_names(path)` finds in a file, given its bytes `data` and the tree they
+    parsed to (pv.staticcheck parsed it already): read from that tree where the file's text
+    parses to the same tree — ASCII (nothing to decode), no coding declaration and no carriage
+    return (reading text translates it) — else by scanning the file as ever."""
+    if data.isascii() and b"\r" not in data and b"coding" not in b"\n".join(data.split(b"\n", 2)[:2]):
+        return _scan_tree(path, tree)
+    return _scan_file(path)
+
+
+def _scan_tree(path: Path, tree: ast.Module) -> list[MutantDecl]:
     found = []
     constants = _module_constants(tree)
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for deco in node.decorator_list:
                 name = _decorator_name(deco)

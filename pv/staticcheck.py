@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pv import mutation
+from pv import mutation, sourcetrees
 from pv.diagnostics import did_you_mean
 
 MAX_REEXPORT_HOPS = 8
@@ -118,6 +118,8 @@ class ModuleIndex:
     _functions: dict[tuple[str, str], "Signature | Unresolved"] = field(default_factory=dict)
     _store: Any = None  # pv.cache.Cache of mutant names per file, opened on first use
     _facts: Any = None  # pv.cache.Cache of check signatures per file, opened on first use
+    # trees of the mutants files it parsed, held (only) so that pv.sourcetrees can share them
+    _scanned_trees: list[ast.Module] = field(default_factory=list)
 
     # --- modules ---------------------------------------------------------------------------
 
@@ -157,6 +159,8 @@ class ModuleIndex:
             except OSError:
                 source = None
             tree, error = parse_module(path, source)
+            if tree is not None and source is not None:  # read, never changed: PV501 digests it again
+                sourcetrees.share(source, tree)
             mod = _Module(dotted, path, tree, error=error, is_package=is_package, source=source)
         self._modules[dotted] = mod
         return mod
@@ -343,10 +347,15 @@ class ModuleIndex:
             if isinstance(found, list) and all(isinstance(n, list) and len(n) == 3 for n in found):
                 return found
         names: list[list[Any]] = []
-        if parse_module(file)[0] is not None:  # an unparsable module declares nothing pv can see
+        tree = parse_module(file, data)[0]
+        if tree is not None and data is not None:  # PV501 digests the mutants modules the evidence ran
+            sourcetrees.share(data, tree)
+            self._scanned_trees.append(tree)
+        if tree is not None:  # an unparsable module declares nothing pv can see
             try:
+                declared = mutation.scan_mutant_names(file) if data is None else mutation.scan_parsed(file, data, tree)
                 names = [[decl.name, None if decl.runtimes is None else list(decl.runtimes), decl.problem]
-                         for decl in mutation.scan_mutant_names(file)]
+                         for decl in declared]
             except mutation.MutationError:
                 names = []
         try:

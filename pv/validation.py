@@ -260,18 +260,19 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
             from pv import ledger, lifecycle
             from pv.codebind import TreeDigests
             from pv.identity import EvidenceCheck
+            from pv.staticcheck import ModuleIndex
 
-            records = ledger.read(workspace.ledger).records
-            shared = None  # one tree for every contract when nothing is recorded (PV_NO_CACHE=1)
+            groups = lifecycle.group_records(ledger.read(workspace.ledger).records)  # once, not per contract
+            shared = None  # one tree and one index for every contract when nothing is recorded (PV_NO_CACHE=1)
             for contract, key in todo:
                 part = replay.start(workspace.root, [workspace.ledger])
                 try:
-                    # a fresh tree per recorded contract: what it reads for this contract is this
-                    # part's input. Module digests are remembered by the bytes they came from (pv.cache).
-                    tree = shared or TreeDigests(workspace.root, persist=True)
-                    shared = None if part is not None else tree
-                    share = lifecycle.declared_status_diagnostics(
-                        [contract], records, EvidenceCheck(workspace, [contract], tree), workspace.subject_param)
+                    # a fresh tree and index per recorded contract: what they read for this contract
+                    # is this part's input. Module digests are remembered by the bytes they came from (pv.cache).
+                    tree, modules = shared or (TreeDigests(workspace.root, persist=True), ModuleIndex(workspace.root))
+                    shared = None if part is not None else (tree, modules)
+                    check = EvidenceCheck(workspace, [contract], tree, modules)
+                    share = lifecycle.declared_status_diagnostics([contract], groups, check, workspace.subject_param)
                     tree.save()
                 finally:
                     replay.stop(part)

@@ -95,6 +95,18 @@ def test_digests_equal_the_copy_prune_and_strip_definition(name, source):
     assert codeunits.parse_units(source).digests == _reference(ast.parse(source))
 
 
+@pytest.mark.parametrize("name, source", _sources() + [("unparsable", b"def (:\n")],
+                         ids=[n for n, _ in _sources()] + ["unparsable"])
+def test_digests_computed_when_asked_are_those_of_all_the_units(name, source):
+    """UnitTree digests only the units a record names where nothing is remembered (UnitDigests):
+    each is the digest parse_units gives it, and a unit the module lacks is None."""
+    whole = codeunits.parse_units(source).digests
+    for qualname in [*whole, "absent", "OnlyMethods.absent"]:
+        assert codeunits.UnitDigests(source).digest(qualname) == whole.get(qualname), qualname
+    asked_in_turn = codeunits.UnitDigests(source)
+    assert {q: asked_in_turn.digest(q) for q in reversed(list(whole))} == whole
+
+
 def test_the_tricky_module_has_the_units_expected():
     units = codeunits.parse_units(TRICKY.encode())
     assert set(units.digests) == {"<module>", "OnlyMethods.a", "OnlyMethods.b", "branch", "guarded",
@@ -137,3 +149,62 @@ def test_units_kept_in_the_cache_read_back_equal_and_a_bad_entry_is_a_miss(tmp_p
     broken = Cache(tmp_path, "code-units", "v")
     broken.put(key_of(source), {"digests": {"f": 3}, "spans": [], "imports": []})
     assert stored_units(source, broken) == computed  # recomputed, never the broken entry
+
+
+def _functions_walking_every_child(tree: ast.Module) -> list[tuple[str, ast.AST]]:
+    """The walk _functions replaced: every child node but expressions (the oracle of its order)."""
+    found: list[tuple[str, ast.AST]] = []
+    todo: list[tuple[str, ast.AST]] = [("", tree)]
+    while todo:
+        prefix, node = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, _DEFS):
+                found.append((prefix + child.name, child))
+                todo.append((prefix + child.name + ".<locals>.", child))
+            elif isinstance(child, ast.ClassDef):
+                todo.append((prefix + child.name + ".", child))
+            elif not isinstance(child, ast.expr):
+                todo.append((prefix, child))
+    return found
+
+
+BLOCKS = textwrap.dedent('''\
+    match x:
+        case 1:
+            def in_case(): pass
+        case _:
+            class K:
+                def m(self): pass
+    try:
+        pass
+    except* E:
+        def in_star(): pass
+    else:
+        def in_else(): pass
+    finally:
+        def in_finally(): pass
+    for x in y:
+        def in_for(): pass
+    else:
+        async def in_for_else():
+            def inner(): pass
+    while w:
+        pass
+    else:
+        def in_while_else(): pass
+    with a as b:
+        def in_with(): pass
+    if a:
+        pass
+    elif b:
+        def in_elif(): pass
+    f = lambda: [lambda: 1 for _ in y]
+    ''')
+
+
+@pytest.mark.parametrize("name, source", _sources() + [("blocks", BLOCKS.encode())],
+                         ids=[n for n, _ in _sources()] + ["blocks"])
+def test_functions_are_found_in_the_order_walking_every_child_finds_them(name, source):
+    tree = ast.parse(source)
+    assert [(q, id(n)) for q, n in codeunits._functions(tree)] == [
+        (q, id(n)) for q, n in _functions_walking_every_child(tree)]

@@ -307,3 +307,26 @@ def test_a_subject_falsifier_gets_one_cell_hash_per_subject_in_its_marker(tmp_pa
     assert "subject=subject, subject_param='vocab_size'" in text
     assert any(isinstance(n, ast.FunctionDef) and [a.arg for a in n.args.args] == ["device", "subject"]
                for n in ast.walk(tree))
+
+
+def _escaped_char_by_char(text: str, keep_newlines: bool) -> str:
+    """escape_text's loop alone (the oracle of its shortcut for text with nothing to escape)."""
+    from pv.codegen import _escape_char
+
+    table = {"\\": "\\\\", '"': '\\"', "\t": "\\t", "\r": "\\r", "\n": "\n" if keep_newlines else "\\n"}
+    return "".join(table.get(ch) or (ch if ch.isprintable() else _escape_char(ch)) for ch in text)
+
+
+def test_escape_text_returns_what_escaping_each_character_returns():
+    import random
+
+    from pv.codegen import escape_text
+
+    rng = random.Random(29)
+    alphabet = ["a", " ", "\n", "\t", "\r", "\\", '"', "'", "\x00", "\u00e9", "\u2028", "\u200b", "\ufeff", "\x7f"]
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+        if rng.random() < 0.5:  # mostly nothing to escape, as contract prose is
+            text = "".join(ch for ch in text if ch in "a \n\u00e9")
+        for keep in (True, False):
+            assert escape_text(text, keep_newlines=keep) == _escaped_char_by_char(text, keep), (text, keep)

@@ -124,6 +124,27 @@ def test_an_older_records_digest_is_recomputed_as_its_python_printed_it():
     assert legacy(SMALL, "test_x", "3.12.3") != identity.test_sha256(SMALL, "test_x")
 
 
+@pytest.mark.parametrize("function", ["test_falsify_a", "test_falsify_b", "test_helper", "test_absent"])
+def test_the_digests_of_a_module_parsed_once_are_those_of_each_tests_own_tree(function):
+    """test_sha256 and legacy_test_sha256 join the texts of statements transformed once for the
+    whole module (identity._TestModule): each equals the digest of the tree _test_tree prunes
+    for that one test, which defines what a test's digest covers."""
+    import hashlib
+
+    from pv.codebind import _canonical
+
+    text = module(b_extra="\n\ndef test_helper():\n    import pv.expr\n    pv.expr.judge = None\n")
+    tree = identity._test_tree(text, function)
+    if tree is None:
+        assert identity.test_sha256(text, function) is None
+        assert identity.legacy_test_sha256(text, function, "3.12.3") is None
+        return
+    assert identity.test_sha256(text, function) == hashlib.sha256(("test2:" + _canonical(tree)).encode()).hexdigest()
+    for python, extra in (("3.11.7", {}), ("3.12.3", identity._LEGACY_EXTRA_FIELDS[(3, 12)])):
+        dumped = identity._legacy_dump(identity._test_tree(text, function), extra)
+        assert identity.legacy_test_sha256(text, function, python) == hashlib.sha256(dumped.encode()).hexdigest()
+
+
 def test_tolerance_numbers_drop_the_prose():
     assert identity.tolerance_numbers({"source": "x", "float32": {"rtol": 1.0}, "float16": None}) == {
         "float32": {"rtol": 1.0}}

@@ -516,3 +516,54 @@ def test_replayed_records_are_found_by_id_or_whole_content_whatever_else_they_sh
         (3, "repeats the record of line 1 (same record id, or same run, time and content); ignored"),
         (4, "repeats the record of line 1 (same record id, or same run, time and content); ignored"),
         (6, "repeats the record of line 2 (same record id, or same run, time and content); ignored")]
+
+
+def _measured_first(raw: bytes):
+    """What parse_line did before it decoded first: measure the text's depth, then decode."""
+    if ledger._depth(raw) > ledger.MAX_DEPTH:
+        raise ledger.TooDeep(f"nested more than {ledger.MAX_DEPTH} levels deep; no record is")
+    return json.loads(raw)
+
+
+def _outcome(parse, raw: bytes):
+    try:
+        return "value", parse(raw)
+    except Exception as exc:  # noqa: BLE001 - the kind and the words are what is compared
+        return type(exc).__name__, str(exc)
+
+
+def test_decoding_first_finds_what_measuring_first_finds_on_random_lines():
+    """A line of up to DECODE_FIRST_BRACKETS brackets is decoded, then its containers measured:
+    the same value, the same garbage (too deep, also when broken) and the same decoder error as
+    measuring the text first, on UTF-8, with a BOM, and in UTF-16 (which is measured first)."""
+    import random
+
+    rng = random.Random(29)
+    atoms = [b'1', b'"a"', b'"[[{"', b'"\\\\"', b'"\\"[{"', b'null', b'NaN', b'"\xff"', b'"\xc3\xa9"', b'"\\u0000"']
+
+    def value(depth: int) -> bytes:
+        roll = rng.random()
+        if depth > 22 or roll < 0.25:
+            return rng.choice(atoms)
+        items = [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        if roll < 0.6:
+            return b"[" + b",".join(items) + b"]"
+        return b"{" + b",".join(b'"k%d":%s' % (i, item) for i, item in enumerate(items)) + b"}"
+
+    kinds = set()
+    for _ in range(6_000):
+        raw, roll = value(0), rng.random()
+        if roll < 0.15 and raw:
+            cut = rng.randrange(len(raw))
+            raw = raw[:cut] + raw[cut + 1:]  # broken JSON, deep or not
+        elif roll < 0.2:
+            raw = b"\xef\xbb\xbf" + raw
+        elif roll < 0.25:
+            raw = raw.decode("utf-8", "replace").encode("utf-16")
+        expected = _outcome(_measured_first, raw)
+        assert _outcome(ledger.parse_line, raw) == expected, raw
+        kinds.add(expected[0])
+    assert {"value", "TooDeep", "JSONDecodeError"} <= kinds
+    for width in (ledger.MAX_DEPTH, ledger.MAX_DEPTH + 1, ledger.DECODE_FIRST_BRACKETS + 1):
+        for raw in (b"[" * width + b"]" * width, b"[" * width):
+            assert _outcome(ledger.parse_line, raw) == _outcome(_measured_first, raw)

@@ -260,3 +260,77 @@ def test_static_scan_reads_runtimes_literals_and_module_constants(tmp_path):
 ])
 def test_a_bug_meets_only_cells_of_the_runtimes_it_is_planted_in(declared, cell, table, expected):
     assert mutation.meets(mutation.planted_in(declared, table), cell, table) is expected
+
+
+def test_the_scan_finds_the_definitions_ast_walk_finds_in_its_order(tmp_path):
+    """The scan walks statements only (a function definition is never inside an expression):
+    the same definitions, in the same order, as walking every node."""
+    import ast
+    import textwrap
+
+    source = textwrap.dedent('''\
+        from pv.mutation import mutant
+
+        @mutant("top")
+        def top():
+            @mutant("nested")
+            def inner():
+                yield
+            yield
+
+        class Holder:
+            if True:
+                @mutant("in_class_if", runtimes=("pvlab",))
+                def m(self):
+                    yield
+        try:
+            @mutant("in_try")
+            def t():
+                yield
+        except ImportError:
+            @mutant("in_except")
+            def e():
+                yield
+        x = [lambda: 1 for _ in range(2)]
+        match x:
+            case [*_]:
+                @mutant("in_case")
+                def c():
+                    yield
+        ''')
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    walked = [node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)]
+    found = mutation.scan_mutant_names(path)
+    assert [d.function for d in found] == walked and len(walked) == 6
+    assert found[[d.function for d in found].index("m")].runtimes == ("pvlab",)
+
+
+@pytest.mark.parametrize("variant", ["as is", "crlf", "cookie", "non-ascii", "bom"])
+def test_scanning_a_parsed_tree_finds_what_scanning_the_file_finds(tmp_path, variant):
+    """pv.staticcheck hands the tree it parsed from a file's bytes to scan_parsed: the same
+    declarations as scanning the file, which reads its text (and so, where the text could parse
+    otherwise, scan_parsed scans the file)."""
+    import ast
+
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "pvlab" / "falsifiers" / "mutants"
+    for source_file in sorted(root.glob("*.py")):
+        data = source_file.read_bytes()
+        if variant == "crlf":
+            data = data.replace(b"\n", b"\r\n")
+        elif variant == "cookie":
+            data = b"# -*- coding: latin-1 -*-\n" + data
+        elif variant == "non-ascii":
+            data = data + "\n# caf\u00e9\n".encode()
+        elif variant == "bom":
+            data = b"\xef\xbb\xbf" + data
+        path = tmp_path / source_file.name
+        path.write_bytes(data)
+        expected = mutation.scan_mutant_names(path) if variant != "bom" else None
+        if variant == "bom":  # its text does not parse (U+FEFF): the file is scanned, and says so
+            with pytest.raises(mutation.MutationError):
+                mutation.scan_parsed(path, data, ast.parse(data))
+            continue
+        assert mutation.scan_parsed(path, data, ast.parse(data)) == expected, source_file.name
