@@ -262,3 +262,30 @@ def test_only_keeps_the_chosen_mutants_of_the_sample_and_refuses_an_id_outside_i
     refused = _pv(project, "mutate", "--contract", "tiny", "--list", "--sample", "4", "--seed", "3", "--only", outside)
     assert refused.returncode == 2 and f"--only {outside}: not a mutant of this selection" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_the_baseline_runs_only_the_falsifiers_that_judge_a_selected_mutant(project: Path, tmp_path: Path):
+    (project / "tinylib" / "extra.py").write_text("def double(x):\n    return 2 * x\n", encoding="utf-8")
+    (project / "tiny_checks" / "extra_checks.py").write_text(
+        "from tinylib import extra\n\n\ndef doubling(*, device):\n    return {'got': extra.double(2)}\n",
+        encoding="utf-8")
+    (project / "contracts" / "extra-v1.yaml").write_text(textwrap.dedent('''\
+        metadata: {id: extra, version: 1.0.0, kind: pattern, status: DRAFT, description: Doubles.}
+        falsification_tests:
+          - {id: FALSIFY-EXTRA-001, rule: double doubles, prediction: "got == 4", check: "tiny_checks.extra_checks:doubling",
+             devices: [cpu], if_fails: look}
+    '''), encoding="utf-8")
+    assert _pv(project, "generate").returncode == 0
+    listed = _pv(project, "mutate", "--all", "--list")
+    core = next(line.split()[0] for line in listed.stdout.splitlines()[1:] if "tinylib/core.py" in line)
+    out = tmp_path / "m.jsonl"
+    done = _pv(project, "mutate", "--all", "--device", "cpu", "--only", core, "--results", str(out), timeout=300)
+    assert "Traceback" not in done.stderr, done.stderr
+    baselined = {json.loads(x)["falsifier"] for x in out.read_text().splitlines() if '"baseline"' in x}
+    assert baselined and baselined <= {"FALSIFY-TINY-001", "FALSIFY-TINY-002", "FALSIFY-TINY-003"}, baselined
+
+
+def test_skip_subject_names_a_declared_subject_or_is_refused(project: Path):
+    refused = _pv(project, "mutate", "--contract", "tiny", "--list", "--skip-subject", "no-such-subject")
+    assert refused.returncode == 2 and "--skip-subject 'no-such-subject': no falsifier declares it" in refused.stderr
+    assert "Traceback" not in refused.stderr
