@@ -8,16 +8,10 @@ from types import SimpleNamespace
 from unittest import mock
 
 import torch
+from behaviour_mutant_probes import _outcome
 
 from pvlab.runtime import devices, kernels
 from pvlab.runtime.model import Attention
-
-
-def _outcome(call):
-    try:
-        return call()
-    except Exception as error:  # noqa: BLE001 - the probe reports what the runtime did
-        return f"raised {type(error).__name__}"
 
 
 def probe_mixed_precision_probe_trusts_version():
