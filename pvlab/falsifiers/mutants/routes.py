@@ -79,19 +79,19 @@ def efficient_backend_gqa_unshared():
 
     Imitates a special case dropped in a refactor. Seam: runtime.model.Attention._attend_fast."""
     from pvlab.runtime import kernels
+    from pvlab.runtime.errors import DeviceError
     from pvlab.runtime.model import Attention
 
-    original = Attention._attend_fast
-
     def _attend_fast(self, q, k, v, mask):
-        if self.attention_backend != "efficient":
-            return original(self, q, k, v, mask)
-        share = kernels.repeat_kv
-        kernels.repeat_kv = lambda x, groups: x  # the K/V heads handed on unshared
+        backend = self.attention_backend
         try:
-            return original(self, q, k, v, mask)
-        finally:
-            kernels.repeat_kv = share
+            with kernels.sdpa_backend(backend):
+                return kernels.attention_fast(q, k, v) if mask is None else kernels.attention_fast(q, k, v, mask)
+        except RuntimeError as error:
+            if backend is None:
+                raise
+            raise DeviceError(f"attention backend {backend!r} cannot run this attention on {q.device.type}: "
+                              f"{error}") from None
 
     with plant("efficient_backend_gqa_unshared", swap(Attention, "_attend_fast", _attend_fast)):
         yield
