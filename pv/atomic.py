@@ -1,4 +1,8 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+"""Atomic file writes: a reader sees the old file or the new one, never half of either.
+
+`durable=False` skips the fsync: after a crash the file may be the old one or empty, never a
+mix of two. Only for files whose loss costs a recomputation (pv's caches: pv.cache signs every
+file, so an empty or torn one is a miss); an fsync per file was most of a first run's writing."""
 
 from __future__ import annotations
 
@@ -7,15 +11,16 @@ import tempfile
 from pathlib import Path
 
 
-def write_bytes(path: Path | str, data: bytes) -> None:
+def write_bytes(path: Path | str, data: bytes, durable: bool = True) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o7777)
         else:
@@ -29,5 +34,5 @@ def write_bytes(path: Path | str, data: bytes) -> None:
         raise
 
 
-def write_text(path: Path | str, text: str) -> None:
-    write_bytes(path, text.encode("utf-8"))
+def write_text(path: Path | str, text: str, durable: bool = True) -> None:
+    write_bytes(path, text.encode("utf-8"), durable)

@@ -235,7 +235,7 @@ class Cache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             ignore = self.path.parent / ".gitignore"
             if not ignore.exists():
-                write_text(ignore, "# pv's cache of decided facts (pv/cache.py); safe to delete\n*\n")
+                write_text(ignore, "# pv's cache of decided facts (pv/cache.py); safe to delete\n*\n", durable=False)
             with open(self.path.parent / f".{self.path.name}.lock", "a") as lock:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
                 entries = {**self._read_file(), **self._added}
@@ -245,7 +245,7 @@ class Cache:
                                           separators=(",", ":"), sort_keys=True).encode())
                 if signed is None:
                     return
-                write_bytes(self.path, signed)
+                write_bytes(self.path, signed, durable=False)
             self._entries = entries
             self._added = {}
         except OSError:

@@ -46,7 +46,7 @@ class Context:
     strict_bindings: bool = UNBOUND_IS_ERROR_EVERYWHERE
 
     def __post_init__(self) -> None:
-        self.index = ModuleIndex(self.workspace.root)
+        self.index = ModuleIndex(self.workspace.root, autosave=False)  # saved by the run (pv.validation)
         from pv.cache import Cache, installed_version, pv_source_digest
 
         # What the file-local checks found, per file text (see _file_local); the vacuity check

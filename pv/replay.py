@@ -390,8 +390,8 @@ def _write(path: Path, key: str, recorder: Recorder | None, payload: dict[str, A
         path.parent.mkdir(parents=True, exist_ok=True)
         ignore = path.parent.parent / ".gitignore"
         if not ignore.exists():
-            write_text(ignore, "# pv's cache of decided facts (pv/cache.py); safe to delete\n*\n")
-        write_bytes(path, signed)
+            write_text(ignore, "# pv's cache of decided facts (pv/cache.py); safe to delete\n*\n", durable=False)
+        write_bytes(path, signed, durable=False)
         names = [n for n in os.listdir(path.parent) if n.endswith(".json") and not n.startswith(".")]
         if len(names) > keep:  # the oldest go (listed first: stat only when there are too many)
             runs = sorted((path.parent / n for n in names), key=lambda p: p.stat().st_mtime_ns)

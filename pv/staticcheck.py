@@ -113,6 +113,9 @@ class ModuleIndex:
     """Resolves and parses modules under a workspace root; every file is parsed once."""
 
     root: Path
+    # Write each fact to pv.cache as it is found; False: the owner calls save() once (a validation
+    # run binds a hundred checks, and writing the whole cache file for each was most of a first run).
+    autosave: bool = True
     _modules: dict[str, _Module | None] = field(default_factory=dict)
     _mutants: dict[str, dict[str, tuple[tuple[str, ...] | None, str | None]] | None] = field(default_factory=dict)
     _functions: dict[tuple[str, str], "Signature | Unresolved"] = field(default_factory=dict)
@@ -120,6 +123,27 @@ class ModuleIndex:
     _facts: Any = None  # pv.cache.Cache of check signatures per file, opened on first use
     # trees of the mutants files it parsed, held (only) so that pv.sourcetrees can share them
     _scanned_trees: list[ast.Module] = field(default_factory=list)
+
+    def save(self) -> None:
+        """Write the facts found since the last save (signatures, mutant names) to pv.cache."""
+        for store in (self._facts, self._store):
+            if store is not None:
+                store.save()
+
+    def take_added(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The facts found since the last call, unsaved (a forked worker hands them to its parent)."""
+        return tuple({} if store is None else store.take_added() for store in (self._facts, self._store))  # type: ignore[return-value]
+
+    def merge(self, added: tuple[dict[str, Any], dict[str, Any]]) -> None:
+        facts, names = added
+        if facts:
+            self._open_store().merge(facts)
+        if names:
+            if self._store is None:
+                from pv.cache import Cache
+
+                self._store = Cache(self.root, "mutant-names", MUTANT_SCAN_VERSION)
+            self._store.merge(names)
 
     # --- modules ---------------------------------------------------------------------------
 
@@ -226,7 +250,8 @@ class ModuleIndex:
         self._open_store().put(key_of("def", name, data), [
             signature.line, [[p.name, p.has_default] for p in signature.positional_only],
             [[p.name, p.has_default] for p in signature.keywordable], signature.var_keyword, signature.is_async])
-        self._facts.save()
+        if self.autosave:
+            self._facts.save()
 
     def _find_function(self, dotted: str, name: str) -> Signature:
         seen: set[tuple[str, str]] = set()
@@ -320,7 +345,7 @@ class ModuleIndex:
             for file in files:
                 for name, runtimes, problem in self._file_mutant_names(file):
                     names[name] = (None if runtimes is None else tuple(runtimes), problem)
-            if self._store is not None:
+            if self._store is not None and self.autosave:
                 self._store.save()
         self._mutants[dotted] = names
         return names

@@ -128,6 +128,7 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
     checked = _check_files(items, ctx, jobs)
     ctx.file_facts.save()
     ctx.load_facts.save()
+    ctx.index.save()
     for (resolved, _, _, _), (loaded, found) in zip(items, checked):
         diagnostics += found
         if loaded is not None:
@@ -179,7 +180,7 @@ def _worker(item) -> tuple:
 
     # the parent remembers the facts, and records what the worker read as inputs of the run
     return loaded, found, (_WORKER_CTX.file_facts.take_added(), _WORKER_CTX.load_facts.take_added(),
-                           replay.take_noted())
+                           replay.take_noted(), _WORKER_CTX.index.take_added())
 
 
 def _mostly_remembered(items: list, ctx) -> bool:
@@ -222,10 +223,11 @@ def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
                 results = pool.map(_worker, items, chunksize=max(1, len(items) // (jobs * 4)))
             from pv import replay
 
-            for _, _, (facts, load_facts, noted) in results:
+            for _, _, (facts, load_facts, noted, index_facts) in results:
                 ctx.file_facts.merge(facts)
                 ctx.load_facts.merge(load_facts)
                 replay.merge_noted(noted)
+                ctx.index.merge(index_facts)
             return [(loaded, found) for loaded, found, _ in results]
         except Exception:  # noqa: BLE001 - no fork, no semaphores, a worker lost: check them here
             pass
@@ -264,20 +266,29 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
 
             groups = lifecycle.group_records(ledger.read(workspace.ledger).records)  # once, not per contract
             shared = None  # one tree and one index for every contract when nothing is recorded (PV_NO_CACHE=1)
+            tree, indexes = None, []
             for contract, key in todo:
                 part = replay.start(workspace.root, [workspace.ledger])
                 try:
                     # a fresh tree and index per recorded contract: what they read for this contract
                     # is this part's input. Module digests are remembered by the bytes they came from (pv.cache).
-                    tree, modules = shared or (TreeDigests(workspace.root, persist=True), ModuleIndex(workspace.root))
+                    tree, modules = shared or (TreeDigests(workspace.root, persist=True),
+                                               ModuleIndex(workspace.root, autosave=False))
                     shared = None if part is not None else (tree, modules)
+                    indexes.append(modules)
                     check = EvidenceCheck(workspace, [contract], tree, modules)
                     share = lifecycle.declared_status_diagnostics([contract], groups, check, workspace.subject_param)
-                    tree.save()
                 finally:
                     replay.stop(part)
                 replay.store_part(workspace.root, key, part, share)
                 found += share
+            if tree is not None:  # the digest stores are one per process (pv.codebind): written once, not per contract
+                tree.save()
+            for index in indexes[1:]:  # what each found, written once
+                if index is not indexes[0]:
+                    indexes[0].merge(index.take_added())
+            if indexes:
+                indexes[0].save()
         return found
     except Exception as exc:  # noqa: BLE001
         return [internal_error(display(workspace.ledger), exc)]

@@ -37,3 +37,31 @@ def test_a_deep_module_is_refused_the_same_way_whatever_the_limit_and_stack(tmp_
         assert sys.getrecursionlimit() == max(limit, previous)  # restored
     finally:
         sys.setrecursionlimit(previous)
+
+
+def test_an_index_without_autosave_writes_its_facts_only_when_saved(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "m.py").write_text("def check(*, device, a=1):\n    pass\n")
+    (tmp_path / "pkg" / "mutants.py").write_text("from pv import mutant\n\n@mutant('drops_bias')\ndef a():\n    yield\n")
+    facts = tmp_path / ".pv-cache" / "pv" / "module-facts.json"
+    names = tmp_path / ".pv-cache" / "pv" / "mutant-names.json"
+    index = staticcheck.ModuleIndex(tmp_path, autosave=False)
+    assert index.find_function("pkg.m", "check").accepts("a")
+    assert index.mutant_names("pkg.mutants") == {"drops_bias"}
+    assert not facts.exists() and not names.exists()  # found, not yet written
+    index.save()
+    assert facts.exists() and names.exists()
+    fresh = staticcheck.ModuleIndex(tmp_path)
+    assert fresh._remembered_def("pkg.m", "check") == index.find_function("pkg.m", "check")
+
+
+def test_facts_a_worker_found_are_saved_by_the_index_they_are_handed_to(tmp_path):
+    (tmp_path / "m.py").write_text("def check(*, device):\n    pass\n")
+    worker = staticcheck.ModuleIndex(tmp_path, autosave=False)
+    worker.find_function("m", "check")
+    parent = staticcheck.ModuleIndex(tmp_path, autosave=False)
+    parent.merge(worker.take_added())
+    assert worker.take_added() == ({}, {})  # handed over once
+    parent.save()
+    assert staticcheck.ModuleIndex(tmp_path)._remembered_def("m", "check") is not None

@@ -850,3 +850,28 @@ def test_files_pv_remembers_are_checked_in_one_process_and_the_rest_in_workers(v
     vworkspace.run()
     monkeypatch.setenv("PV_NO_CACHE", "1")
     assert not remembered()
+
+
+def test_a_first_run_writes_each_cache_file_once(vworkspace, monkeypatch):
+    """A run on empty caches writes each of pv's cache files once (the stored run and each
+    contract's PV501 share are files of their own), never once per fact or per contract."""
+    from pv import atomic
+
+    for n in (1, 2, 3):
+        vworkspace.contract(("id: demo-forward", f"id: demo-{n}"), ("status: DRAFT", "status: ACTIVE_RUNTIME"),
+                            ("DEMO-BND-001", f"DEMO-BND-00{n}"), ("FALSIFY-DEMO-FORWARD-001", f"FALSIFY-DEMO-{n}00-001"),
+                            ("FALSIFY-DEMO-FORWARD-001", f"FALSIFY-DEMO-{n}00-001"), name=f"demo-{n}-v1.yaml")
+    written: list[tuple[str, bool]] = []
+    real = atomic.write_bytes
+
+    def counting(path, data, durable=True):
+        written.append((os.path.relpath(path, vworkspace.root), durable))
+        return real(path, data, durable)
+
+    monkeypatch.setattr(atomic, "write_bytes", counting)
+    result = vworkspace.run()
+    assert result.output.count("PV501") == 3, result.output
+    names = [name for name, _ in written]
+    assert len(names) == len(set(names)), names
+    assert not any(durable for _, durable in written)  # a cache is never worth an fsync
+    assert "falsifiers" not in " ".join(names) and any("module-facts" in n for n in names), names
