@@ -281,19 +281,41 @@ def _outline(record: LedgerRecord) -> tuple:
     return (record.contract, record.falsifier, record.device, record.time_utc, record.run_id, record.falsifier_sha256)
 
 
-def read(path: Path | str) -> LedgerContents:
-    """Every well-formed record, and a problem for every torn, malformed or replayed line (a copy
-    of an earlier record appended again is reported and left out: it never decides a cell)."""
+def read_data(path: Path | str) -> bytes | None:
+    """The ledger's bytes, read under a shared lock (never half of an append); None: no ledger."""
+    found = read_data_stat(path)
+    return None if found is None else found[0]
+
+
+def read_data_stat(path: Path | str) -> tuple[bytes, os.stat_result] | None:
+    """read_data, and the file's status while it was read (fstat under the same lock)."""
     path = Path(path)
-    contents = LedgerContents()
     if not path.exists():
-        return contents
+        return None
     with open(path, "rb") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
         try:
-            data = handle.read()
+            st = os.fstat(handle.fileno())
+            return handle.read(), st
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def read(path: Path | str) -> LedgerContents:
+    """Every well-formed record, and a problem for every torn, malformed or replayed line (a copy
+    of an earlier record appended again is reported and left out: it never decides a cell)."""
+    data = read_data(path)
+    return LedgerContents() if data is None else parse(data)
+
+
+def parse_record(raw: bytes) -> LedgerRecord:
+    """One line as a record: what `parse` makes of a line, before it asks whether it is a copy."""
+    return LedgerRecord.model_validate(parse_line(raw))
+
+
+def parse(data: bytes) -> LedgerContents:
+    """`read` of a ledger whose bytes are `data`."""
+    contents = LedgerContents()
     lines = data.split(b"\n")
     torn_tail = bool(data) and not data.endswith(b"\n")
     seen_ids: dict[str, int] = {}  # record id -> the line of the kept record that has it
@@ -305,8 +327,7 @@ def read(path: Path | str) -> LedgerContents:
             continue
         is_last = number == len(lines)
         try:
-            obj = parse_line(raw)
-            record = LedgerRecord.model_validate(obj)
+            record = parse_record(raw)
             first = seen_ids.get(record.record_id)
             outline = _outline(record)
             if first is None and outline in seen_outlines:

@@ -149,6 +149,32 @@ def _file_digest(path: str) -> str | None:
     return digest
 
 
+def _identity(path: str, st: os.stat_result) -> tuple[str, tuple[int, ...]]:
+    absolute = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    return absolute, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def known_digest(path: str, st: os.stat_result) -> str | None:
+    """The sha256 this process found for `path` while it was `st` (fstat of an open handle), if
+    it hashed it (as _file_digest: while its size, times and inode stay); None: not hashed."""
+    absolute, seen = _identity(path, st)
+    memo = _DIGEST_MEMO.get(absolute)
+    return memo[1] if memo is not None and memo[0] == seen else None
+
+
+def digest_of_read(path: str, st: os.stat_result, data: bytes) -> str:
+    """sha256 of `data`, the bytes a caller read from `path` while it was `st` (fstat of the
+    handle it read): shared with _file_digest, so a file the run hashes anyway is hashed once."""
+    absolute, seen = _identity(path, st)
+    memo = _DIGEST_MEMO.get(absolute)
+    if memo is not None and memo[0] == seen and st.st_size == len(data):
+        return memo[1]
+    digest = hashlib.sha256(data).hexdigest()
+    if st.st_size == len(data):
+        _DIGEST_MEMO[absolute] = (seen, digest)
+    return digest
+
+
 _real_stat = os.stat
 _real_lstat = os.lstat
 _STACK: list["Recorder"] = []  # the recordings under way, outermost first (a part of a run nests)
@@ -401,7 +427,7 @@ def _write(path: Path, key: str, recorder: Recorder | None, payload: dict[str, A
         pass
 
 
-def _read(path: Path, key: str) -> dict[str, Any] | None:
+def _read(path: Path, key: str, seen: dict[tuple[str, str], str | None] | None = None) -> dict[str, Any] | None:
     """The stored payload for `key` if its signature verifies and every input is unchanged."""
     if not cache.enabled():
         return None
@@ -412,7 +438,7 @@ def _read(path: Path, key: str) -> dict[str, Any] | None:
         return None
     if not (isinstance(data, dict) and data.get("version") == REPLAY_VERSION and data.get("key") == key):
         return None
-    return data if unchanged(data.get("inputs")) else None
+    return data if unchanged(data.get("inputs"), seen) else None
 
 
 def _diagnostics(rows: Any) -> list[Any]:
@@ -432,25 +458,35 @@ def store(root: Path, key: str, recorder: Recorder | None, report: Any) -> None:
                        "diagnostics": [d.to_json() for d in report.diagnostics]}})
 
 
-def unchanged(inputs: Any) -> bool:
-    """Whether every recorded input is still what it was."""
+def _now(what: str, where: str) -> str | None:
+    """What a recorded input is now (None: not an input pv records)."""
+    if what == "kind":
+        follow, _, path = where.partition(":")
+        return _kind(path, follow == "stat")
+    if what == "listing":
+        return _listing(where)
+    if what == "file":
+        return _file_digest(where)
+    return None
+
+
+def unchanged(inputs: Any, seen: dict[tuple[str, str], str | None] | None = None) -> bool:
+    """Whether every recorded input is still what it was. `seen` (what each input was found to
+    be, filled as they are looked at) lets the parts of one run, which share most of their
+    inputs, look at each once (replayed_parts)."""
     if not isinstance(inputs, list):
         return False
     for item in inputs:
         if not (isinstance(item, list) and len(item) == 3 and all(isinstance(x, str) for x in item)):
             return False
         what, where, value = item
-        if what == "kind":
-            follow, _, path = where.partition(":")
-            if _kind(path, follow == "stat") != value:
-                return False
-        elif what == "listing":
-            if _listing(where) != value:
-                return False
-        elif what == "file":
-            if _file_digest(where) != value:
-                return False
+        if seen is None:
+            now = _now(what, where)
         else:
+            now = seen.get((what, where), False)
+            if now is False:
+                now = seen[(what, where)] = _now(what, where)
+        if now is None or now != value:
             return False
     return True
 
@@ -488,10 +524,16 @@ def store_part(root: Path, key: str, recorder: Recorder | None, diagnostics: lis
                MAX_PARTS)
 
 
-def replayed_part(root: Path, key: str) -> list[Any] | None:
+def replayed_parts(root: Path, keys: list[str]) -> list[list[Any] | None]:
+    """replayed_part of each key, every input shared by several parts looked at once."""
+    seen: dict[tuple[str, str], str | None] = {}
+    return [replayed_part(root, key, seen) for key in keys]
+
+
+def replayed_part(root: Path, key: str, seen: dict[tuple[str, str], str | None] | None = None) -> list[Any] | None:
     """A part's stored diagnostics when its every input is unchanged (those inputs become inputs
-    of the run under way), else None."""
-    data = _read(_run_file(root, key, PARTS_DIR), key)
+    of the run under way), else None. `seen`: see unchanged()."""
+    data = _read(_run_file(root, key, PARTS_DIR), key, seen)
     if data is None:
         return None
     try:

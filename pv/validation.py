@@ -251,20 +251,20 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
 
         found: list[Diagnostic] = []
         todo = []
-        for contract in claiming:
-            key = replay.part_key("PV501", workspace, contract)
-            remembered = replay.replayed_part(workspace.root, key)
+        keys = [replay.part_key("PV501", workspace, contract) for contract in claiming]
+        for contract, key, remembered in zip(claiming, keys, replay.replayed_parts(workspace.root, keys)):
             if remembered is None:
                 todo.append((contract, key))
             else:
                 found += remembered
         if todo:
-            from pv import ledger, lifecycle
+            from pv import ledgerindex, lifecycle
             from pv.codebind import TreeDigests
             from pv.identity import EvidenceCheck
             from pv.staticcheck import ModuleIndex
 
-            groups = lifecycle.group_records(ledger.read(workspace.ledger).records)  # once, not per contract
+            # once, not per contract; after an edit, only the lines of the contracts judged again (pv.ledgerindex)
+            groups = ledgerindex.groups(workspace.root, workspace.ledger, [c.contract.metadata.id for c, _ in todo])
             shared = None  # one tree and one index for every contract when nothing is recorded (PV_NO_CACHE=1)
             tree, indexes = None, []
             for contract, key in todo:

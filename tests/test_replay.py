@@ -262,3 +262,38 @@ def test_old_stored_runs_age_out(vworkspace, monkeypatch):
                             ("FALSIFY-DEMO-FORWARD-001", f"FALSIFY-DEMO-{n}00-001"), name=f"demo-{n}-v1.yaml")
         assert vworkspace.run(f"contracts/demo-{n}-v1.yaml").exit_code == 0  # one stored run per selection
     assert len(list((vworkspace.root / replay.RUNS_DIR).glob("*.json"))) == 2
+
+
+def test_the_parts_of_a_run_look_at_a_shared_input_once(tmp_path, monkeypatch):
+    (tmp_path / "f").write_text("x")
+    inputs = [["kind", f"stat:{tmp_path / 'g'}", "missing"], ["listing", str(tmp_path), replay._listing(str(tmp_path))],
+              ["file", str(tmp_path / "f"), replay._file_digest(str(tmp_path / "f"))]]
+    looked: list[str] = []
+    real = replay._now
+    monkeypatch.setattr(replay, "_now", lambda what, where: (looked.append(what), real(what, where))[1])
+    seen: dict = {}
+    assert replay.unchanged(inputs, seen) and replay.unchanged(inputs, seen)
+    assert sorted(looked) == ["file", "kind", "listing"]
+    (tmp_path / "g").write_text("now here")
+    assert replay.unchanged(inputs, seen)  # within one look: as first found
+    assert not replay.unchanged(inputs) and not replay.unchanged(inputs, {})
+
+
+def test_a_digest_is_shared_only_while_the_file_stays_as_it_was_hashed(tmp_path, monkeypatch):
+    monkeypatch.setattr(replay, "_DIGEST_MEMO", {})
+    path = tmp_path / "ledger.jsonl"
+    path.write_bytes(b"one\n")
+    st = os.stat(path)
+    assert replay.known_digest(str(path), st) is None
+    digest = replay._file_digest(str(path))
+    assert replay.known_digest(str(path), st) == digest
+    with open(path, "ab") as handle:
+        handle.write(b"two\n")
+    st = os.stat(path)
+    assert replay.known_digest(str(path), st) is None
+    data = path.read_bytes()
+    import hashlib
+
+    assert replay.digest_of_read(str(path), st, data) == hashlib.sha256(data).hexdigest()
+    assert replay.known_digest(str(path), st) == hashlib.sha256(data).hexdigest() == replay._file_digest(str(path))
+    assert replay.digest_of_read(str(path), st, data[:-1]) == hashlib.sha256(data[:-1]).hexdigest()  # a short read
