@@ -132,10 +132,34 @@ def pv_source_digest() -> str:
     return _SOURCE_DIGEST[0]
 
 
+def _normalized(name: str) -> str:
+    import re
+
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
 def installed_version(distribution: str) -> str:
     """An installed distribution's version ("absent" when it is not installed), read from its
     metadata without importing it: a fact a third-party solver decided is remembered only for
-    the version that decided it."""
+    the version that decided it.
+
+    Where a wheel installed it, the version is the one in its `<name>-<version>.dist-info`
+    folder's name, found in the first search path entry that holds the distribution (as
+    importlib.metadata finds it; asking importlib.metadata was a twentieth of checking a run
+    after an edit); anything else there (an egg, two versions) is asked of importlib.metadata."""
+    wanted = _normalized(distribution)
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        found = [n for n in names if _normalized(n.partition("-")[0]) == wanted and "-" in n
+                 and n.endswith((".dist-info", ".egg-info", ".egg"))]
+        if found:
+            version = found[0][: -len(".dist-info")].partition("-")[2]
+            if len(found) == 1 and found[0].endswith(".dist-info") and version and "-" not in version:
+                return version
+            break
     from importlib import metadata
 
     try:

@@ -477,9 +477,11 @@ def unchanged(inputs: Any, seen: dict[tuple[str, str], str | None] | None = None
     if not isinstance(inputs, list):
         return False
     for item in inputs:
-        if not (isinstance(item, list) and len(item) == 3 and all(isinstance(x, str) for x in item)):
+        if type(item) is not list or len(item) != 3:
             return False
         what, where, value = item
+        if type(what) is not str or type(where) is not str or type(value) is not str:
+            return False
         if seen is None:
             now = _now(what, where)
         else:
@@ -541,11 +543,13 @@ def replayed_part(root: Path, key: str, seen: dict[tuple[str, str], str | None] 
     except (KeyError, TypeError, ValueError):
         return None
     for recorder in _STACK:
+        others = []
         for what, where, value in data["inputs"]:
             if what == "file":
                 recorder.note_read(where)
             else:
-                recorder.merge([(what, where, value)])
+                others.append((what, where, value))
+        recorder.merge(others)
     return found
 
 

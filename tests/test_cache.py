@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
+
+import pytest
 
 from pv import cache
 
@@ -130,3 +133,30 @@ def test_a_store_loaded_before_pv_no_cache_was_set_reads_nothing_after(tmp_path,
     assert store.get(key) is None
     store.put(cache.key_of(b"other"), "not kept")
     assert store.take_added() == {key: "remembered"}
+
+
+@pytest.mark.parametrize("name", ["pydantic", "PyYAML", "jinja2", "z3-solver", "z3_solver", "no-such-distribution"])
+def test_an_installed_version_is_the_one_importlib_metadata_reads(name):
+    from importlib import metadata
+
+    try:
+        expected = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        expected = "absent"
+    assert cache.installed_version(name) == expected
+
+
+def test_a_version_is_read_where_the_search_path_finds_the_distribution_first(tmp_path, monkeypatch):
+    first, later = tmp_path / "first", tmp_path / "later"
+    (first / "Demo_Dist-2.0.dist-info").mkdir(parents=True)
+    (later / "demo_dist-1.0.dist-info").mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "absent"), str(first), str(later)])
+    assert cache.installed_version("demo-dist") == "2.0"
+    monkeypatch.setattr(sys, "path", [str(later), str(first)])
+    assert cache.installed_version("demo.dist") == "1.0"
+    (later / "demo_dist-1.5.egg-info").mkdir()  # two in one place: importlib.metadata decides
+    (later / "demo_dist-1.5.egg-info" / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: demo-dist\nVersion: 1.5\n")
+    (later / "demo_dist-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: demo-dist\nVersion: 1.0\n")
+    from importlib import metadata
+
+    assert cache.installed_version("demo-dist") == metadata.version("demo-dist")
