@@ -133,7 +133,7 @@ def groups(root: Path | str, ledger_path: Path | str, contracts: Iterable[str]) 
         fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
         try:
             st = os.fstat(handle.fileno())
-            key = replay.known_digest(str(path), st)
+            key = replay.digest_of_read(str(path), st)
             index = None if key is None else _read_index(Path(root), key)
             if index is not None:
                 fd = handle.fileno()

@@ -149,26 +149,18 @@ def _file_digest(path: str) -> str | None:
     return digest
 
 
-def _identity(path: str, st: os.stat_result) -> tuple[str, tuple[int, ...]]:
+def digest_of_read(path: str, st: os.stat_result, data: bytes | None = None) -> str | None:
+    """sha256 of `path` while it was `st` (fstat of a handle a caller reads), as this process
+    found it (_file_digest: while its size, times and inode stay); else of `data`, the bytes read
+    then, remembered for _file_digest (a file the run hashes anyway is hashed once). None: never
+    hashed here and no `data`."""
     absolute = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
-    return absolute, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
-
-
-def known_digest(path: str, st: os.stat_result) -> str | None:
-    """The sha256 this process found for `path` while it was `st` (fstat of an open handle), if
-    it hashed it (as _file_digest: while its size, times and inode stay); None: not hashed."""
-    absolute, seen = _identity(path, st)
+    seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
     memo = _DIGEST_MEMO.get(absolute)
-    return memo[1] if memo is not None and memo[0] == seen else None
-
-
-def digest_of_read(path: str, st: os.stat_result, data: bytes) -> str:
-    """sha256 of `data`, the bytes a caller read from `path` while it was `st` (fstat of the
-    handle it read): shared with _file_digest, so a file the run hashes anyway is hashed once."""
-    absolute, seen = _identity(path, st)
-    memo = _DIGEST_MEMO.get(absolute)
-    if memo is not None and memo[0] == seen and st.st_size == len(data):
+    if memo is not None and memo[0] == seen and (data is None or len(data) == st.st_size):
         return memo[1]
+    if data is None:
+        return None
     digest = hashlib.sha256(data).hexdigest()
     if st.st_size == len(data):
         _DIGEST_MEMO[absolute] = (seen, digest)
@@ -463,11 +455,7 @@ def _now(what: str, where: str) -> str | None:
     if what == "kind":
         follow, _, path = where.partition(":")
         return _kind(path, follow == "stat")
-    if what == "listing":
-        return _listing(where)
-    if what == "file":
-        return _file_digest(where)
-    return None
+    return _listing(where) if what == "listing" else _file_digest(where) if what == "file" else None
 
 
 def unchanged(inputs: Any, seen: dict[tuple[str, str], str | None] | None = None) -> bool:

@@ -284,16 +284,16 @@ def test_a_digest_is_shared_only_while_the_file_stays_as_it_was_hashed(tmp_path,
     path = tmp_path / "ledger.jsonl"
     path.write_bytes(b"one\n")
     st = os.stat(path)
-    assert replay.known_digest(str(path), st) is None
+    assert replay.digest_of_read(str(path), st) is None
     digest = replay._file_digest(str(path))
-    assert replay.known_digest(str(path), st) == digest
+    assert replay.digest_of_read(str(path), st) == digest
     with open(path, "ab") as handle:
         handle.write(b"two\n")
     st = os.stat(path)
-    assert replay.known_digest(str(path), st) is None
+    assert replay.digest_of_read(str(path), st) is None
     data = path.read_bytes()
     import hashlib
 
     assert replay.digest_of_read(str(path), st, data) == hashlib.sha256(data).hexdigest()
-    assert replay.known_digest(str(path), st) == hashlib.sha256(data).hexdigest() == replay._file_digest(str(path))
+    assert replay.digest_of_read(str(path), st) == hashlib.sha256(data).hexdigest() == replay._file_digest(str(path))
     assert replay.digest_of_read(str(path), st, data[:-1]) == hashlib.sha256(data[:-1]).hexdigest()  # a short read
