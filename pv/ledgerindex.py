@@ -127,13 +127,13 @@ def groups(root: Path | str, ledger_path: Path | str, contracts: Iterable[str]) 
         return group_records(ledger.read(path).records)
     if not path.exists():
         return {}
-    from pv import replay
+    from pv import readlog
 
     with open(path, "rb") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
         try:
             st = os.fstat(handle.fileno())
-            key = replay.digest_of_read(str(path), st)
+            key = readlog.digest_of_read(str(path), st)
             index = None if key is None else _read_index(Path(root), key)
             if index is not None:
                 fd = handle.fileno()
@@ -144,7 +144,7 @@ def groups(root: Path | str, ledger_path: Path | str, contracts: Iterable[str]) 
             data = handle.read()
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-    key = replay.digest_of_read(str(path), st, data)
+    key = readlog.digest_of_read(str(path), st, data)
     index = _read_index(Path(root), key)
     if index is not None:
         try:

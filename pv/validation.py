@@ -176,11 +176,11 @@ def _worker(item) -> tuple:
     loaded, found = _check_one(item, _WORKER_CTX)
     if loaded is not None:
         loaded.node = None  # the parent re-composes the few files whose positions it needs
-    from pv import replay
+    from pv import readlog
 
     # the parent remembers the facts, and records what the worker read as inputs of the run
     return loaded, found, (_WORKER_CTX.file_facts.take_added(), _WORKER_CTX.load_facts.take_added(),
-                           replay.take_noted(), _WORKER_CTX.index.take_added())
+                           readlog.take_noted(), _WORKER_CTX.index.take_added())
 
 
 def _mostly_remembered(items: list, ctx) -> bool:
@@ -221,12 +221,12 @@ def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
             _WORKER_CTX = ctx
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
                 results = pool.map(_worker, items, chunksize=max(1, len(items) // (jobs * 4)))
-            from pv import replay
+            from pv import readlog
 
             for _, _, (facts, load_facts, noted, index_facts) in results:
                 ctx.file_facts.merge(facts)
                 ctx.load_facts.merge(load_facts)
-                replay.merge_noted(noted)
+                readlog.merge_noted(noted)
                 ctx.index.merge(index_facts)
             return [(loaded, found) for loaded, found, _ in results]
         except Exception:  # noqa: BLE001 - no fork, no semaphores, a worker lost: check them here
@@ -247,7 +247,7 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
     if not claiming:
         return []
     try:
-        from pv import replay
+        from pv import readlog, replay
 
         found: list[Diagnostic] = []
         todo = []
@@ -268,7 +268,7 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
             shared = None  # one tree and one index for every contract when nothing is recorded (PV_NO_CACHE=1)
             tree, indexes = None, []
             for contract, key in todo:
-                part = replay.start(workspace.root, [workspace.ledger])
+                part = readlog.start(workspace.root, [workspace.ledger])
                 try:
                     # a fresh tree and index per recorded contract: what they read for this contract
                     # is this part's input. Module digests are remembered by the bytes they came from (pv.cache).
@@ -279,7 +279,7 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
                     check = EvidenceCheck(workspace, [contract], tree, modules)
                     share = lifecycle.declared_status_diagnostics([contract], groups, check, workspace.subject_param)
                 finally:
-                    replay.stop(part)
+                    readlog.stop(part)
                 replay.store_part(workspace.root, key, part, share)
                 found += share
             if tree is not None:  # the digest stores are one per process (pv.codebind): written once, not per contract

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pv import cache, ledger, ledgerindex, replay
+from pv import cache, ledger, ledgerindex, readlog
 from pv.lifecycle import group_records
 
 
@@ -50,7 +50,7 @@ def no_full_read(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def fresh_memo(monkeypatch):
-    monkeypatch.setattr(replay, "_DIGEST_MEMO", {})
+    monkeypatch.setattr(readlog, "_DIGEST_MEMO", {})
     monkeypatch.delenv("PV_NO_CACHE", raising=False)
 
 
@@ -62,7 +62,7 @@ def test_a_remembered_index_gives_the_groups_of_a_full_read(tmp_path, monkeypatc
     assert _plain(first, {"a"}) == expected["a"] and expected["a"] and expected["b"]
     monkeypatch.setattr(ledger, "parse", lambda data: pytest.fail("the whole ledger was parsed"))
     for contracts in (["a"], ["b"], ["c", "a"], ["z"]):
-        replay._DIGEST_MEMO.clear()  # once read whole and hashed here, once with the run's hash (pread)
+        readlog._DIGEST_MEMO.clear()  # once read whole and hashed here, once with the run's hash (pread)
         assert _plain(ledgerindex.groups(tmp_path, path, contracts), set(contracts)) == \
             {k: v for c in contracts for k, v in expected[c].items()}
         assert _plain(ledgerindex.groups(tmp_path, path, contracts), set(contracts)) == \
@@ -76,7 +76,7 @@ def test_an_appended_record_is_seen(tmp_path):
     groups = ledgerindex.groups(tmp_path, path, ["a"])
     assert _plain(groups, {"a"}) == _full(path, {"a"})
     assert any(r.observations["i"] == 9 for v in groups.values() for _, r in v)
-    replay._DIGEST_MEMO.clear()
+    readlog._DIGEST_MEMO.clear()
     assert _plain(ledgerindex.groups(tmp_path, path, ["a"]), {"a"}) == _full(path, {"a"})
 
 
@@ -112,7 +112,7 @@ def test_an_index_that_does_not_fit_is_a_miss_never_an_answer(tmp_path, damage):
         _resign(tmp_path, lambda d: d.__setitem__("version", "another pv"))
     for _ in range(2):
         assert _plain(ledgerindex.groups(tmp_path, path, ["a"]), {"a"}) == _full(path, {"a"})
-        replay._DIGEST_MEMO.clear()
+        readlog._DIGEST_MEMO.clear()
 
 
 def test_a_dropped_record_in_a_forged_index_is_never_believed_unsigned(tmp_path):

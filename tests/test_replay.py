@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from pv import cache, replay
+from pv import cache, readlog, replay
 from pv.config import load_workspace
 from pv_validate_ws import parse_output
 
@@ -155,7 +155,7 @@ def test_an_internal_error_is_never_stored(vworkspace, monkeypatch):
 def test_a_file_that_changes_while_it_is_read_makes_the_run_unrecordable(tmp_path):
     target = tmp_path / "a.yaml"
     target.write_text("one")
-    recorder = replay.Recorder(tmp_path, [target])
+    recorder = readlog.Recorder(tmp_path, [target])
     assert recorder.inputs() is not None
     target.write_text("three")  # another size: the run may have read either text
     assert recorder.inputs() is None
@@ -163,14 +163,14 @@ def test_a_file_that_changes_while_it_is_read_makes_the_run_unrecordable(tmp_pat
 
 def test_the_recorder_sees_reads_listings_and_probes(tmp_path):
     (tmp_path / "here.txt").write_text("x")
-    recorder = replay.start(tmp_path, [])
+    recorder = readlog.start(tmp_path, [])
     try:
         (tmp_path / "here.txt").read_text()
         (tmp_path / "absent.py").is_file()
         list(tmp_path.glob("*.txt"))
     finally:
-        replay.stop(recorder)
-    assert os.stat is replay._real_stat  # restored
+        readlog.stop(recorder)
+    assert os.stat is readlog._real_stat  # restored
     inputs = {(what, where) for what, where, _ in recorder.inputs()}
     assert ("file", str(tmp_path / "here.txt")) in inputs
     assert ("kind", f"stat:{tmp_path / 'absent.py'}") in inputs
@@ -266,8 +266,8 @@ def test_old_stored_runs_age_out(vworkspace, monkeypatch):
 
 def test_the_parts_of_a_run_look_at_a_shared_input_once(tmp_path, monkeypatch):
     (tmp_path / "f").write_text("x")
-    inputs = [["kind", f"stat:{tmp_path / 'g'}", "missing"], ["listing", str(tmp_path), replay._listing(str(tmp_path))],
-              ["file", str(tmp_path / "f"), replay._file_digest(str(tmp_path / "f"))]]
+    inputs = [["kind", f"stat:{tmp_path / 'g'}", "missing"], ["listing", str(tmp_path), readlog.listing_digest(str(tmp_path))],
+              ["file", str(tmp_path / "f"), readlog.file_digest(str(tmp_path / "f"))]]
     looked: list[str] = []
     real = replay._now
     monkeypatch.setattr(replay, "_now", lambda what, where: (looked.append(what), real(what, where))[1])
@@ -280,20 +280,20 @@ def test_the_parts_of_a_run_look_at_a_shared_input_once(tmp_path, monkeypatch):
 
 
 def test_a_digest_is_shared_only_while_the_file_stays_as_it_was_hashed(tmp_path, monkeypatch):
-    monkeypatch.setattr(replay, "_DIGEST_MEMO", {})
+    monkeypatch.setattr(readlog, "_DIGEST_MEMO", {})
     path = tmp_path / "ledger.jsonl"
     path.write_bytes(b"one\n")
     st = os.stat(path)
-    assert replay.digest_of_read(str(path), st) is None
-    digest = replay._file_digest(str(path))
-    assert replay.digest_of_read(str(path), st) == digest
+    assert readlog.digest_of_read(str(path), st) is None
+    digest = readlog.file_digest(str(path))
+    assert readlog.digest_of_read(str(path), st) == digest
     with open(path, "ab") as handle:
         handle.write(b"two\n")
     st = os.stat(path)
-    assert replay.digest_of_read(str(path), st) is None
+    assert readlog.digest_of_read(str(path), st) is None
     data = path.read_bytes()
     import hashlib
 
-    assert replay.digest_of_read(str(path), st, data) == hashlib.sha256(data).hexdigest()
-    assert replay.digest_of_read(str(path), st) == hashlib.sha256(data).hexdigest() == replay._file_digest(str(path))
-    assert replay.digest_of_read(str(path), st, data[:-1]) == hashlib.sha256(data[:-1]).hexdigest()  # a short read
+    assert readlog.digest_of_read(str(path), st, data) == hashlib.sha256(data).hexdigest()
+    assert readlog.digest_of_read(str(path), st) == hashlib.sha256(data).hexdigest() == readlog.file_digest(str(path))
+    assert readlog.digest_of_read(str(path), st, data[:-1]) == hashlib.sha256(data[:-1]).hexdigest()  # a short read

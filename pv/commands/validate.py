@@ -17,7 +17,7 @@ import os
 
 import click
 
-from pv import replay
+from pv import readlog, replay
 from pv.commands import pass_workspace
 from pv.config import Workspace
 from pv.diagnostics import Diagnostic, internal_error, sort_key, with_default_hint
@@ -64,7 +64,7 @@ def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, dialect: str, 
                                                                  replay.options(strict_bindings, dialect))
     report = replay.replayed(workspace.root, key) if key else None
     if report is None:
-        recorder = replay.start(workspace.root, [workspace.pyproject]) if key else None
+        recorder = readlog.start(workspace.root, [workspace.pyproject]) if key else None
         collecting = gc.isenabled()
         gc.disable()  # kept off until the loaded files are dropped: see below
         try:
@@ -73,7 +73,7 @@ def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, dialect: str, 
         except Exception as exc:  # noqa: BLE001 - never a traceback; name what failed
             report = Report(files=len(files), diagnostics=[internal_error(display(workspace.root), exc)])
         finally:
-            replay.stop(recorder)
+            readlog.stop(recorder)
             # The command needs no loaded file: dropped here, their node trees are freed by
             # reference counting, so the collector that comes back on never scans them (a
             # quarter of the CPU of 1,000 contracts).
