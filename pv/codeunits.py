@@ -177,6 +177,16 @@ def parse_units(data: bytes) -> ModuleUnits:
     return _units_of_tree(tree)
 
 
+def _def_digest(texts: list[str]) -> str:
+    """A function unit's digest: the canonical texts of every definition of its qualname."""
+    return _digest_text("def:" + "|".join(texts))
+
+
+def _module_digest(tree: ast.Module) -> str:
+    """The module-level unit's digest: the module without the functions outside functions."""
+    return _digest_text("mod:" + _canonical_unit(tree, drop_functions=True))
+
+
 def _units_of_tree(tree: ast.Module) -> ModuleUnits:
     spans = []
     texts: dict[str, list[str]] = {}
@@ -184,15 +194,16 @@ def _units_of_tree(tree: ast.Module) -> ModuleUnits:
         body = node.body  # type: ignore[attr-defined]
         spans.append((body[0].lineno, node.end_lineno or body[-1].lineno, qualname))
         texts.setdefault(qualname, []).append(_canonical_unit(node, drop_functions=False))
-    digests = {q: _digest_text("def:" + "|".join(parts)) for q, parts in texts.items()}
-    digests[MODULE_UNIT] = _digest_text("mod:" + _canonical_unit(tree, drop_functions=True))
+    digests = {q: _def_digest(parts) for q, parts in texts.items()}
+    digests[MODULE_UNIT] = _module_digest(tree)
     spans.sort()
     return ModuleUnits(digests, tuple(spans), _import_statements(tree))
 
 
-def _statements(tree: ast.Module) -> Iterator[ast.AST]:
+def statements(tree: ast.Module) -> Iterator[ast.AST]:
     """ast.walk without the expressions: the same nodes in the same order, but for those that
-    cannot hold a statement (walking every expression was most of reading a module's imports)."""
+    cannot hold a statement (walking every expression was most of reading a module's imports,
+    and of scanning a mutants package for its declarations: pv.mutation)."""
     todo = deque([tree])
     while todo:
         node = todo.popleft()
@@ -202,7 +213,7 @@ def _statements(tree: ast.Module) -> Iterator[ast.AST]:
 
 def _import_statements(tree: ast.Module) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
     found = []
-    for node in _statements(tree):
+    for node in statements(tree):
         if isinstance(node, ast.Import):
             found += [(-1, "", (alias.name,)) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -277,10 +288,10 @@ class UnitDigests:
             if self._tree is None:
                 self._digests[qualname] = None
             elif qualname == MODULE_UNIT:
-                self._digests[qualname] = _digest_text("mod:" + _canonical_unit(self._tree, drop_functions=True))
+                self._digests[qualname] = _module_digest(self._tree)
             elif qualname in self._defs:
-                self._digests[qualname] = _digest_text("def:" + "|".join(
-                    _canonical_unit(node, drop_functions=False) for node in self._defs[qualname]))
+                self._digests[qualname] = _def_digest([_canonical_unit(node, drop_functions=False)
+                                                       for node in self._defs[qualname]])
             else:
                 self._digests[qualname] = None
         return self._digests[qualname]

@@ -281,31 +281,19 @@ def _outline(record: LedgerRecord) -> tuple:
     return (record.contract, record.falsifier, record.device, record.time_utc, record.run_id, record.falsifier_sha256)
 
 
-def read_data(path: Path | str) -> bytes | None:
-    """The ledger's bytes, read under a shared lock (never half of an append); None: no ledger."""
-    found = read_data_stat(path)
-    return None if found is None else found[0]
-
-
-def read_data_stat(path: Path | str) -> tuple[bytes, os.stat_result] | None:
-    """read_data, and the file's status while it was read (fstat under the same lock)."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    with open(path, "rb") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
-        try:
-            st = os.fstat(handle.fileno())
-            return handle.read(), st
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
 def read(path: Path | str) -> LedgerContents:
     """Every well-formed record, and a problem for every torn, malformed or replayed line (a copy
     of an earlier record appended again is reported and left out: it never decides a cell)."""
-    data = read_data(path)
-    return LedgerContents() if data is None else parse(data)
+    path = Path(path)
+    if not path.exists():
+        return LedgerContents()
+    with open(path, "rb") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)  # never half of an append
+        try:
+            data = handle.read()
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    return parse(data)
 
 
 def parse_record(raw: bytes) -> LedgerRecord:

@@ -31,7 +31,6 @@ call in (set by pv.plugin through pv.harness). Check caches read `planted()`.
 from __future__ import annotations
 
 import ast
-import collections
 import contextlib
 import difflib
 import functools
@@ -262,17 +261,6 @@ def _decorator_name(node: ast.expr) -> str | None:
     return None
 
 
-def _statements(tree: ast.Module) -> Iterator[ast.AST]:
-    """ast.walk without the expressions, which hold no function definition: the same definitions
-    in the same order (walking every expression was most of scanning a mutants package, which
-    `pv validate` does once per process)."""
-    todo = collections.deque([tree])
-    while todo:
-        node = todo.popleft()
-        todo.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.expr))
-        yield node
-
-
 def _scan_file(path: Path) -> list[MutantDecl]:
     try:
         source = path.read_text(encoding="utf-8")
@@ -297,7 +285,9 @@ def scan_parsed(path: Path, data: bytes, tree: ast.Module) -> list[MutantDecl]:
 def _scan_tree(path: Path, tree: ast.Module) -> list[MutantDecl]:
     found = []
     constants = _module_constants(tree)
-    for node in _statements(tree):
+    from pv.codeunits import statements  # ast.walk without expressions: no def is in one
+
+    for node in statements(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for deco in node.decorator_list:
                 name = _decorator_name(deco)

@@ -139,11 +139,7 @@ class ModuleIndex:
         if facts:
             self._open_store().merge(facts)
         if names:
-            if self._store is None:
-                from pv.cache import Cache
-
-                self._store = Cache(self.root, "mutant-names", MUTANT_SCAN_VERSION)
-            self._store.merge(names)
+            self._names_store().merge(names)
 
     # --- modules ---------------------------------------------------------------------------
 
@@ -206,7 +202,16 @@ class ModuleIndex:
             raise answer
         return answer
 
+    def _names_store(self) -> Any:
+        """pv.cache of the mutant names found per file, opened on first use."""
+        if self._store is None:
+            from pv.cache import Cache
+
+            self._store = Cache(self.root, "mutant-names", MUTANT_SCAN_VERSION)
+        return self._store
+
     def _open_store(self) -> Any:
+        """pv.cache of the check signatures found per file, opened on first use."""
         if self._facts is None:
             from pv.cache import Cache
 
@@ -357,10 +362,8 @@ class ModuleIndex:
             data = file.read_bytes()
         except OSError:
             data = None
-        if data is not None and self._store is None:
-            from pv.cache import Cache
-
-            self._store = Cache(self.root, "mutant-names", MUTANT_SCAN_VERSION)
+        if data is not None:
+            self._names_store()
         key = None
         if data is not None:
             from pv.cache import key_of
