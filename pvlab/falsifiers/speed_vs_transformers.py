@@ -55,11 +55,12 @@ def make_batches(vocab: int, batch: int, seq: int, count: int = 4) -> list:
 @dataclass(frozen=True)
 class RuntimeVariant:
     """One configuration of the runtime's fast path, written as a spec: a compile scope, then
-    options joined by '+': "eager", "model", "model+fused", "model+fused+mode=reduce-overhead",
-    "layers+attn=cudnn". ("none" is "eager".)
+    options joined by '+': "eager", "model", "model+fused", "model+fused+graph",
+    "model+fused+mode=reduce-overhead", "layers+attn=cudnn". ("none" is "eager".)
 
     scope: Trainer(compile=...) — eager, layers (each decoder layer) or model (the decoder body);
     fused: CausalLM.set_fused_projections(True) — Q/K/V and gate/up as one product each;
+    graph: step_graph.GraphedTrainer — the whole training step replayed as one CUDA graph;
     mode:  Trainer(compile_mode=...) — torch.compile's mode for the compiled scope;
     attn:  Trainer(attention_backend=...) — the SDPA kernel (flash, efficient, cudnn, math)."""
 
@@ -67,6 +68,7 @@ class RuntimeVariant:
     fused: bool = False
     mode: str | None = None
     attention: str | None = None
+    graph: bool = False
 
     @classmethod
     def parse(cls, spec: str) -> "RuntimeVariant":
@@ -76,24 +78,26 @@ class RuntimeVariant:
         scope = {"none": "eager"}.get(tokens[0], tokens[0])
         if scope not in ("eager", "layers", "model"):
             raise ValueError(f"runtime variant {spec!r}: starts with eager, layers or model, not {tokens[0]!r}")
-        fused, mode, attention = False, None, None
+        fused, mode, attention, graph = False, None, None, False
         for token in tokens[1:]:
             key, _, value = token.partition("=")
             if token == "fused":
                 fused = True
+            elif token == "graph":
+                graph = True
             elif key == "mode" and value in COMPILE_MODES and value:
                 mode = value
             elif key == "attn" and value:
                 attention = value
             else:
-                raise ValueError(f"runtime variant {spec!r}: unknown option {token!r} (fused, "
+                raise ValueError(f"runtime variant {spec!r}: unknown option {token!r} (fused, graph, "
                                  f"mode=<{'|'.join(m for m in COMPILE_MODES if m)}>, attn=<backend>)")
         if mode is not None and scope == "eager":
             raise ValueError(f"runtime variant {spec!r}: a compile mode needs a compiled scope (layers or model)")
-        return cls(scope, fused, mode, attention)
+        return cls(scope, fused, mode, attention, graph)
 
     def spec(self) -> str:
-        parts = [self.scope] + (["fused"] if self.fused else [])
+        parts = [self.scope] + (["fused"] if self.fused else []) + (["graph"] if self.graph else [])
         parts += [f"mode={self.mode}"] if self.mode else []
         parts += [f"attn={self.attention}"] if self.attention else []
         return "+".join(parts)
@@ -103,6 +107,8 @@ class RuntimeVariant:
                  "model": "runtime + whole-model compile"}[self.scope]
         if self.fused:
             words += ", fused projections"
+        if self.graph:
+            words += ", step as one CUDA graph"
         if self.mode:
             words += f", mode {self.mode}"
         if self.attention:
@@ -119,9 +125,12 @@ def runtime_steps(directory: Path, device: torch.device, batches: list, variant:
         variant = RuntimeVariant.parse(variant)
     model = runtime.load(directory, device=device, path="fast")
     model.set_fused_projections(variant.fused)
-    trainer = runtime.Trainer(model, lr=3e-4, weight_decay=0.1, betas=(0.9, 0.95), grad_clip=1.0,
-                              compile=False if variant.scope == "eager" else variant.scope,
-                              compile_mode=variant.mode, attention_backend=variant.attention)
+    kind = runtime.Trainer
+    if variant.graph:
+        from pvlab.runtime.step_graph import GraphedTrainer as kind
+    trainer = kind(model, lr=3e-4, weight_decay=0.1, betas=(0.9, 0.95), grad_clip=1.0,
+                   compile=False if variant.scope == "eager" else variant.scope,
+                   compile_mode=variant.mode, attention_backend=variant.attention)
     gpu = [b.to(device) for b in batches]
     state = {"i": 0}
 

@@ -10,7 +10,7 @@ from unittest import mock
 import torch
 from behaviour_mutant_probes import _outcome
 
-from pvlab.runtime import devices, kernels
+from pvlab.runtime import devices, kernels, step_graph  # step_graph loaded before any mutant: test_mutants compares module attributes
 from pvlab.runtime.model import Attention
 
 
@@ -42,3 +42,30 @@ def probe_cuda_index_unchecked():
     with mock.patch.object(torch.cuda, "is_available", lambda: True), \
             mock.patch.object(torch.cuda, "device_count", lambda: 1):
         return _outcome(lambda: devices.resolve_device("cuda:3"))
+
+
+def _graphed_losses():
+    """Four steps of a tiny GraphedTrainer on the CPU, its graph replayed by running the recorded
+    step again (the seam tests/runtime/test_runtime_step_graph.py replaces the same way)."""
+    from pvlab import runtime
+    from pvlab.runtime.data import LMBatch
+
+    model = runtime.init_model(config=runtime.preset("tiny").replace(num_hidden_layers=1), weights="random",
+                               seed=0, path="fast")
+    trainer = step_graph.GraphedTrainer(model, lr=3e-3, warmup_steps=1, total_steps=4, min_lr=3e-4,
+                                        device="cpu", capture_after=1)
+    generator = torch.Generator().manual_seed(0)
+    with mock.patch.object(step_graph, "capture", lambda step, stream: step):
+        for _ in range(4):
+            trainer.train_batch(LMBatch.from_sequences(torch.randint(0, 64, (2, 9), generator=generator)))
+    return trainer.last_loss, [float(p.detach().double().norm()) for p in model.parameters()][:3]
+
+
+def probe_graph_learning_rate_frozen():
+    # Inside the captured step the rate must be the device tensor, not a float.
+    graphed = SimpleNamespace(_in_graph=True, _learning_rate=torch.tensor(1.0))
+    return _outcome(lambda: type(step_graph.GraphedTrainer.current_lr(graphed)).__name__)
+
+
+def probe_graph_replays_the_captured_batch():
+    return _graphed_losses()

@@ -52,6 +52,9 @@ def test_runtime_variants_parse_and_refuse_what_they_do_not_know():
     assert (v.scope, v.fused, v.mode, v.attention) == ("model", True, "reduce-overhead", "cudnn")
     assert svt.RuntimeVariant.parse(v.spec()) == v
     assert svt.RuntimeVariant.parse("none") == svt.RuntimeVariant("eager")
+    g = svt.RuntimeVariant.parse("model+fused+graph")
+    assert (g.scope, g.fused, g.graph) == ("model", True, True) and svt.RuntimeVariant.parse(g.spec()) == g
+    assert "CUDA graph" in g.label() and not v.graph
     for bad in ("fast", "model+fusd", "model+mode=turbo", "eager+mode=reduce-overhead"):
         with pytest.raises(ValueError):
             svt.RuntimeVariant.parse(bad)

@@ -121,3 +121,40 @@ def cuda_index_unchecked():
 
     with plant("cuda_index_unchecked", swap(devices, "resolve_device", resolve_device)):
         yield
+
+
+# ---- the training step replayed as one CUDA graph (FALSIFY-CAPTURED-STEP-001/-002) ----------
+
+@mutant("graph_learning_rate_frozen")
+def graph_learning_rate_frozen():
+    """GraphedTrainer hands the optimizer the learning rate as a Python float inside the captured
+    step too: the fused AdamW kernel takes it as an argument, so the graph replays every later
+    step at the rate of the step it captured, and the schedule stops at the capture.
+
+    Imitates a host value frozen into a CUDA graph. Seam: runtime.step_graph.GraphedTrainer.current_lr."""
+    from pvlab.runtime import step_graph
+    from pvlab.runtime.trainer import Trainer
+
+    def current_lr(self):
+        return Trainer.current_lr(self)
+
+    with plant("graph_learning_rate_frozen", swap(step_graph.GraphedTrainer, "current_lr", current_lr)):
+        yield
+
+
+@mutant("graph_replays_the_captured_batch")
+def graph_replays_the_captured_batch():
+    """GraphedTrainer replays its graph without copying the new batch into the buffers the graph
+    reads: every replayed step trains on the batch it was captured with (the loss it reports
+    falls all the faster).
+
+    Imitates a static input never refreshed. Seam: runtime.step_graph.GraphedTrainer._replay_step."""
+    from pvlab.runtime import step_graph
+
+    original = step_graph.GraphedTrainer._replay_step
+
+    def _replay_step(self, batch):
+        return original(self, self._static)
+
+    with plant("graph_replays_the_captured_batch", swap(step_graph.GraphedTrainer, "_replay_step", _replay_step)):
+        yield

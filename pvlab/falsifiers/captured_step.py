@@ -1,0 +1,73 @@
+"""The training step replayed as one CUDA graph (pvlab.runtime.step_graph.GraphedTrainer) trains
+as the plain step does.
+
+A captured graph replays kernels with the arguments they had at capture: whatever the step
+computed on the host at that moment (a learning rate, a batch's address, a step count) is frozen
+into it unless it lives in a device buffer the graph reads. Those bugs are silent: the loss
+still falls, only not along the schedule or not on the data given. So the oracle is the plain
+Trainer, which captures nothing: from the same seeded weights on the same batches, with a
+learning rate that changes at every step (warm-up, then cosine) and with a batch of another
+shape in the middle (trained as a plain step, leaving the graph's buffers alone), the two
+trajectories must agree up to rounding, measured as in compiled_training:
+|graphed - plain| / |plain - initial| over every parameter, after every step. The record also
+counts the replayed steps, so a trainer that silently never replays cannot pass.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._util import generator, rtol_atol, torch_device
+
+
+def _flat(model) -> torch.Tensor:
+    return torch.cat([p.detach().to("cpu", torch.float64).flatten() for p in model.parameters()])
+
+
+def captured_step_matches_plain(*, device: str, steps: int = 8, capture_after: int = 2, layers: int = 2,
+                                scope: str | None = None, seed: int = 0, tolerance: dict | None = None) -> dict:
+    """`steps` train_batch calls of the tiny preset cut to `layers` decoder layers on the fast
+    path, once by runtime.Trainer and once by step_graph.GraphedTrainer(capture_after=...), with
+    compile=scope (None: eager; "model": the whole decoder body, the bench's configuration).
+    Batch 4 x 32 except step capture_after + 2, which is 4 x 16 (another layout).
+
+    Observations: trajectory_rel_diff (max over steps), plain_rerun_rel_diff (the same measure
+    between two plain runs: the device's own nondeterminism, e.g. atomic adds), loss_max_rel_diff, lr_max_rel_diff (the
+    learning rate each optimizer held after the step), replayed_steps, plain_steps, steps,
+    update_norm, rtol (the bfloat16 entry of the tolerance)."""
+    from pvlab.runtime import checkpoint, data, step_graph, trainer
+    from pvlab.runtime.config import preset
+
+    dev = torch_device(device)
+    rtol, _ = rtol_atol(tolerance, "bfloat16")
+    config = preset("tiny").replace(num_hidden_layers=int(layers))
+    other = int(capture_after) + 2
+    draw = generator(seed)
+    batches = [data.LMBatch.from_sequences(torch.randint(0, config.vocab_size, (4, 17 if i == other else 33),
+                                                         generator=draw)) for i in range(int(steps))]
+    options = dict(lr=3e-3, weight_decay=0.1, grad_clip=1.0, seed=seed, warmup_steps=2, total_steps=int(steps),
+                   min_lr=3e-4, compile=scope or False)
+
+    def run(kind, **extra):
+        model = checkpoint.init_model(config=config, weights="random", seed=seed, device=str(dev), path="fast",
+                                      parity_gate=False)
+        start = _flat(model)
+        runner = kind(model, **options, **extra)
+        losses, rates, snapshots = [], [], []
+        for batch in batches:
+            losses.append(runner.train_batch(batch))
+            rates.append(float(runner.optimizer.param_groups[0]["lr"]))
+            snapshots.append(_flat(model))
+        return runner, start, losses, rates, snapshots
+
+    _, start, plain_losses, plain_rates, plain = run(trainer.Trainer)
+    _, _, _, _, plain_again = run(trainer.Trainer)      # the noise floor: plain against itself
+    graphed_runner, _, graphed_losses, graphed_rates, graphed = run(step_graph.GraphedTrainer,
+                                                                    capture_after=int(capture_after))
+    relative = [float((g - p).norm() / (p - start).norm()) for g, p in zip(graphed, plain)]
+    return {"trajectory_rel_diff": max(relative),
+            "loss_max_rel_diff": max(abs(a - b) / abs(b) for a, b in zip(graphed_losses, plain_losses)),
+            "lr_max_rel_diff": max(abs(a - b) / b for a, b in zip(graphed_rates, plain_rates)),
+            "replayed_steps": graphed_runner.replayed_steps, "plain_steps": graphed_runner.plain_steps,
+            "plain_rerun_rel_diff": max(float((a - p).norm() / (p - start).norm()) for a, p in zip(plain_again, plain)),
+            "steps": len(relative), "update_norm": float((plain[-1] - start).norm()), "rtol": rtol}
