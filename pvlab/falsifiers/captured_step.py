@@ -32,7 +32,8 @@ def captured_step_matches_plain(*, device: str, steps: int = 8, capture_after: i
     Batch 4 x 32 except step capture_after + 2, which is 4 x 16 (another layout).
 
     Observations: trajectory_rel_diff (max over steps), plain_rerun_rel_diff (the same measure
-    between two plain runs: the device's own nondeterminism, e.g. atomic adds), loss_max_rel_diff, lr_max_rel_diff (the
+    between the first plain run of the process and the oracle's: the device's nondeterminism and
+    the compiler's shape specialisation, below), loss_max_rel_diff, lr_max_rel_diff (the
     learning rate each optimizer held after the step), replayed_steps, plain_steps, steps,
     update_norm, rtol (the bfloat16 entry of the tolerance)."""
     from pvlab.runtime import checkpoint, data, step_graph, trainer
@@ -60,8 +61,13 @@ def captured_step_matches_plain(*, device: str, steps: int = 8, capture_after: i
             snapshots.append(_flat(model))
         return runner, start, losses, rates, snapshots
 
+    # The first run in a process sees torch.compile specialise to the first shape and recompile
+    # for both at the short batch; later runs start from that dynamic-shape code. Other kernels,
+    # other bf16 rounding, which Adam amplifies (an element whose gradient is rounding noise still
+    # moves by ~lr). So the oracle is the plain run made after one, under the compiler state the
+    # graphed run meets; the first run's distance from it is reported as the noise of that.
+    _, _, _, _, first = run(trainer.Trainer)
     _, start, plain_losses, plain_rates, plain = run(trainer.Trainer)
-    _, _, _, _, plain_again = run(trainer.Trainer)      # the noise floor: plain against itself
     graphed_runner, _, graphed_losses, graphed_rates, graphed = run(step_graph.GraphedTrainer,
                                                                     capture_after=int(capture_after))
     relative = [float((g - p).norm() / (p - start).norm()) for g, p in zip(graphed, plain)]
@@ -69,5 +75,5 @@ def captured_step_matches_plain(*, device: str, steps: int = 8, capture_after: i
             "loss_max_rel_diff": max(abs(a - b) / abs(b) for a, b in zip(graphed_losses, plain_losses)),
             "lr_max_rel_diff": max(abs(a - b) / b for a, b in zip(graphed_rates, plain_rates)),
             "replayed_steps": graphed_runner.replayed_steps, "plain_steps": graphed_runner.plain_steps,
-            "plain_rerun_rel_diff": max(float((a - p).norm() / (p - start).norm()) for a, p in zip(plain_again, plain)),
+            "plain_rerun_rel_diff": max(float((a - p).norm() / (p - start).norm()) for a, p in zip(first, plain)),
             "steps": len(relative), "update_norm": float((plain[-1] - start).norm()), "rtol": rtol}

@@ -60,7 +60,9 @@ class RuntimeVariant:
 
     scope: Trainer(compile=...) — eager, layers (each decoder layer) or model (the decoder body);
     fused: CausalLM.set_fused_projections(True) — Q/K/V and gate/up as one product each;
-    graph: step_graph.GraphedTrainer — the whole training step replayed as one CUDA graph;
+    graph: step_graph.GraphedTrainer — the training step (and the eval step) replayed as one CUDA graph;
+    chunk: CausalLM.loss_chunk_tokens — tokens per chunk of the fused loss (default: ~512 MiB of
+           fp32 logits a chunk, kernels.default_loss_chunk_tokens);
     mode:  Trainer(compile_mode=...) — torch.compile's mode for the compiled scope;
     attn:  Trainer(attention_backend=...) — the SDPA kernel (flash, efficient, cudnn, math)."""
 
@@ -69,6 +71,7 @@ class RuntimeVariant:
     mode: str | None = None
     attention: str | None = None
     graph: bool = False
+    chunk: int | None = None
 
     @classmethod
     def parse(cls, spec: str) -> "RuntimeVariant":
@@ -78,7 +81,7 @@ class RuntimeVariant:
         scope = {"none": "eager"}.get(tokens[0], tokens[0])
         if scope not in ("eager", "layers", "model"):
             raise ValueError(f"runtime variant {spec!r}: starts with eager, layers or model, not {tokens[0]!r}")
-        fused, mode, attention, graph = False, None, None, False
+        fused, mode, attention, graph, chunk = False, None, None, False, None
         for token in tokens[1:]:
             key, _, value = token.partition("=")
             if token == "fused":
@@ -89,17 +92,20 @@ class RuntimeVariant:
                 mode = value
             elif key == "attn" and value:
                 attention = value
+            elif key == "chunk" and value.isdigit() and int(value) > 0:
+                chunk = int(value)
             else:
-                raise ValueError(f"runtime variant {spec!r}: unknown option {token!r} (fused, graph, "
+                raise ValueError(f"runtime variant {spec!r}: unknown option {token!r} (fused, graph, chunk=<tokens>, "
                                  f"mode=<{'|'.join(m for m in COMPILE_MODES if m)}>, attn=<backend>)")
         if mode is not None and scope == "eager":
             raise ValueError(f"runtime variant {spec!r}: a compile mode needs a compiled scope (layers or model)")
-        return cls(scope, fused, mode, attention, graph)
+        return cls(scope, fused, mode, attention, graph, chunk)
 
     def spec(self) -> str:
         parts = [self.scope] + (["fused"] if self.fused else []) + (["graph"] if self.graph else [])
         parts += [f"mode={self.mode}"] if self.mode else []
         parts += [f"attn={self.attention}"] if self.attention else []
+        parts += [f"chunk={self.chunk}"] if self.chunk else []
         return "+".join(parts)
 
     def label(self) -> str:
@@ -113,6 +119,8 @@ class RuntimeVariant:
             words += f", mode {self.mode}"
         if self.attention:
             words += f", {self.attention} attention"
+        if self.chunk:
+            words += f", loss chunks of {self.chunk} tokens"
         return words
 
 
@@ -125,6 +133,8 @@ def runtime_steps(directory: Path, device: torch.device, batches: list, variant:
         variant = RuntimeVariant.parse(variant)
     model = runtime.load(directory, device=device, path="fast")
     model.set_fused_projections(variant.fused)
+    if variant.chunk:
+        model.loss_chunk_tokens = variant.chunk
     kind = runtime.Trainer
     if variant.graph:
         from pvlab.runtime.step_graph import GraphedTrainer as kind

@@ -2,12 +2,12 @@
 
 `GraphedTrainer` is a `Trainer` whose `train_batch` replays forward, backward, the gradient
 norm, clipping and the fused AdamW update as one captured CUDA graph, for every batch of the
-shape it captured.
+shape it captured; its `eval_batch` replays the eval forward and loss as a graph of its own.
 
 Why: on an H100 the compiled fast path's step at the qwen2-0.5b shape (batch 8 x 1024) took
 81.6 ms of wall time for 74.3 ms of kernels (bench/profile_step.py, docs/performance.md): the
-GPU waited ~7 ms a step for the host to launch some 1,400 kernels. A replay launches them all
-at once.
+GPU waited ~7 ms a step for the host to launch some 1,400 kernels; an eval step 27.2 ms for
+22.5 ms of kernels. A replay launches them all at once.
 
 How, and what stays the same:
 * The captured code is `Trainer.train_batch` itself, not a copy: the same loss, the same
@@ -40,10 +40,15 @@ import torch
 from .data import LMBatch
 from .errors import ArgumentError, DeviceError
 from .model import CausalLM
-from .trainer import Trainer, skips_on_device
+from .trainer import Trainer, _batch_loss, eval_targets, skips_on_device
 
 
-# ---- seam: the one CUDA-only call, so that the step logic can be exercised without a GPU ------
+# ---- seams: the CUDA-only calls, so that the step logic can be exercised without a GPU ---------
+
+def graphs_available(device: torch.device) -> bool:
+    """Whether steps on `device` can be captured as CUDA graphs."""
+    return device.type == "cuda"
+
 
 def capture(step: Callable[[], None], stream) -> Callable[[], None]:
     """Record `step`'s kernels on `stream` as a CUDA graph (the Python runs once, nothing
@@ -74,6 +79,9 @@ class GraphedTrainer(Trainer):
             raise ArgumentError(f"capture_after must be at least 1 (nothing may be first created inside a capture), "
                                 f"got {capture_after}")
         super().__init__(model, **options)
+        if not graphs_available(self.device):
+            raise DeviceError(f"GraphedTrainer captures CUDA graphs; the model is on {self.device} "
+                              "(use Trainer there)")
         if not skips_on_device(self.optimizer):
             raise DeviceError(f"GraphedTrainer needs the fused AdamW (it skips a non-finite step on the device); "
                               f"torch has none for {self.device}")
@@ -82,12 +90,13 @@ class GraphedTrainer(Trainer):
         self.replayed_steps = 0       # steps trained by replaying it
         self._stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         self._learning_rate = torch.zeros((), dtype=torch.float32, device=self.device)
-        self._replay: Callable[[], None] | None = None
-        self._layout: tuple | None = None
-        self._static: LMBatch | None = None
+        self._train = _Captured()     # the training step's graph
         self._outputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         self._gradients: list[torch.Tensor | None] = []
         self._in_graph = False
+        self.plain_evals = 0          # eval batches run without their graph
+        self.replayed_evals = 0
+        self._eval = _Captured()      # eval's own graph: forward and loss under no_grad
 
     # ---- the two places a captured step differs from a plain one ------------------------------
     def current_lr(self) -> float | torch.Tensor:
@@ -104,12 +113,12 @@ class GraphedTrainer(Trainer):
     # ---- steps ---------------------------------------------------------------------------------
     def train_batch(self, batch: LMBatch) -> float:
         batch = batch.to(self.device)
-        layout = batch_layout(batch)
-        if self._replay is None and self.plain_steps < self.capture_after:
+        graph = self._train
+        if graph.replay is None and self.plain_steps < self.capture_after:
             return self._plain_step(batch)
-        if self._replay is None:
+        if graph.replay is None:
             self._capture(batch)
-        elif layout != self._layout:
+        elif batch_layout(batch) != graph.layout:
             return self._plain_step(batch)
         return self._replay_step(batch)
 
@@ -122,7 +131,7 @@ class GraphedTrainer(Trainer):
     def _graph_body(self) -> None:
         self._in_graph = True
         try:
-            super().train_batch(self._static)
+            super().train_batch(self._train.static)
         finally:
             self._in_graph = False
         # The gradient buffers the graph writes (allocated inside the capture): a plain step
@@ -130,28 +139,22 @@ class GraphedTrainer(Trainer):
         self._gradients = [p.grad for _, p in self.named_parameters]
 
     def _capture(self, batch: LMBatch) -> None:
-        self._static = LMBatch(batch.inputs.clone(), batch.targets.clone(),
-                               None if batch.document_ids is None else batch.document_ids.clone())
-        self._layout = batch_layout(batch)
+        self._train.hold(batch)
         capturable = [group.get("capturable", False) for group in self.optimizer.param_groups]
         for group in self.optimizer.param_groups:
             group["capturable"] = True   # torch refuses to capture an optimizer step otherwise
         try:
             with self._on_capture_stream():
-                self._replay = capture(self._graph_body, self._stream)
+                self._train.replay = capture(self._graph_body, self._stream)
         finally:
             for group, flag in zip(self.optimizer.param_groups, capturable):
                 group["capturable"] = flag
 
     def _replay_step(self, batch: LMBatch) -> float:
-        static = self._static
-        static.inputs.copy_(batch.inputs)
-        static.targets.copy_(batch.targets)
-        if static.document_ids is not None:
-            static.document_ids.copy_(batch.document_ids)
+        self._train.fill(batch)
         learning_rate = super().current_lr()
         self._learning_rate.fill_(learning_rate)
-        self._replay()
+        self._train.replay()
         for (_, parameter), gradient in zip(self.named_parameters, self._gradients):
             parameter.grad = gradient   # a plain step since the capture may have pointed .grad elsewhere
         for group in self.optimizer.param_groups:
@@ -161,6 +164,37 @@ class GraphedTrainer(Trainer):
             self.step += 1
         self.replayed_steps += 1
         return self.last_loss
+
+    # ---- evaluation ----------------------------------------------------------------------------
+    def eval_batch(self, batch: LMBatch) -> float:
+        """Trainer.eval_batch's loss, from a graph of its own (eval mode, no gradients) once
+        `capture_after` eval batches have run plain; other layouts run plain."""
+        batch = batch.to(self.device)
+        graph = self._eval
+        if graph.replay is None and self.plain_evals < self.capture_after or (
+                graph.replay is not None and batch_layout(batch) != graph.layout):
+            with self._on_capture_stream():
+                loss = super().eval_batch(batch)
+            self.plain_evals += 1
+            return loss
+        if graph.replay is None:
+            graph.hold(batch)
+            with self._on_capture_stream():
+                graph.replay = capture(self._eval_body, self._stream)
+        graph.fill(batch)
+        graph.replay()
+        self.replayed_evals += 1
+        return float(graph.output)
+
+    def _eval_body(self) -> None:
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                static = self._eval.static
+                self._eval.output = _batch_loss(self.model, static, eval_targets(static))
+        finally:
+            self.model.train(was_training)
 
     def _on_capture_stream(self):
         """Warm-up and capture run on one side stream (what torch.cuda.graph asks: lazy
@@ -177,3 +211,24 @@ def _side_stream(stream):
     with torch.cuda.stream(stream):
         yield
     torch.cuda.current_stream().wait_stream(stream)
+
+
+class _Captured:
+    """One captured graph's static batch (the buffers it reads), its layout and its replay."""
+
+    def __init__(self):
+        self.replay: Callable[[], None] | None = None
+        self.static: LMBatch | None = None
+        self.layout: tuple | None = None
+        self.output: torch.Tensor | None = None
+
+    def hold(self, batch: LMBatch) -> None:
+        self.static = LMBatch(batch.inputs.clone(), batch.targets.clone(),
+                              None if batch.document_ids is None else batch.document_ids.clone())
+        self.layout = batch_layout(batch)
+
+    def fill(self, batch: LMBatch) -> None:
+        self.static.inputs.copy_(batch.inputs)
+        self.static.targets.copy_(batch.targets)
+        if self.static.document_ids is not None:
+            self.static.document_ids.copy_(batch.document_ids)

@@ -52,10 +52,11 @@ def _graphed_losses():
 
     model = runtime.init_model(config=runtime.preset("tiny").replace(num_hidden_layers=1), weights="random",
                                seed=0, path="fast")
-    trainer = step_graph.GraphedTrainer(model, lr=3e-3, warmup_steps=1, total_steps=4, min_lr=3e-4,
-                                        device="cpu", capture_after=1)
     generator = torch.Generator().manual_seed(0)
-    with mock.patch.object(step_graph, "capture", lambda step, stream: step):
+    with mock.patch.object(step_graph, "capture", lambda step, stream: step), \
+            mock.patch.object(step_graph, "graphs_available", lambda device: True):
+        trainer = step_graph.GraphedTrainer(model, lr=3e-3, warmup_steps=1, total_steps=4, min_lr=3e-4,
+                                            device="cpu", capture_after=1)
         for _ in range(4):
             trainer.train_batch(LMBatch.from_sequences(torch.randint(0, 64, (2, 9), generator=generator)))
     return trainer.last_loss, [float(p.detach().double().norm()) for p in model.parameters()][:3]

@@ -55,7 +55,9 @@ def test_runtime_variants_parse_and_refuse_what_they_do_not_know():
     g = svt.RuntimeVariant.parse("model+fused+graph")
     assert (g.scope, g.fused, g.graph) == ("model", True, True) and svt.RuntimeVariant.parse(g.spec()) == g
     assert "CUDA graph" in g.label() and not v.graph
-    for bad in ("fast", "model+fusd", "model+mode=turbo", "eager+mode=reduce-overhead"):
+    c = svt.RuntimeVariant.parse("model+graph+chunk=1766")
+    assert c.chunk == 1766 and svt.RuntimeVariant.parse(c.spec()) == c and "1766 tokens" in c.label()
+    for bad in ("fast", "model+fusd", "model+mode=turbo", "eager+mode=reduce-overhead", "model+chunk=0", "model+chunk=x"):
         with pytest.raises(ValueError):
             svt.RuntimeVariant.parse(bad)
 

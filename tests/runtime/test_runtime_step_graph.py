@@ -28,6 +28,7 @@ def replay_by_rerunning(monkeypatch):
         return step          # nothing runs at capture; every replay runs the recorded step
 
     monkeypatch.setattr(step_graph, "capture", capture)
+    monkeypatch.setattr(step_graph, "graphs_available", lambda device: True)
     return captured
 
 
@@ -112,13 +113,30 @@ def test_a_nonfinite_replayed_step_is_skipped_and_counted(replay_by_rerunning):
     assert torch.equal(after[~torch.isnan(after)], before[~torch.isnan(after)]) and unchanged.sum() < after.numel()
 
 
-def test_refusals():
+def test_replayed_evals_score_as_plain_evals_and_leave_training_alone(replay_by_rerunning):
+    plain = runtime.Trainer(model(), **settings())
+    graphed = step_graph.GraphedTrainer(model(), **settings(), capture_after=1)
+    graphed.train_batch(batches(1)[0]), plain.train_batch(batches(1)[0])
+    run = batches(2, width=9) + batches(1, width=13) + batches(3, width=9)
+    for batch in run:
+        assert graphed.eval_batch(batch) == pytest.approx(plain.eval_batch(batch), rel=1e-6)
+    assert (graphed.plain_evals, graphed.replayed_evals) == (2, 4)
+    assert graphed.model.training and graphed.step == 1
+    assert graphed.train_batch(batches(1)[0]) == pytest.approx(plain.train_batch(batches(1)[0]), rel=1e-6)
+
+
+def test_refusals(replay_by_rerunning):
     with pytest.raises(ArgumentError, match="micro_batch_size"):
         step_graph.GraphedTrainer(model(), **settings(), micro_batch_size=2)
     with pytest.raises(ArgumentError, match="capture_after"):
         step_graph.GraphedTrainer(model(), **settings(), capture_after=0)
     with pytest.raises(DeviceError, match="fused AdamW"):
         step_graph.GraphedTrainer(model(), **settings(path="reference"))
+
+
+def test_a_device_without_cuda_graphs_is_refused_before_any_step():
+    with pytest.raises(DeviceError, match="CUDA graphs; the model is on cpu"):
+        step_graph.GraphedTrainer(model(), **settings())
 
 
 def test_capture_records_on_the_stream_it_is_given(monkeypatch):

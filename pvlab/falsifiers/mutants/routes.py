@@ -154,7 +154,7 @@ def graph_replays_the_captured_batch():
     original = step_graph.GraphedTrainer._replay_step
 
     def _replay_step(self, batch):
-        return original(self, self._static)
+        return original(self, self._train.static)
 
     with plant("graph_replays_the_captured_batch", swap(step_graph.GraphedTrainer, "_replay_step", _replay_step)):
         yield
