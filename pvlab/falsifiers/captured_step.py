@@ -10,7 +10,10 @@ learning rate that changes at every step (warm-up, then cosine) and with a batch
 shape in the middle (trained as a plain step, leaving the graph's buffers alone), the two
 trajectories must agree up to rounding, measured as in compiled_training:
 |graphed - plain| / |plain - initial| over every parameter, after every step. The record also
-counts the replayed steps, so a trainer that silently never replays cannot pass.
+counts the replayed steps, so a trainer that silently never replays cannot pass. After every
+training step both trainers also score two eval batches (the eval graph shares the training
+graph's memory pool, so an eval replay that overwrote what the training graph keeps, or read
+the batch it was captured with, shows in the eval losses or in the next step).
 """
 
 from __future__ import annotations
@@ -31,7 +34,10 @@ def captured_step_matches_plain(*, device: str, steps: int = 8, capture_after: i
     compile=scope (None: eager; "model": the whole decoder body, the bench's configuration).
     Batch 4 x 32 except step capture_after + 2, which is 4 x 16 (another layout).
 
-    Observations: trajectory_rel_diff (max over steps), plain_rerun_rel_diff (the same measure
+    After each step both score two held-out 2 x 32 batches (eval_batch).
+
+    Observations: trajectory_rel_diff (max over steps), eval_max_rel_diff, replayed_evals,
+    plain_rerun_rel_diff (the same measure
     between the first plain run of the process and the oracle's: the device's nondeterminism and
     the compiler's shape specialisation, below), loss_max_rel_diff, lr_max_rel_diff (the
     learning rate each optimizer held after the step), replayed_steps, plain_steps, steps,
@@ -46,6 +52,8 @@ def captured_step_matches_plain(*, device: str, steps: int = 8, capture_after: i
     draw = generator(seed)
     batches = [data.LMBatch.from_sequences(torch.randint(0, config.vocab_size, (4, 17 if i == other else 33),
                                                          generator=draw)) for i in range(int(steps))]
+    held_out = [data.LMBatch.from_sequences(torch.randint(0, config.vocab_size, (2, 33), generator=draw))
+                for _ in range(2)]
     options = dict(lr=3e-3, weight_decay=0.1, grad_clip=1.0, seed=seed, warmup_steps=2, total_steps=int(steps),
                    min_lr=3e-4, compile=scope or False)
 
@@ -54,12 +62,13 @@ def captured_step_matches_plain(*, device: str, steps: int = 8, capture_after: i
                                       parity_gate=False)
         start = _flat(model)
         runner = kind(model, **options, **extra)
-        losses, rates, snapshots = [], [], []
+        losses, rates, snapshots, evals = [], [], [], []
         for batch in batches:
             losses.append(runner.train_batch(batch))
             rates.append(float(runner.optimizer.param_groups[0]["lr"]))
             snapshots.append(_flat(model))
-        return runner, start, losses, rates, snapshots
+            evals += [runner.eval_batch(b) for b in held_out]
+        return runner, start, (losses, evals), rates, snapshots
 
     # The first run in a process sees torch.compile specialise to the first shape and recompile
     # for both at the short batch; later runs start from that dynamic-shape code. Other kernels,
@@ -72,7 +81,9 @@ def captured_step_matches_plain(*, device: str, steps: int = 8, capture_after: i
                                                                     capture_after=int(capture_after))
     relative = [float((g - p).norm() / (p - start).norm()) for g, p in zip(graphed, plain)]
     return {"trajectory_rel_diff": max(relative),
-            "loss_max_rel_diff": max(abs(a - b) / abs(b) for a, b in zip(graphed_losses, plain_losses)),
+            "loss_max_rel_diff": max(abs(a - b) / abs(b) for a, b in zip(graphed_losses[0], plain_losses[0])),
+            "eval_max_rel_diff": max(abs(a - b) / abs(b) for a, b in zip(graphed_losses[1], plain_losses[1])),
+            "replayed_evals": graphed_runner.replayed_evals,
             "lr_max_rel_diff": max(abs(a - b) / b for a, b in zip(graphed_rates, plain_rates)),
             "replayed_steps": graphed_runner.replayed_steps, "plain_steps": graphed_runner.plain_steps,
             "plain_rerun_rel_diff": max(float((a - p).norm() / (p - start).norm()) for a, p in zip(first, plain)),

@@ -50,11 +50,12 @@ def graphs_available(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
-def capture(step: Callable[[], None], stream) -> Callable[[], None]:
+def capture(step: Callable[[], None], stream, pool) -> Callable[[], None]:
     """Record `step`'s kernels on `stream` as a CUDA graph (the Python runs once, nothing
-    executes); returns the function that replays them."""
+    executes), its memory from `pool` (torch.cuda.graph_pool_handle()); returns the function
+    that replays them."""
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
+    with torch.cuda.graph(graph, pool=pool, stream=stream):
         step()
     return graph.replay
 
@@ -89,6 +90,11 @@ class GraphedTrainer(Trainer):
         self.plain_steps = 0          # steps trained without the graph (warm-up, other layouts)
         self.replayed_steps = 0       # steps trained by replaying it
         self._stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        # One memory pool for the training and the eval graph: they never run at once, and what
+        # either leaves for the host (gradients, the loss) stays allocated, so the other's
+        # capture cannot take it. Two pools held the eval graph's activations beside the
+        # training step's: 23.4 GiB of training peak on an H100 instead of 17.7.
+        self._pool = torch.cuda.graph_pool_handle() if self.device.type == "cuda" else None
         self._learning_rate = torch.zeros((), dtype=torch.float32, device=self.device)
         self._train = _Captured()     # the training step's graph
         self._outputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
@@ -145,7 +151,7 @@ class GraphedTrainer(Trainer):
             group["capturable"] = True   # torch refuses to capture an optimizer step otherwise
         try:
             with self._on_capture_stream():
-                self._train.replay = capture(self._graph_body, self._stream)
+                self._train.replay = capture(self._graph_body, self._stream, self._pool)
         finally:
             for group, flag in zip(self.optimizer.param_groups, capturable):
                 group["capturable"] = flag
@@ -180,7 +186,7 @@ class GraphedTrainer(Trainer):
         if graph.replay is None:
             graph.hold(batch)
             with self._on_capture_stream():
-                graph.replay = capture(self._eval_body, self._stream)
+                graph.replay = capture(self._eval_body, self._stream, self._pool)
         graph.fill(batch)
         graph.replay()
         self.replayed_evals += 1

@@ -45,21 +45,23 @@ def probe_cuda_index_unchecked():
 
 
 def _graphed_losses():
-    """Four steps of a tiny GraphedTrainer on the CPU, its graph replayed by running the recorded
-    step again (the seam tests/runtime/test_runtime_step_graph.py replaces the same way)."""
+    """Four steps and three evals of a tiny GraphedTrainer on the CPU, its graphs replayed by
+    running the recorded steps again (the seam tests/runtime/test_runtime_step_graph.py replaces the same way)."""
     from pvlab import runtime
     from pvlab.runtime.data import LMBatch
 
     model = runtime.init_model(config=runtime.preset("tiny").replace(num_hidden_layers=1), weights="random",
                                seed=0, path="fast")
     generator = torch.Generator().manual_seed(0)
-    with mock.patch.object(step_graph, "capture", lambda step, stream: step), \
+    with mock.patch.object(step_graph, "capture", lambda step, stream, pool: step), \
             mock.patch.object(step_graph, "graphs_available", lambda device: True):
         trainer = step_graph.GraphedTrainer(model, lr=3e-3, warmup_steps=1, total_steps=4, min_lr=3e-4,
                                             device="cpu", capture_after=1)
         for _ in range(4):
             trainer.train_batch(LMBatch.from_sequences(torch.randint(0, 64, (2, 9), generator=generator)))
-    return trainer.last_loss, [float(p.detach().double().norm()) for p in model.parameters()][:3]
+        evals = [trainer.eval_batch(LMBatch.from_sequences(torch.randint(0, 64, (2, 9), generator=generator)))
+                 for _ in range(3)]
+    return trainer.last_loss, [float(p.detach().double().norm()) for p in model.parameters()][:3], evals
 
 
 def probe_graph_learning_rate_frozen():
@@ -69,4 +71,8 @@ def probe_graph_learning_rate_frozen():
 
 
 def probe_graph_replays_the_captured_batch():
+    return _graphed_losses()
+
+
+def probe_graph_eval_scores_the_captured_batch():
     return _graphed_losses()

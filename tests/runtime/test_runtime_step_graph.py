@@ -23,7 +23,7 @@ from pvlab.runtime.errors import ArgumentError, DeviceError
 def replay_by_rerunning(monkeypatch):
     captured = []
 
-    def capture(step, stream):
+    def capture(step, stream, pool):
         captured.append(step)
         return step          # nothing runs at capture; every replay runs the recorded step
 
@@ -140,7 +140,8 @@ def test_a_device_without_cuda_graphs_is_refused_before_any_step():
 
 
 def test_capture_records_on_the_stream_it_is_given(monkeypatch):
-    """The real seam: torch.cuda.graph over the step on the warm-up stream, the replay its graph's."""
+    """The real seam: torch.cuda.graph over the step on the warm-up stream, from the shared
+    pool; the replay its graph's."""
     calls = []
 
     class Graph:
@@ -148,8 +149,8 @@ def test_capture_records_on_the_stream_it_is_given(monkeypatch):
             calls.append("replay")
 
     class Capturing:
-        def __init__(self, graph, stream):
-            calls.append(("capture", stream))
+        def __init__(self, graph, pool, stream):
+            calls.append(("capture", stream, pool))
 
         def __enter__(self):
             return self
@@ -159,7 +160,7 @@ def test_capture_records_on_the_stream_it_is_given(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
     monkeypatch.setattr(torch.cuda, "graph", Capturing)
-    replay = step_graph.capture(lambda: calls.append("step"), "stream-1")
-    assert calls == [("capture", "stream-1"), "step"]
+    replay = step_graph.capture(lambda: calls.append("step"), "stream-1", "pool-1")
+    assert calls == [("capture", "stream-1", "pool-1"), "step"]
     replay()
     assert calls[-1] == "replay"

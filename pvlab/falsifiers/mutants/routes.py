@@ -158,3 +158,23 @@ def graph_replays_the_captured_batch():
 
     with plant("graph_replays_the_captured_batch", swap(step_graph.GraphedTrainer, "_replay_step", _replay_step)):
         yield
+
+
+@mutant("graph_eval_scores_the_captured_batch")
+def graph_eval_scores_the_captured_batch():
+    """GraphedTrainer replays its eval graph without copying the new batch into the buffers the
+    graph reads: every replayed eval scores the batch it was captured with, and a held-out set
+    of many batches reports the loss of one.
+
+    Imitates a static input never refreshed. Seam: runtime.step_graph._Captured.fill."""
+    from pvlab.runtime import step_graph
+
+    original = step_graph._Captured.fill
+
+    def fill(self, batch):
+        if self.output is None:          # the training graph (its outputs are the trainer's)
+            return original(self, batch)
+        return None                      # an eval graph: its buffers keep the captured batch
+
+    with plant("graph_eval_scores_the_captured_batch", swap(step_graph._Captured, "fill", fill)):
+        yield
