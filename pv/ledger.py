@@ -298,7 +298,36 @@ def read(path: Path | str) -> LedgerContents:
 
 def parse_record(raw: bytes) -> LedgerRecord:
     """One line as a record: what `parse` makes of a line, before it asks whether it is a copy."""
-    return LedgerRecord.model_validate(parse_line(raw))
+    record = _read_at_once(raw)
+    return record if record is not None else LedgerRecord.model_validate(parse_line(raw))
+
+
+# The fields whose values may nest without bound (dict[str, Any]); every other field's type fixes
+# how deep a value it accepts can nest (two levels at most), far inside MAX_DEPTH.
+_FREE_FIELDS = ("observations", "judged_params", "judged_tolerance")
+
+
+def _read_at_once(raw: bytes) -> LedgerRecord | None:
+    """The record pydantic reads straight from the line's bytes (its JSON parser, jiter, in Rust:
+    decoding with json and validating the objects it made was most of reading a ledger), or None
+    where parse_line and model_validate must decide, and say why in their words. Where it reads a
+    record, it is theirs: jiter refuses every text json.loads refuses (control characters, bad
+    numbers, trailing commas, invalid UTF-8, NUL; it also refuses some json.loads reads: a BOM,
+    a lone surrogate, which go the other way) and reads the same values from the rest, types and
+    key order included (tests/test_ledger.py compares both on every line of this repository's
+    ledger, on edge cases and on damaged lines); and a record that validates can nest deeper than
+    MAX_DEPTH only inside its free fields, which are measured here."""
+    if raw.count(b"[") + raw.count(b"{") > DECODE_FIRST_BRACKETS:
+        return None  # measured before any decoder sees it
+    try:
+        record = LedgerRecord.model_validate_json(raw)
+    except (ValueError, RecursionError):  # pydantic.ValidationError is a ValueError
+        return None
+    for name in _FREE_FIELDS:  # the record's own object is one level, the field's value the next
+        value = getattr(record, name)
+        if value is not None and _nests_deeper(value, MAX_DEPTH - 1):
+            return None  # too deep: parse_line says so
+    return record
 
 
 def parse(data: bytes) -> LedgerContents:

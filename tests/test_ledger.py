@@ -421,14 +421,6 @@ def test_a_line_nested_past_the_limit_is_garbage(tmp_path):
     assert [p.message.split(" (")[0] for p in ledger.read(path).problems] == ["garbage line"]
 
 
-@pytest.mark.parametrize("raw, depth", [(b'[[],[]]', 2), (b'{"a":[1],"b":[[1]]}', 3), (b'{"s":"[[[["}', 1),
-                                        (b'{"s":"\\"[["}', 1), (b'[' * 3 + b']' * 3 + b'[' * 2 + b']' * 2, 3),
-                                        # an escape ends after one character: the string closes, and counting resumes
-                                        (b'{"s":"a\\"b","t":[[1]]}', 3), (b'{"s":"\\\\","t":[1]}', 2)])
-def test_the_nesting_scanner_measures_the_deepest_point_after_siblings_close(raw, depth):
-    assert ledger._depth(raw) == depth
-
-
 def test_only_an_unterminated_last_line_is_torn_a_bad_line_before_it_is_corrupt(tmp_path):
     path = tmp_path / "l.jsonl"
     path.write_bytes(record(1).to_line() + b"{not json\n" + record(2).to_line()[:40])
@@ -468,37 +460,6 @@ def test_a_version_1_record_still_reads(tmp_path):
     path.write_text(json.dumps({**data, "schema_version": 1}) + "\n")
     contents = ledger.read(path)
     assert not contents.problems and [r.schema_version for r in contents.records] == [1]
-def _reference_depth(raw: bytes) -> int:
-    """The byte-by-byte scan ledger._depth replaced: the oracle for its regex + running sum."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:
-                escaped = True
-            elif byte == 0x22:
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return deepest
-
-
-def test_the_nesting_scanner_agrees_with_a_byte_by_byte_scan_on_random_text():
-    import random
-
-    rng = random.Random(29)
-    alphabet = b'[]{}"\\ax\r\t\x00\xff'  # brackets, quotes, escapes, unterminated strings, odd bytes
-    for _ in range(20_000):
-        raw = bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
-        assert ledger._depth(raw) == _reference_depth(raw), raw
-
 
 def test_replayed_records_are_found_by_id_or_whole_content_whatever_else_they_share(tmp_path):
     """Records that share everything the outline compares but differ in content are kept; a
@@ -516,54 +477,3 @@ def test_replayed_records_are_found_by_id_or_whole_content_whatever_else_they_sh
         (3, "repeats the record of line 1 (same record id, or same run, time and content); ignored"),
         (4, "repeats the record of line 1 (same record id, or same run, time and content); ignored"),
         (6, "repeats the record of line 2 (same record id, or same run, time and content); ignored")]
-
-
-def _measured_first(raw: bytes):
-    """What parse_line did before it decoded first: measure the text's depth, then decode."""
-    if ledger._depth(raw) > ledger.MAX_DEPTH:
-        raise ledger.TooDeep(f"nested more than {ledger.MAX_DEPTH} levels deep; no record is")
-    return json.loads(raw)
-
-
-def _outcome(parse, raw: bytes):
-    try:
-        return "value", parse(raw)
-    except Exception as exc:  # noqa: BLE001 - the kind and the words are what is compared
-        return type(exc).__name__, str(exc)
-
-
-def test_decoding_first_finds_what_measuring_first_finds_on_random_lines():
-    """A line of up to DECODE_FIRST_BRACKETS brackets is decoded, then its containers measured:
-    the same value, the same garbage (too deep, also when broken) and the same decoder error as
-    measuring the text first, on UTF-8, with a BOM, and in UTF-16 (which is measured first)."""
-    import random
-
-    rng = random.Random(29)
-    atoms = [b'1', b'"a"', b'"[[{"', b'"\\\\"', b'"\\"[{"', b'null', b'NaN', b'"\xff"', b'"\xc3\xa9"', b'"\\u0000"']
-
-    def value(depth: int) -> bytes:
-        roll = rng.random()
-        if depth > 22 or roll < 0.25:
-            return rng.choice(atoms)
-        items = [value(depth + 1) for _ in range(rng.randint(0, 3))]
-        if roll < 0.6:
-            return b"[" + b",".join(items) + b"]"
-        return b"{" + b",".join(b'"k%d":%s' % (i, item) for i, item in enumerate(items)) + b"}"
-
-    kinds = set()
-    for _ in range(6_000):
-        raw, roll = value(0), rng.random()
-        if roll < 0.15 and raw:
-            cut = rng.randrange(len(raw))
-            raw = raw[:cut] + raw[cut + 1:]  # broken JSON, deep or not
-        elif roll < 0.2:
-            raw = b"\xef\xbb\xbf" + raw
-        elif roll < 0.25:
-            raw = raw.decode("utf-8", "replace").encode("utf-16")
-        expected = _outcome(_measured_first, raw)
-        assert _outcome(ledger.parse_line, raw) == expected, raw
-        kinds.add(expected[0])
-    assert {"value", "TooDeep", "JSONDecodeError"} <= kinds
-    for width in (ledger.MAX_DEPTH, ledger.MAX_DEPTH + 1, ledger.DECODE_FIRST_BRACKETS + 1):
-        for raw in (b"[" * width + b"]" * width, b"[" * width):
-            assert _outcome(ledger.parse_line, raw) == _outcome(_measured_first, raw)
