@@ -67,6 +67,10 @@ class ModuleUnits:
         """The digest of unit `qualname`; None when the module has no such unit."""
         return self.digests.get(qualname)
 
+    def known(self) -> Mapping[str, str]:
+        """The digests `digest` answers from (UnitDigests computes its own as asked)."""
+        return self.digests
+
 
 def _digest_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
@@ -283,6 +287,10 @@ class UnitDigests:
         for qualname, node in _functions(self._tree):
             self._defs.setdefault(qualname, []).append(node)
 
+    def known(self) -> Mapping[str, str | None]:
+        """The digests computed so far: `digest(q)` for every q it holds."""
+        return self._digests
+
     def digest(self, qualname: str) -> str | None:
         if qualname not in self._digests:
             if self._tree is None:
@@ -386,8 +394,10 @@ class UnitTree:
             if isinstance(now, str):
                 reasons.append(now)
                 continue
+            if units.items() <= now.known().items():
+                continue  # the common case, at C speed: every unit's digest computed already and equal
             if all(now.digest(qualname) == digest for qualname, digest in units.items()):
-                continue  # the common case, told without naming each unit
+                continue  # told without naming each unit
             for qualname, digest in sorted(units.items()):
                 current = now.digest(qualname)
                 label = f"{module} (module-level code)" if qualname == MODULE_UNIT else f"{module}:{qualname}"

@@ -208,3 +208,32 @@ def test_functions_are_found_in_the_order_walking_every_child_finds_them(name, s
     tree = ast.parse(source)
     assert [(q, id(n)) for q, n in codeunits._functions(tree)] == [
         (q, id(n)) for q, n in _functions_walking_every_child(tree)]
+
+
+@pytest.mark.parametrize("store", [None, "units"], ids=["digested-when-asked", "whole-units"])
+def test_a_tree_judges_each_record_alike_whatever_it_judged_before(tmp_path, store):
+    """UnitTree.changes tells a record whose units all match from the digests it computed for
+    earlier records (`known`): a record judged after others gets the reasons it gets alone."""
+    (tmp_path / "mod.py").write_text(TRICKY)
+    whole = codeunits.parse_units(TRICKY.encode()).digests
+    assert len(whole) > 3
+    wrong = {q: "0" * len(d) for q, d in whole.items()}
+    records = [dict(whole), {q: wrong[q] if i % 2 else d for i, (q, d) in enumerate(whole.items())},
+               {**whole, "absent": "1" * 16}, dict(list(whole.items())[:2]), wrong, {}, dict(whole)]
+
+    class Store:  # remembers nothing: UnitTree then keeps whole ModuleUnits (as pv.cache does)
+        active = True
+
+        def get(self, *args):
+            return None
+
+        def put(self, *args):
+            pass
+
+    def tree():
+        return codeunits.UnitTree(tmp_path, store=Store() if store else None)
+
+    alone = [tree().changes({"mod": units}, {"mod": "mod.py"}, ()) for units in records]
+    shared = tree()
+    assert [shared.changes({"mod": units}, {"mod": "mod.py"}, ()) for units in records] == alone
+    assert alone[0] == [] and alone[1] and alone[2] == ["mod:absent (removed)"] and alone[5] == []
