@@ -312,14 +312,12 @@ def _read_at_once(raw: bytes) -> LedgerRecord | None:
     decoding with json and validating the objects it made was most of reading a ledger), or None
     where parse_line and model_validate must decide, and say why in their words. Where it reads a
     record, it is theirs: jiter refuses every text json.loads refuses (control characters, bad
-    numbers, trailing commas, invalid UTF-8, NUL; it also refuses some json.loads reads: a BOM,
-    a lone surrogate, which go the other way) and reads the same values from the rest, types and
-    key order included (tests/test_ledger.py compares both on every line of this repository's
-    ledger, on edge cases and on damaged lines); and a record that validates can nest deeper than
-    MAX_DEPTH only inside its free fields, which are measured here."""
-    if raw.count(b"[") + raw.count(b"{") > DECODE_FIRST_BRACKETS:
-        return None  # measured before any decoder sees it
-    try:
+    numbers, trailing commas, invalid UTF-8, NUL; it also refuses some that json.loads reads, a
+    BOM, a lone surrogate: those go the careful way) and reads the same values from the rest,
+    types and key order included (tests/test_ledger_reading.py compares both on every line of
+    this repository's ledger, on edge cases and on damaged lines); and a record that validates
+    can nest deeper than MAX_DEPTH only inside its free fields, which are measured here."""
+    try:  # no bracket count first: jiter refuses nesting past its limit (200) without exhausting a stack
         record = LedgerRecord.model_validate_json(raw)
     except (ValueError, RecursionError):  # pydantic.ValidationError is a ValueError
         return None

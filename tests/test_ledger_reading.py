@@ -139,7 +139,8 @@ def _edge_lines(line: bytes) -> list[bytes]:
                  b"12345678901234567890123", b"0.1000000000000000055511151231257827", b'"\\ud800"', b'"\\udc00\\ud800"',
                  b'"\xff"', b'"\xed\xa0\x80"', b'"a\x01b"', b'"a\tb"', b'"\\u0000"', b'"\xc3\xa9"', b"[1,]", b"{}",
                  b'{"k": 1, "k": 2}', b"[" * 14 + b"1" + b"]" * 14, b"[" * 15 + b"1" + b"]" * 15,
-                 b"[" * 16 + b"1" + b"]" * 16, b"[" * 300 + b"]" * 300):
+                 b"[" * 16 + b"1" + b"]" * 16, b"[" * 300 + b"]" * 300,
+                 b"[" + b"[1]," * 600 + b"[1]]", b"[" * 600):
         lines.append(line.replace(b'"observations": {', b'"observations": {"edge": ' + atom + b", ", 1))
         lines.append(line.replace(b'"message": "', b'"message": ' + atom + b', "was": "', 1))
         lines.append(line.replace(b'"margin": ', b'"margin": ' + atom + b', "was": ', 1))
