@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import click
-
 from pv.config import Workspace
 from pv.diagnostics import Diagnostic, Severity, sort_key
 from pv.loader import LoadedContract, load_contract
@@ -396,9 +394,12 @@ def build_plan(workspace: Workspace) -> Plan:
     return plan
 
 
-def apply(plan: Plan, echo: Callable[[str], None] = click.echo) -> int:
-    """Write missing and stale modules atomically, remove orphaned ones. Returns how many changed."""
+def apply(plan: Plan, echo: Callable[[str], None] | None = None) -> int:
+    """Write missing and stale modules atomically, remove orphaned ones. Returns how many changed.
+    `echo` (default click.echo) prints each change."""
     from pv.atomic import write_text
+
+    echo = echo or _click().echo
 
     ws = plan.workspace
     changed = 0
@@ -427,7 +428,15 @@ def describe_drift(plan: Plan) -> list[str]:
     return lines
 
 
+def _click() -> Any:
+    # imported where used: pv validate renders generated tests (pv.identity) and never prints here
+    import click
+
+    return click
+
+
 def print_diagnostics(plan: Plan) -> None:
+    click = _click()
     for d in sorted(plan.diagnostics, key=sort_key):
         click.echo(d.format(), err=True)
     files = len({d.path for d in plan.diagnostics})
@@ -435,8 +444,11 @@ def print_diagnostics(plan: Plan) -> None:
                "fix them (see `pv validate`)", err=True)
 
 
-def ensure_fresh(workspace: Workspace, echo: Callable[[str], None] = click.echo) -> Plan:
-    """Regenerate if anything drifted (for `pv run`). Raises click.ClickException if impossible."""
+def ensure_fresh(workspace: Workspace, echo: Callable[[str], None] | None = None) -> Plan:
+    """Regenerate if anything drifted (for `pv run`). Raises click.ClickException if impossible.
+    `echo` (default click.echo) prints what it does."""
+    click = _click()
+    echo = echo or click.echo
     plan = build_plan(workspace)
     if plan.invalid:
         print_diagnostics(plan)
