@@ -1,7 +1,8 @@
 """The `pv` command line. Each verb lives in its own module and is imported only when used,
 so `pv validate` (a pre-commit hook) never pays for jinja2, pytest or torch. And `pv validate`
 whose inputs are all unchanged is answered from its stored run (pv.replay) before even click is
-imported; every other command line goes to the click group (pv.commands.group)."""
+imported, and a plain `pv validate` command line is checked without click (click only parses
+options); every other command line goes to the click group (pv.commands.group)."""
 
 from __future__ import annotations
 
@@ -31,26 +32,34 @@ class Main:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         argv = args[0] if args else kwargs.get("args")
         argv = sys.argv[1:] if argv is None else list(argv)
+        itself = argv[:1] == ["validate"] and not args and not kwargs  # the `pv` process, ending after this
         if argv[:1] == ["validate"] and kwargs.get("standalone_mode", True) and len(args) <= 1:
             from pv.replay import fast_validate
 
-            code = fast_validate(argv[1:])
+            # the process itself checks a plain command line without click (in-process callers get click)
+            code = fast_validate(argv[1:], check=itself)
             if code is not None:
+                if itself:
+                    _freeze()
                 sys.exit(code)
-        if argv[:1] == ["validate"] and not args and not kwargs:  # the `pv` process itself, ending after this
+        if itself:
             try:
                 return group()()
             finally:
-                # What validation left (parsed expressions, pydantic's schemas) lives until the
-                # process ends: the interpreter's last collection need not walk it (0.06 s of
-                # 1,000 contracts). Validation writes only through pv.atomic, closed as it goes.
-                import gc
-
-                gc.freeze()
+                _freeze()
         return group()(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(group(), name)
+
+
+def _freeze() -> None:
+    # What validation left (parsed expressions, pydantic's schemas) lives until the process
+    # ends: the interpreter's last collection need not walk it (0.06 s of 1,000 contracts).
+    # Validation writes only through pv.atomic, closed as it goes.
+    import gc
+
+    gc.freeze()
 
 
 def group() -> Any:

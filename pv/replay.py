@@ -260,10 +260,13 @@ def options(strict_bindings: bool | None, dialect: str) -> dict[str, Any]:
     return {"strict_bindings": strict_bindings, "dialect": dialect}
 
 
-def fast_validate(args: list[str]) -> int | None:
-    """`pv validate ARGS` answered from a stored run, before click (or anything that checks) is
-    imported: the exit status, the report printed. None when the arguments are anything but
-    the plain ones or nothing is stored for this run: the command runs as usual."""
+def fast_validate(args: list[str], check: bool = False) -> int | None:
+    """`pv validate ARGS` without click, for the plain command lines `pv` meets (a pre-commit
+    hook, CI): answered from a stored run, before anything that checks is imported, or, with
+    `check`, checked when nothing is stored (pv.validation.checked_report, what the click
+    command runs: click only parses the options, a tenth of a run after an edit). Returns the
+    exit status, the report printed; None when the arguments are anything but the plain ones, or
+    nothing is stored and `check` is off, or anything fails: the click command runs as usual."""
     paths: list[str] = []
     fmt, quiet, strict, dialect = "text", False, None, "pv"
     rest = iter(args)
@@ -299,13 +302,37 @@ def fast_validate(args: list[str]) -> int | None:
         scope = workspace.contract_files()
         if not files:
             return None
-        report = replayed(workspace.root, run_key(workspace, files, scope, options(strict, dialect)))
+        if check:
+            from pv.validation import checked_report
+
+            report = checked_report(workspace, files, [], strict, dialect)
+        else:
+            report = replayed(workspace.root, run_key(workspace, files, scope, options(strict, dialect)))
     except (ConfigError, OSError, ValueError):
         return None
     except Exception:  # noqa: BLE001 - a shortcut that fails is no shortcut: the command runs and says
         return None
     if report is None:
         return None
-    sys.stdout.write(render(report, fmt, quiet) + "\n")
-    sys.stdout.flush()
+    _echo(render(report, fmt, quiet))
     return 0 if report.ok else 1
+
+
+def _echo(text: str) -> None:
+    """Print `text` and a newline as click.echo does. For ASCII without escape sequences that
+    is writing it to stdout; anything else (click strips ANSI codes from a stream that is not a
+    terminal, and mends encodings) goes through click.echo itself. A closed pipe ends `pv` as
+    click's command line ends it."""
+    try:
+        if text.isascii() and "\x1b" not in text:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+        else:
+            import click
+
+            click.echo(text)
+    except BrokenPipeError:
+        from click.utils import PacifyFlushWrapper
+
+        sys.stdout = PacifyFlushWrapper(sys.stdout)
+        sys.exit(1)

@@ -146,6 +146,45 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
     return report
 
 
+def checked_report(workspace: Workspace, files: list[Path], missing: list[Diagnostic], strict_bindings: bool | None,
+                   dialect: str) -> Report:
+    """What `pv validate` reports on `files` (`missing`: PV100 for the paths that matched
+    nothing): replayed where none of the run's inputs changed (pv.replay), else validated and
+    recorded for the next run. The click command and `pv`'s own plain command lines
+    (pv.replay.fast_validate) both print this report."""
+    from pv import readlog, replay
+    from pv.diagnostics import with_default_hint
+
+    contract_files = workspace.contract_files()
+    # An unchanged run is replayed from its recorded inputs (pv.replay); `pv` tries that first
+    key = None if missing or dialect != "pv" else replay.run_key(workspace, files, contract_files,
+                                                                 replay.options(strict_bindings, dialect))
+    report = replay.replayed(workspace.root, key) if key else None
+    if report is None:
+        recorder = readlog.start(workspace.root, [workspace.pyproject]) if key else None
+        collecting = gc.isenabled()
+        gc.disable()  # kept off until the loaded files are dropped: see below
+        try:
+            scope = len(set(map(os.path.abspath, files)) | set(map(os.path.abspath, contract_files)))
+            report = validate(workspace, files, strict_bindings=strict_bindings, dialect=dialect, jobs=jobs_for(scope))
+        except Exception as exc:  # noqa: BLE001 - never a traceback; name what failed
+            report = Report(files=len(files), diagnostics=[internal_error(display(workspace.root), exc)])
+        finally:
+            readlog.stop(recorder)
+            # The command needs no loaded file: dropped here, their node trees are freed by
+            # reference counting, so the collector that comes back on never scans them (a
+            # quarter of the CPU of 1,000 contracts).
+            if report is not None:
+                report.loaded = {}
+            if collecting:
+                gc.enable()
+        report.diagnostics = sorted((with_default_hint(d) for d in missing + report.diagnostics), key=sort_key)
+        report.files += len(missing)
+        if key:
+            replay.store(workspace.root, key, recorder, report)
+    return report
+
+
 PARALLEL_MIN_FILES = 200
 """From this many files on, Linux machines with several cores load and check them in forked
 worker processes (`PV_JOBS=1` turns that off, `PV_JOBS=N` sets the number), unless pv's caches

@@ -23,7 +23,7 @@ PROBE = ("import sys\nfrom pv.cli import main\n"
 @pytest.fixture
 def checks(monkeypatch):
     """Counts the validations the command really runs (a replay runs none)."""
-    import pv.commands.validate as command
+    import pv.validation as command  # pv.validation.checked_report runs it, for click and for `pv` itself
 
     calls: list[int] = []
     real = command.validate
@@ -177,9 +177,20 @@ def test_the_recorder_sees_reads_listings_and_probes(tmp_path):
     assert ("listing", str(tmp_path)) in inputs
 
 
+def _tested_pv(env=None) -> dict:
+    """`env` (default os.environ) with the pv these tests import first on the path: a child in a
+    workspace elsewhere would otherwise import whichever pv is installed."""
+    import pv
+
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(pv.__file__)),
+                                         *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
 def _pv(root, *args, env=None):
     done = subprocess.run([sys.executable, "-c", PROBE, "validate", *args], cwd=root, capture_output=True,
-                          text=True, timeout=120, env=env)
+                          text=True, timeout=120, env=_tested_pv(env))
     tail = done.stdout.rsplit("EXIT", 1)
     assert len(tail) == 2, done.stdout + done.stderr
     return tail[0], "EXIT " + tail[1].strip()
@@ -297,3 +308,35 @@ def test_a_digest_is_shared_only_while_the_file_stays_as_it_was_hashed(tmp_path,
     assert readlog.digest_of_read(str(path), st, data) == hashlib.sha256(data).hexdigest()
     assert readlog.digest_of_read(str(path), st) == hashlib.sha256(data).hexdigest() == readlog.file_digest(str(path))
     assert readlog.digest_of_read(str(path), st, data[:-1]) == hashlib.sha256(data[:-1]).hexdigest()  # a short read
+
+
+# `pv` itself (main() with no arguments, as the console script calls it), reporting what it loaded
+PROCESS_PROBE = PROBE.replace("main(sys.argv[1:])", "main()")
+
+
+@pytest.mark.parametrize("args", [[], ["-q"], ["--format", "json"], ["--format=json", "-q"], ["--no-strict-bindings"],
+                                  ["contracts/demo-forward-v1.yaml"]])
+@pytest.mark.parametrize("check", ["needs_extra", "mesuré"])
+@pytest.mark.parametrize("cached", [False, True], ids=["PV_NO_CACHE", "cached"])
+def test_pv_itself_checks_a_plain_command_line_without_click_and_prints_what_click_prints(vworkspace, args, check,
+                                                                                        cached):
+    """A plain `pv validate` command line: `pv` checks it without importing click
+    (pv.replay.fast_validate with check) and prints, byte for byte and with the same exit
+    status, what the click command prints; output that is not plain ASCII (a check named
+    `mesuré`) goes through click.echo itself. Anything else is click's to say."""
+    vworkspace.contract(("check: falsifiers.demo:measure", f"check: falsifiers.demo:{check}"))
+    env = _tested_pv({**os.environ, **({} if cached else {"PV_NO_CACHE": "1"})})
+    with_click = subprocess.run([sys.executable, "-c", PROBE, "validate", *args], cwd=vworkspace.root,
+                                capture_output=True, timeout=120, env=env)
+    shown_by_click, status_with_click = with_click.stdout.rsplit(b"EXIT", 1)
+    assert status_with_click.startswith(b" 1 LOADED") and b"'click'" in status_with_click
+    itself = subprocess.run([sys.executable, "-c", PROCESS_PROBE, "validate", *args], cwd=vworkspace.root,
+                            capture_output=True, timeout=120, env=env)
+    shown, status = itself.stdout.rsplit(b"EXIT", 1)
+    assert shown == shown_by_click and itself.stderr == with_click.stderr
+    assert status.startswith(b" 1 LOADED"), shown + status
+    assert (b"'click'" in status) == (not shown.isascii()), status  # only to print what is not ASCII
+    assert shown.isascii() == (check.isascii() or "json" in " ".join(args))  # (json escapes it)
+    plain = subprocess.run([sys.executable, "-c", PROCESS_PROBE, "validate", "-q", "falsifiers"], cwd=vworkspace.root,
+                           capture_output=True, timeout=120, env=env)  # no contract file there: click says so
+    assert b"Usage:" in plain.stderr and plain.stdout.startswith(b"EXIT 2 LOADED") and b"'click'" in plain.stdout

@@ -7,21 +7,18 @@
 
 Every problem is printed as `path:line:col: CODE message` with a hint; codes are listed in
 docs/contract-format.md. Exit status: 0 valid (warnings allowed), 1 invalid, 2 usage error.
-The engine is pv.validation; this module is the click command only.
+The engine is pv.validation; this module is the click command only (`pv` itself checks plain
+command lines without click: pv.replay.fast_validate).
 """
 
 from __future__ import annotations
 
-import gc
-import os
-
 import click
 
-from pv import readlog, replay
 from pv.commands import pass_workspace
 from pv.config import Workspace
-from pv.diagnostics import Diagnostic, internal_error, sort_key, with_default_hint
-from pv.validation import DIALECTS, Report, display, expand_paths, jobs_for, render, validate
+from pv.diagnostics import Diagnostic
+from pv.validation import DIALECTS, checked_report, display, expand_paths, render
 
 
 @click.command(name="validate")
@@ -57,33 +54,6 @@ def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, dialect: str, 
             raise click.UsageError(
                 f"no contract files matched: {display(workspace.contracts_dir)}/ has no *.yaml files "
                 "([tool.pv] contracts_dir)")
-    contract_files = workspace.contract_files()
-    # An unchanged run is replayed from its recorded inputs (pv.replay); `pv` tries that before
-    # click is imported, this covers the runs that came here (and in-process callers).
-    key = None if missing or dialect != "pv" else replay.run_key(workspace, files, contract_files,
-                                                                 replay.options(strict_bindings, dialect))
-    report = replay.replayed(workspace.root, key) if key else None
-    if report is None:
-        recorder = readlog.start(workspace.root, [workspace.pyproject]) if key else None
-        collecting = gc.isenabled()
-        gc.disable()  # kept off until the loaded files are dropped: see below
-        try:
-            scope = len(set(map(os.path.abspath, files)) | set(map(os.path.abspath, contract_files)))
-            report = validate(workspace, files, strict_bindings=strict_bindings, dialect=dialect, jobs=jobs_for(scope))
-        except Exception as exc:  # noqa: BLE001 - never a traceback; name what failed
-            report = Report(files=len(files), diagnostics=[internal_error(display(workspace.root), exc)])
-        finally:
-            readlog.stop(recorder)
-            # The command needs no loaded file: dropped here, their node trees are freed by
-            # reference counting, so the collector that comes back on never scans them (a
-            # quarter of the CPU of 1,000 contracts).
-            if report is not None:
-                report.loaded = {}
-            if collecting:
-                gc.enable()
-        report.diagnostics = sorted((with_default_hint(d) for d in missing + report.diagnostics), key=sort_key)
-        report.files += len(missing)
-        if key:
-            replay.store(workspace.root, key, recorder, report)
+    report = checked_report(workspace, files, missing, strict_bindings, dialect)
     click.echo(render(report, fmt, quiet))
     ctx.exit(0 if report.ok else 1)
