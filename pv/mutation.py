@@ -275,11 +275,22 @@ def _scan_file(path: Path) -> list[MutantDecl]:
 def scan_parsed(path: Path, data: bytes, tree: ast.Module) -> list[MutantDecl]:
     """What `scan_mutant_names(path)` finds in a file, given its bytes `data` and the tree they
     parsed to (pv.staticcheck parsed it already): read from that tree where the file's text
-    parses to the same tree — ASCII (nothing to decode), no coding declaration and no carriage
-    return (reading text translates it) — else by scanning the file as ever."""
-    if data.isascii() and b"\r" not in data and b"coding" not in b"\n".join(data.split(b"\n", 2)[:2]):
+    parses to the same tree — UTF-8 without a byte-order mark (the text is what the parser
+    decodes from the bytes: the same strings, and columns count UTF-8 bytes either way), no
+    coding declaration and no carriage return (reading text translates it) — else by scanning
+    the file as ever."""
+    if (b"\r" not in data and not data.startswith(b"\xef\xbb\xbf")
+            and b"coding" not in b"\n".join(data.split(b"\n", 2)[:2]) and _is_utf8(data)):
         return _scan_tree(path, tree)
     return _scan_file(path)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _scan_tree(path: Path, tree: ast.Module) -> list[MutantDecl]:

@@ -306,7 +306,7 @@ def test_the_scan_finds_the_definitions_ast_walk_finds_in_its_order(tmp_path):
     assert found[[d.function for d in found].index("m")].runtimes == ("pvlab",)
 
 
-@pytest.mark.parametrize("variant", ["as is", "crlf", "cookie", "non-ascii", "bom"])
+@pytest.mark.parametrize("variant", ["as is", "crlf", "cookie", "non-ascii", "non-ascii-code", "bom", "not-utf8"])
 def test_scanning_a_parsed_tree_finds_what_scanning_the_file_finds(tmp_path, variant):
     """pv.staticcheck hands the tree it parsed from a file's bytes to scan_parsed: the same
     declarations as scanning the file, which reads its text (and so, where the text could parse
@@ -324,13 +324,17 @@ def test_scanning_a_parsed_tree_finds_what_scanning_the_file_finds(tmp_path, var
             data = b"# -*- coding: latin-1 -*-\n" + data
         elif variant == "non-ascii":
             data = data + "\n# caf\u00e9\n".encode()
+        elif variant == "non-ascii-code":  # read from the tree: the same strings, lines and columns
+            data = data.replace(b"\n@mutant(", '\n_caf\u00e9 = "\u00e9t\u00e9 \u2014 \U0001f600"  # \u00e9\n@mutant('.encode())
         elif variant == "bom":
             data = b"\xef\xbb\xbf" + data
+        elif variant == "not-utf8":  # a latin-1 byte in a comment: the file is scanned, and says so
+            data = data + b"\n# caf\xe9\n"
         path = tmp_path / source_file.name
         path.write_bytes(data)
-        expected = mutation.scan_mutant_names(path) if variant != "bom" else None
-        if variant == "bom":  # its text does not parse (U+FEFF): the file is scanned, and says so
-            with pytest.raises(mutation.MutationError):
+        expected = mutation.scan_mutant_names(path) if variant not in ("bom", "not-utf8") else None
+        if variant in ("bom", "not-utf8"):  # its text does not parse (U+FEFF) or read: the file is scanned, and says so
+            with pytest.raises((mutation.MutationError, SyntaxError)):
                 mutation.scan_parsed(path, data, ast.parse(data))
             continue
         assert mutation.scan_parsed(path, data, ast.parse(data)) == expected, source_file.name
