@@ -33,6 +33,13 @@ class Main:
         argv = args[0] if args else kwargs.get("args")
         argv = sys.argv[1:] if argv is None else list(argv)
         itself = argv[:1] == ["validate"] and not args and not kwargs  # the `pv` process, ending after this
+        if itself:
+            # Validation runs with the cyclic collector off (pv.validation); importing click,
+            # pydantic and pv's models before it ran a dozen collections over what they build,
+            # all of which lives until the process ends (0.02 s of a run).
+            import gc
+
+            gc.disable()
         if argv[:1] == ["validate"] and kwargs.get("standalone_mode", True) and len(args) <= 1:
             from pv.replay import fast_validate
 
