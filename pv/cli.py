@@ -44,7 +44,11 @@ class Main:
             from pv.replay import fast_validate
 
             # the process itself checks a plain command line without click (in-process callers get click)
-            code = fast_validate(argv[1:], check=itself)
+            try:
+                code = fast_validate(argv[1:], check=itself)
+            except KeyboardInterrupt:  # as click's command line ends on ^C
+                sys.stderr.write("\nAborted!\n")
+                sys.exit(1)
             if code is not None:
                 if itself:
                     _freeze()

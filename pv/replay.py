@@ -331,8 +331,9 @@ def _echo(text: str) -> None:
             import click
 
             click.echo(text)
-    except BrokenPipeError:
-        from click.utils import PacifyFlushWrapper
+    except BrokenPipeError:  # what click's command line does then: quiet flushes at exit, status 1
+        import click.utils
 
-        sys.stdout = PacifyFlushWrapper(sys.stdout)
+        pacify = getattr(click.utils, "_PacifyFlushWrapper", None) or click.utils.PacifyFlushWrapper
+        sys.stdout, sys.stderr = pacify(sys.stdout), pacify(sys.stderr)
         sys.exit(1)
