@@ -37,10 +37,13 @@ from typing import Callable
 
 import torch
 
+# The trainer module, not its functions: calls look them up at call time, so a seam replaced there
+# (a planted bug in trainer.eval_targets, say) reaches the graphed steps too (docs/runtime.md, "Seams").
+from . import trainer
 from .data import LMBatch
 from .errors import ArgumentError, DeviceError
 from .model import CausalLM
-from .trainer import Trainer, _batch_loss, eval_targets, skips_on_device
+from .trainer import Trainer
 
 
 # ---- seams: the CUDA-only calls, so that the step logic can be exercised without a GPU ---------
@@ -83,7 +86,7 @@ class GraphedTrainer(Trainer):
         if not graphs_available(self.device):
             raise DeviceError(f"GraphedTrainer captures CUDA graphs; the model is on {self.device} "
                               "(use Trainer there)")
-        if not skips_on_device(self.optimizer):
+        if not trainer.skips_on_device(self.optimizer):
             raise DeviceError(f"GraphedTrainer needs the fused AdamW (it skips a non-finite step on the device); "
                               f"torch has none for {self.device}")
         self.capture_after = int(capture_after)
@@ -198,7 +201,7 @@ class GraphedTrainer(Trainer):
         try:
             with torch.no_grad():
                 static = self._eval.static
-                self._eval.output = _batch_loss(self.model, static, eval_targets(static))
+                self._eval.output = trainer._batch_loss(self.model, static, trainer.eval_targets(static))
         finally:
             self.model.train(was_training)
 

@@ -164,3 +164,15 @@ def test_capture_records_on_the_stream_it_is_given(monkeypatch):
     assert calls == [("capture", "stream-1", "pool-1"), "step"]
     replay()
     assert calls[-1] == "replay"
+
+
+def test_the_trainers_seams_reach_the_graphed_steps(replay_by_rerunning, monkeypatch):
+    """step_graph looks the trainer's functions up at call time, so a planted bug at a trainer
+    seam (eval_targets here) reaches the graphed eval. (On a GPU the capture is what runs that
+    Python: a bug planted before the run, as pv strength plants it, is in the graph.)"""
+    graphed = step_graph.GraphedTrainer(model(), **settings(), capture_after=1)
+    held_out = batches(1)[0]
+    clean = [graphed.eval_batch(held_out) for _ in range(3)]       # plain, captured, replayed
+    monkeypatch.setattr(runtime.trainer, "eval_targets", lambda batch: batch.inputs)
+    planted = graphed.eval_batch(held_out)
+    assert graphed.replayed_evals == 3 and planted != pytest.approx(clean[-1], rel=1e-3)
