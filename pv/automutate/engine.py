@@ -78,6 +78,7 @@ class MutatePlan:
     contract_of: dict[str, str]
     check_module: dict[str, str]
     unbound: list[str] = field(default_factory=list)  # selected falsifiers that bind no code under test
+    timing: set[str] = field(default_factory=set)  # falsifiers that declare timing_observations (they measure time)
     candidates: list[Candidate] = field(default_factory=list)
     total_sites: int = 0
 
@@ -94,6 +95,8 @@ def plan_targets(workspace: Workspace, plan: Any, chosen: list[Any], only_module
     for fid in tests:
         target, falsifier = index[fid]
         out.contract_of[fid] = target.contract.metadata.id
+        if falsifier.timing_observations:
+            out.timing.add(fid)
         out.definitions[fid] = "+".join(falsifier.definition_sha256(s, workspace.subject_param)
                                         for s in (falsifier.subjects or [None]))
         if not falsifier.check:
@@ -291,6 +294,25 @@ def describe_exit(returncode: int | None) -> str:
     return f"the test process exited with status {returncode}"
 
 
+def shared_machine_artifact(proc: ProcessResult, timing: set[str], jobs: int) -> str | None:
+    """Why this mutant's ERROR says nothing about the mutant, or None where it may. With several
+    mutant processes on one machine, a falsifier that measures time (timing_observations) sees
+    the others' load (throughput.UnstableMeasurement), and any falsifier can find the GPU's
+    memory taken by them: an ERROR in which every errored falsifier is one of these is the
+    machine's, not the mutant's. Such a result is not recorded (a rerun at -j 1 judges it), so it
+    never replaces an earlier verdict of the same mutant. A kill, a timeout or a crash is kept."""
+    if jobs <= 1 or proc.killed_by or proc.timed_out or proc.missing:
+        return None
+    errors = [(f, m) for f, v, m in proc.verdicts if v == "ERROR"]
+    if not errors:
+        return None
+    for fid, message in errors:
+        if fid not in timing and "out of memory" not in message.lower():
+            return None
+    return (f"{', '.join(sorted({f for f, _ in errors}))} errored with {jobs} mutant processes sharing the machine "
+            f"(a timing or out-of-memory error)")
+
+
 def classify(proc: ProcessResult) -> tuple[str, str]:
     """(result, message) of one mutant's run."""
     if proc.killed_by:
@@ -336,6 +358,7 @@ class MutateRun:
     recorded: list[dict[str, Any]] = field(default_factory=list)  # lines written by this run
     skipped_fresh: int = 0
     left: int = 0  # not run: the time budget ran out
+    deferred: list[str] = field(default_factory=list)  # mutant ids whose ERROR was the shared machine's (unrecorded)
 
     def __post_init__(self) -> None:
         assert self.build_command is not None, "MutateRun needs build_command (pv.commands.run.pytest_command)"
@@ -459,9 +482,10 @@ class MutateRun:
                         self.left += 1
                     return
                 line = self._one(candidate, workdir)
-                if line is None:  # stopped by the time budget: not recorded, a rerun does it
+                if line is None:  # stopped by the time budget, or the shared machine's ERROR: not recorded, a rerun does it
                     with self._lock:
-                        self.left += 1
+                        if candidate.site.id not in self.deferred:
+                            self.left += 1
                     return
                 store.append(self.results_path, [line])
                 with self._lock:
@@ -524,6 +548,12 @@ class MutateRun:
             source_file.unlink(missing_ok=True)
             spec_file.unlink(missing_ok=True)
         if proc.stopped and not proc.killed_by:
+            return None
+        artifact = shared_machine_artifact(proc, self.mplan.timing, self.jobs)
+        if artifact is not None:
+            self.echo(f"not recorded: {site.id} {target.rel}:{site.line}: {artifact}")
+            with self._lock:
+                self.deferred.append(site.id)
             return None
         result, message = classify(proc)
         return {**line, "result": result, "killed_by": proc.killed_by, "message": message,

@@ -150,8 +150,13 @@ def command(falsifiers: tuple[str, ...], contracts: tuple[str, ...], everything:
         click.echo(s.get("diff", "").rstrip("\n"))
     if run.left:
         click.echo(click.style(f"time budget reached: {run.left} mutant(s) not run; rerun to resume", fg="yellow"))
+    if run.deferred:
+        click.echo(click.style(f"{len(run.deferred)} mutant(s) not judged: a falsifier that measures time or GPU "
+                               f"memory errored with {run.jobs} mutants at once; rerun with -j 1 to judge them "
+                               f"({' '.join('--only ' + i for i in run.deferred[:5])}"
+                               f"{' ...' if len(run.deferred) > 5 else ''})", fg="yellow"))
     click.echo(f"{len(run.recorded)} result(s) appended to {workspace.rel(results_file)}")
     failed = (total.score is not None and 100 * total.score < fail_under) if fail_under is not None else \
-        bool(survivors) or bool(run.excluded) or bool(run.left)
+        bool(survivors) or bool(run.excluded) or bool(run.left) or bool(run.deferred)
     if failed:
         sys.exit(1)
