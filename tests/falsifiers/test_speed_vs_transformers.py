@@ -91,3 +91,8 @@ def test_the_ratios_are_the_runtime_over_the_strongest_peer(monkeypatch):
     assert "CUDA" in observed["transformers_liger_unavailable"]
     assert observed["runtime_variant"] == "eager+fused"
     assert math.isnan(observed["mfu"])  # no known peak for a CPU: never a made-up figure
+
+
+def test_the_gpu_warm_up_does_nothing_off_cuda():
+    assert svt.warm_up_gpu(torch.device("cpu")) == 0.0
+    assert svt.warm_up_gpu(torch.device("cpu"), seconds=5.0) == 0.0
