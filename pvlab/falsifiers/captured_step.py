@@ -18,6 +18,8 @@ the batch it was captured with, shows in the eval losses or in the next step).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from ._util import generator, rtol_atol, torch_device
@@ -25,6 +27,15 @@ from ._util import generator, rtol_atol, torch_device
 
 def _flat(model) -> torch.Tensor:
     return torch.cat([p.detach().to("cpu", torch.float64).flatten() for p in model.parameters()])
+
+
+class _Run(NamedTuple):
+    runner: object            # the trainer, for its counts
+    start: torch.Tensor       # the parameters before the first step
+    losses: list[float]       # each step's training loss
+    evals: list[float]        # after each step, each eval batch's loss
+    rates: list[float]        # the learning rate each optimizer held after the step
+    snapshots: list[torch.Tensor]  # the parameters after each step
 
 
 def captured_step_matches_plain(*, device: str, steps: int = 8, capture_after: int = 2, layers: int = 2,
@@ -37,11 +48,10 @@ def captured_step_matches_plain(*, device: str, steps: int = 8, capture_after: i
     After each step both score two batches (eval_batch): the first training batch and an unseen one.
 
     Observations: trajectory_rel_diff (max over steps), eval_max_rel_diff, replayed_evals,
-    plain_rerun_rel_diff (the same measure
-    between the first plain run of the process and the oracle's: the device's nondeterminism and
-    the compiler's shape specialisation, below), loss_max_rel_diff, lr_max_rel_diff (the
-    learning rate each optimizer held after the step), replayed_steps, plain_steps, steps,
-    update_norm, rtol (the bfloat16 entry of the tolerance)."""
+    plain_rerun_rel_diff (the same measure between the first plain run of the process and the
+    oracle's: the device's nondeterminism and the compiler's shape specialisation, below),
+    loss_max_rel_diff, lr_max_rel_diff (the learning rate each optimizer held after the step),
+    replayed_steps, plain_steps, steps, update_norm, rtol (the bfloat16 entry of the tolerance)."""
     from pvlab.runtime import checkpoint, data, step_graph, trainer
     from pvlab.runtime.config import preset
 
@@ -60,34 +70,38 @@ def captured_step_matches_plain(*, device: str, steps: int = 8, capture_after: i
     options = dict(lr=3e-3, weight_decay=0.1, grad_clip=1.0, seed=seed, warmup_steps=2, total_steps=int(steps),
                    min_lr=3e-4, compile=scope or False)
 
-    def run(kind, **extra):
+    def run(kind, **extra) -> _Run:
         model = checkpoint.init_model(config=config, weights="random", seed=seed, device=str(dev), path="fast",
                                       parity_gate=False)
-        start = _flat(model)
-        runner = kind(model, **options, **extra)
-        losses, rates, snapshots, evals = [], [], [], []
+        done = _Run(kind(model, **options, **extra), _flat(model), [], [], [], [])
         for batch in batches:
-            losses.append(runner.train_batch(batch))
-            rates.append(float(runner.optimizer.param_groups[0]["lr"]))
-            snapshots.append(_flat(model))
-            evals += [runner.eval_batch(b) for b in held_out]
-        return runner, start, (losses, evals), rates, snapshots
+            done.losses.append(done.runner.train_batch(batch))
+            done.rates.append(float(done.runner.optimizer.param_groups[0]["lr"]))
+            done.snapshots.append(_flat(model))
+            done.evals.extend(done.runner.eval_batch(b) for b in held_out)
+        return done
 
     # The first run in a process sees torch.compile specialise to the first shape and recompile
     # for both at the short batch; later runs start from that dynamic-shape code. Other kernels,
     # other bf16 rounding, which Adam amplifies (an element whose gradient is rounding noise still
     # moves by ~lr). So the oracle is the plain run made after one, under the compiler state the
     # graphed run meets; the first run's distance from it is reported as the noise of that.
-    _, _, _, _, first = run(trainer.Trainer)
-    _, start, plain_losses, plain_rates, plain = run(trainer.Trainer)
-    graphed_runner, _, graphed_losses, graphed_rates, graphed = run(step_graph.GraphedTrainer,
-                                                                    capture_after=int(capture_after))
-    relative = [float((g - p).norm() / (p - start).norm()) for g, p in zip(graphed, plain)]
+    first = run(trainer.Trainer)
+    plain = run(trainer.Trainer)
+    graphed = run(step_graph.GraphedTrainer, capture_after=int(capture_after))
+
+    def trajectory(other: _Run) -> list[float]:
+        return [float((o - p).norm() / (p - plain.start).norm()) for o, p in zip(other.snapshots, plain.snapshots)]
+
+    def worst_relative(mine: list[float], theirs: list[float]) -> float:
+        return max(abs(a - b) / abs(b) for a, b in zip(mine, theirs))
+
+    relative = trajectory(graphed)
     return {"trajectory_rel_diff": max(relative),
-            "loss_max_rel_diff": max(abs(a - b) / abs(b) for a, b in zip(graphed_losses[0], plain_losses[0])),
-            "eval_max_rel_diff": max(abs(a - b) / abs(b) for a, b in zip(graphed_losses[1], plain_losses[1])),
-            "replayed_evals": graphed_runner.replayed_evals,
-            "lr_max_rel_diff": max(abs(a - b) / b for a, b in zip(graphed_rates, plain_rates)),
-            "replayed_steps": graphed_runner.replayed_steps, "plain_steps": graphed_runner.plain_steps,
-            "plain_rerun_rel_diff": max(float((a - p).norm() / (p - start).norm()) for a, p in zip(first, plain)),
-            "steps": len(relative), "update_norm": float((plain[-1] - start).norm()), "rtol": rtol}
+            "loss_max_rel_diff": worst_relative(graphed.losses, plain.losses),
+            "eval_max_rel_diff": worst_relative(graphed.evals, plain.evals),
+            "replayed_evals": graphed.runner.replayed_evals,
+            "lr_max_rel_diff": worst_relative(graphed.rates, plain.rates),
+            "replayed_steps": graphed.runner.replayed_steps, "plain_steps": graphed.runner.plain_steps,
+            "plain_rerun_rel_diff": max(trajectory(first)),
+            "steps": len(relative), "update_norm": float((plain.snapshots[-1] - plain.start).norm()), "rtol": rtol}

@@ -93,10 +93,10 @@ class GraphedTrainer(Trainer):
         self.plain_steps = 0          # steps trained without the graph (warm-up, other layouts)
         self.replayed_steps = 0       # steps trained by replaying it
         self._stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
-        # One memory pool for the training and the eval graph: they never run at once, and what
-        # either leaves for the host (gradients, the loss) stays allocated, so the other's
-        # capture cannot take it. Two pools held the eval graph's activations beside the
-        # training step's: 23.4 GiB of training peak on an H100 instead of 17.7.
+        # One memory pool for the training and the eval graph: they never run at once, so the
+        # eval capture may reuse what the training capture freed; what either leaves for the host
+        # (gradients, the loss) stays allocated, so the other's capture cannot take it. (On an
+        # H100 this did not change FALSIFY-PERF-HF-001's 23.4 GiB peak: docs/performance.md.)
         self._pool = torch.cuda.graph_pool_handle() if self.device.type == "cuda" else None
         self._learning_rate = torch.zeros((), dtype=torch.float32, device=self.device)
         self._train = _Captured()     # the training step's graph
@@ -120,15 +120,20 @@ class GraphedTrainer(Trainer):
         return super()._read_step(loss_total, total_norm, step_tokens)
 
     # ---- steps ---------------------------------------------------------------------------------
+    def _route(self, graph: "_Captured", batch: LMBatch, plain_so_far: int) -> str:
+        """What `batch` runs as: "plain" (warm-up, or a layout the graph was not captured for),
+        "capture" (the first batch after the warm-up) or "replay"."""
+        if graph.replay is None:
+            return "plain" if plain_so_far < self.capture_after else "capture"
+        return "replay" if batch_layout(batch) == graph.layout else "plain"
+
     def train_batch(self, batch: LMBatch) -> float:
         batch = batch.to(self.device)
-        graph = self._train
-        if graph.replay is None and self.plain_steps < self.capture_after:
+        route = self._route(self._train, batch, self.plain_steps)
+        if route == "plain":
             return self._plain_step(batch)
-        if graph.replay is None:
+        if route == "capture":
             self._capture(batch)
-        elif batch_layout(batch) != graph.layout:
-            return self._plain_step(batch)
         return self._replay_step(batch)
 
     def _plain_step(self, batch: LMBatch) -> float:
@@ -180,13 +185,13 @@ class GraphedTrainer(Trainer):
         `capture_after` eval batches have run plain; other layouts run plain."""
         batch = batch.to(self.device)
         graph = self._eval
-        if graph.replay is None and self.plain_evals < self.capture_after or (
-                graph.replay is not None and batch_layout(batch) != graph.layout):
+        route = self._route(graph, batch, self.plain_evals)
+        if route == "plain":
             with self._on_capture_stream():
                 loss = super().eval_batch(batch)
             self.plain_evals += 1
             return loss
-        if graph.replay is None:
+        if route == "capture":
             graph.hold(batch)
             with self._on_capture_stream():
                 graph.replay = capture(self._eval_body, self._stream, self._pool)
