@@ -121,7 +121,10 @@ def print_row(kind: str, key: str, side: dict, *, params: int, config, seq: int,
         return
     side["mfu"] = svt.mfu(side["train_tok_s"], parameters=params, config=config, seq=seq, device_name=device_name)
     mfu = "n/a" if math.isnan(side["mfu"]) else f"{side['mfu']:.1%}"
-    print(f"| {label} | {side['train_tok_s']:,.0f} (±{side['train_spread']:.0%}) | {mfu} | {side['peak_gib']:.1f} | "
+    # The peak is the configuration's own; memory an earlier one left allocated is shown beside it.
+    resident = side.get("resident_before_gib", 0.0)
+    peak = f"{side['peak_gib']:.1f}" + (f" (+{resident:.1f} left by earlier rows)" if resident >= 0.05 else "")
+    print(f"| {label} | {side['train_tok_s']:,.0f} (±{side['train_spread']:.0%}) | {mfu} | {peak} | "
           f"{side['eval_tok_s']:,.0f} (±{side['eval_spread']:.0%}) | {side['seconds']:.0f} |", flush=True)
 
 

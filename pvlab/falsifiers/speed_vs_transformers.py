@@ -247,8 +247,13 @@ def transformers_steps(directory: Path, device: torch.device, batches: list, pee
 # ---- measuring ---------------------------------------------------------------------------------
 
 def measure_side(steps, device: torch.device, tokens_per_step: int, *, what: str, warmup: int = 3,
-                 repeats: int = 5, min_window_s: float = 2.0, max_spread: float = 0.25) -> dict:
-    """Train and eval tokens/s (median, spread) and the training peak memory (GiB) of one side."""
+                 repeats: int = 5, min_window_s: float = 2.0, max_spread: float = 0.25,
+                 resident_before: float = 0.0) -> dict:
+    """Train and eval tokens/s (median, spread) and the training peak memory (GiB) of one side.
+
+    peak_gib is the side's own: torch.cuda.max_memory_allocated() while training, less
+    `resident_before` (GiB allocated before the side was built: anything an earlier
+    configuration left behind is not this side's); the raw figure is kept as peak_allocated_gib."""
     train_step, eval_step, _owner = steps
     cuda = device.type == "cuda"
     if cuda:
@@ -260,7 +265,17 @@ def measure_side(steps, device: torch.device, tokens_per_step: int, *, what: str
     peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
     evaluation = throughput.measure(eval_step, units_per_step=tokens_per_step, what=f"{what} eval tokens/s", **timing)
     return {"train_tok_s": train.median, "train_spread": train.spread, "eval_tok_s": evaluation.median,
-            "eval_spread": evaluation.spread, "peak_gib": peak}
+            "eval_spread": evaluation.spread, "peak_gib": peak - resident_before, "peak_allocated_gib": peak,
+            "resident_before_gib": resident_before}
+
+
+def allocated_gib(device: torch.device) -> float:
+    """GiB the caching allocator holds for live tensors now (after a collection); 0 off CUDA."""
+    if device.type != "cuda":
+        return 0.0
+    gc.collect()
+    torch.cuda.synchronize(device)
+    return torch.cuda.memory_allocated(device) / 2**30
 
 
 def warm_up_gpu(device: torch.device, seconds: float = 25.0) -> float:
@@ -281,10 +296,31 @@ def warm_up_gpu(device: torch.device, seconds: float = 25.0) -> float:
     return time.perf_counter() - started
 
 
-def release(device: torch.device) -> None:
-    gc.collect()
+def release(device: torch.device) -> dict:
+    """Free what a configuration built before the next one is measured: its Python objects
+    (reference cycles included), torch.compile's in-memory caches (compiled code and guards can
+    keep a model's tensors reachable) and the allocator's cached blocks. Returns the GiB still
+    allocated after the collection and after the reset (0 off CUDA): what a configuration left
+    behind is reported, not only subtracted."""
+    left_after_collection = allocated_gib(device)
+    torch._dynamo.reset()
+    left_after_reset = allocated_gib(device)
     if device.type == "cuda":
         torch.cuda.empty_cache()
+    return {"left_after_collection_gib": left_after_collection, "left_after_reset_gib": left_after_reset}
+
+
+def _measured_alone(build, device: torch.device, what: str, tokens_per_step: int, **timing) -> dict:
+    """Build one configuration (`build()` -> its steps), measure it, free it; its figures with what
+    was allocated before it and what it left behind."""
+    resident = allocated_gib(device)
+    steps = build()
+    try:
+        figures = measure_side(steps, device, tokens_per_step, what=what, resident_before=resident, **timing)
+    finally:
+        del steps
+        left = release(device)
+    return {**figures, **left}
 
 
 def measure_peer(directory: Path, device: torch.device, batches: list, peer: str, **timing) -> dict:
@@ -293,29 +329,22 @@ def measure_peer(directory: Path, device: torch.device, batches: list, peer: str
         why = liger_unavailable(device)
         if why is not None:
             return {"unavailable": why}
-    steps = None
     try:
-        steps = transformers_steps(directory, device, batches, peer)
-        return measure_side(steps, device, batches[0].num_target_tokens, what=PEER_LABELS[peer], **timing)
+        return _measured_alone(lambda: transformers_steps(directory, device, batches, peer), device,
+                               PEER_LABELS[peer], batches[0].num_target_tokens, **timing)
     except throughput.UnstableMeasurement:
         raise
     except Exception as error:  # noqa: BLE001
         if peer != "liger":
             raise
         # A third-party patch set that breaks on this transformers is reported, not hidden.
-        return {"unavailable": f"Liger kernels failed here ({type(error).__name__}: {str(error)[:300]})"}
-    finally:
-        del steps
         release(device)
+        return {"unavailable": f"Liger kernels failed here ({type(error).__name__}: {str(error)[:300]})"}
 
 
 def measure_runtime(directory: Path, device: torch.device, batches: list, variant: RuntimeVariant, **timing) -> dict:
-    steps = runtime_steps(directory, device, batches, variant)
-    try:
-        return measure_side(steps, device, batches[0].num_target_tokens, what=variant.label(), **timing)
-    finally:
-        del steps
-        release(device)
+    return _measured_alone(lambda: runtime_steps(directory, device, batches, variant), device,
+                           variant.label(), batches[0].num_target_tokens, **timing)
 
 
 def strongest(peers: dict[str, dict]) -> dict[str, str]:

@@ -301,18 +301,18 @@ def cross_entropy_reference(logits: torch.Tensor, targets: torch.Tensor) -> torc
 
 
 def default_loss_chunk_tokens(vocab_size: int) -> int:
-    """Tokens per chunk of the fused loss so that one chunk's fp32 logits stay near 512 MiB.
+    """Tokens per chunk of the fused loss so that one chunk's bf16 logits stay near 512 MiB.
 
     Why not smaller: every chunk adds its share of d loss / d weight into the one (V, C) fp32
     gradient buffer, and each such in-place product reads and writes that whole buffer (545 MB
     for Qwen2's 151,936 x 896 head), so the buffer traffic scales with the number of chunks;
     longer chunks also give the (V, c) x (c, C) product a deeper reduction, which the GEMM runs
-    closer to peak. Why not larger: the chunk's fp32 logits and their bf16 gradient are the
-    loss's transient memory (~1.5 x this figure when the chunk steps are compiled); for Qwen2
-    this gives 883 tokens, 10 chunks of a batch of 8 x 1024. Measured on an H100
-    (bench/bench_loss.py, docs/performance.md): 441-token chunks ran the loss at 1.19x the
-    full-logits reference, 883 at 1.50x, 1,766 at 1.64x for 1 GiB more memory."""
-    return max(16, (128 * 1024 * 1024) // vocab_size)
+    closer to peak. Why not larger: the chunk's logits and their bf16 gradient are the loss's
+    transient memory (~2 x this figure); for Qwen2 this gives 1,766 tokens, 5 chunks of a batch
+    of 8 x 1024. Measured on an H100 (bench/bench_loss.py, docs/performance.md) with fp32 logits:
+    441-token chunks ran the loss at 1.19x the full-logits reference, 883 at 1.50x, 1,766 at
+    1.64x; the training step with 1,766-token chunks was 2 % faster than with 883."""
+    return max(16, (256 * 1024 * 1024) // vocab_size)
 
 
 @functools.lru_cache(maxsize=None)
@@ -383,7 +383,9 @@ def _accumulate_product(accumulator: torch.Tensor, a: torch.Tensor, b: torch.Ten
 
 def chunk_loss_sum(logits: torch.Tensor, targets: torch.Tensor, counted: torch.Tensor) -> torch.Tensor:
     """sum over one chunk's counted rows of logsumexp(z) - z[target]: the loss-only step.
-    logits (c, V) fp32, targets (c,) valid ids, counted (c,) 1 for a scored row, 0 for padding."""
+    logits (c, V) in the compute dtype (bf16 on the fast path; read as fp32, never rounded
+    further), targets (c,) valid ids, counted (c,) 1 for a scored row, 0 for padding."""
+    logits = logits.to(counted.dtype)                                                    # fused into the loads
     log_sum_exp = torch.logsumexp(logits, dim=-1)                                       # (c,)
     target_logits = logits.gather(1, targets[:, None]).squeeze(1)                        # (c,)
     return ((log_sum_exp - target_logits) * counted).sum()
@@ -395,10 +397,13 @@ def chunk_loss_and_logit_gradient(logits: torch.Tensor, targets: torch.Tensor, c
     """One chunk's loss sum and d mean-loss / d logits = (softmax(z) - onehot(target)) * row_scale,
     returned in `gradient_dtype` (the dtype of the two gradient GEMMs that consume it).
 
-    logits (c, V) fp32; targets (c,) valid ids; counted (c,) 1/0; row_scale (c,) 1/n or 0.
-    Written as pure elementwise + row reductions so that torch.compile can make it one pass to
-    find the row statistics and one pass writing the low-precision gradient; eager, it is the
-    same arithmetic in a few more kernels."""
+    logits (c, V) in the compute dtype, upcast to the statistics dtype (counted's: fp32, or fp64
+    for an fp64 computation) as they are read; targets (c,) valid ids; counted (c,) 1/0;
+    row_scale (c,) 1/n or 0. Written as pure elementwise + row reductions so that torch.compile
+    can make it one pass to find the row statistics and one pass writing the low-precision
+    gradient, the upcast fused into both passes' loads; eager, it is the same arithmetic in a
+    few more kernels."""
+    logits = logits.to(counted.dtype)
     log_sum_exp = torch.logsumexp(logits, dim=-1, keepdim=True)                         # (c, 1)
     target_logits = logits.gather(1, targets[:, None])                                   # (c, 1)
     loss_sum = ((log_sum_exp - target_logits).squeeze(1) * counted).sum()
@@ -442,8 +447,9 @@ def _fused_loss_and_gradients(flat_hidden: torch.Tensor, weight: torch.Tensor, f
     """mean CE of (N, C) hidden states under the (V, C) head, and, when asked, its gradients
     with respect to both, one chunk of rows at a time (Liger-style: gradients in the forward).
 
-    Per chunk: logits = h_c W^T (compute-dtype operands, fp32 result), log-sum-exp and target
-    logit in fp32, then d loss / d logits = (softmax - onehot) * counted / num_counted in fp32,
+    Per chunk: logits = h_c W^T in the compute dtype (as transformers and Liger compute them
+    under bf16 autocast: half the bytes an fp32 result writes and the two passes below read, the
+    step's largest elementwise traffic), log-sum-exp and target logit in fp32, then d loss / d logits = (softmax - onehot) * counted / num_counted in fp32,
     cast to the compute dtype for the two gradient products: d hidden rows = g W, and
     d weight += g^T h_c into ONE buffer (the first chunk's product writes it). The per-chunk elementwise work is
     chunk_loss_and_logit_gradient (chunk_loss_sum under no_grad), compiled on CUDA. The weight gradient sums over every token, so that buffer is fp32 (fp64 for an fp64 weight)
@@ -469,7 +475,7 @@ def _fused_loss_and_gradients(flat_hidden: torch.Tensor, weight: torch.Tensor, f
         for start in range(0, tokens, chunk_tokens):
             stop = min(start + chunk_tokens, tokens)
             chunk_hidden = flat_hidden[start:stop].to(compute_dtype)                      # (c, C)
-            logits = _matmul_into(statistics_dtype, chunk_hidden, head.t())              # (c, V)
+            logits = chunk_hidden @ head.t()                                              # (c, V)
             rows = (safe_targets[start:stop], counted[start:stop])
             if not (grad_hidden or grad_weight):
                 total += _chunk_step(chunk_loss_sum, device)(logits, *rows)
@@ -477,7 +483,7 @@ def _fused_loss_and_gradients(flat_hidden: torch.Tensor, weight: torch.Tensor, f
             loss_sum, grad_logits = _chunk_step(chunk_loss_and_logit_gradient, device)(
                 logits, *rows, row_scale[start:stop], compute_dtype)                      # (c, V)
             total += loss_sum
-            del logits   # the (c, V) fp32 logits are dead once the gradient is out: free them first
+            del logits   # the (c, V) logits are dead once the gradient is out: free them first
             if grad_hidden:
                 hidden_gradient[start:stop] = _matmul_into(hidden_gradient.dtype, grad_logits, head)
             if grad_weight:

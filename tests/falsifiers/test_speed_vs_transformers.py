@@ -96,3 +96,30 @@ def test_the_ratios_are_the_runtime_over_the_strongest_peer(monkeypatch):
 def test_the_gpu_warm_up_does_nothing_off_cuda():
     assert svt.warm_up_gpu(torch.device("cpu")) == 0.0
     assert svt.warm_up_gpu(torch.device("cpu"), seconds=5.0) == 0.0
+
+
+def test_each_configuration_reports_what_was_allocated_before_it_and_what_it_left_behind(monkeypatch):
+    """A peak that includes an earlier configuration's leftovers is not this configuration's:
+    _measured_alone reads the allocator before building and after freeing (here a scripted
+    allocator: 1.5 GiB resident before, 0.25 left after the collection, 0 after torch.compile's
+    caches are reset) and measure_side subtracts the resident part from the raw peak."""
+    readings = iter([1.5, 0.25, 0.0])
+    resets = []
+    monkeypatch.setattr(svt, "allocated_gib", lambda device: next(readings))
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(True))
+    seen = {}
+
+    def fake_measure_side(steps, device, tokens, *, what, resident_before, **timing):
+        seen.update(steps=steps, resident_before=resident_before)
+        return {"peak_gib": 10.0 - resident_before}
+
+    monkeypatch.setattr(svt, "measure_side", fake_measure_side)
+    figures = svt._measured_alone(lambda: ("train", "eval", "owner"), torch.device("cpu"), "x", 8)
+    assert seen == {"steps": ("train", "eval", "owner"), "resident_before": 1.5}
+    assert figures == {"peak_gib": 8.5, "left_after_collection_gib": 0.25, "left_after_reset_gib": 0.0}
+    assert resets == [True]
+
+
+def test_memory_is_only_read_on_cuda():
+    assert svt.allocated_gib(torch.device("cpu")) == 0.0
+    assert svt.release(torch.device("cpu")) == {"left_after_collection_gib": 0.0, "left_after_reset_gib": 0.0}
