@@ -101,10 +101,12 @@ def main() -> int:
     if measured_peers:
         best = svt.strongest(measured_peers)
         print(f"\nstrongest transformers configuration: train {svt.PEER_LABELS[best['train']]}, "
-              f"eval {svt.PEER_LABELS[best['eval']]}, memory {svt.PEER_LABELS[best['memory']]}")
+              f"eval {svt.PEER_LABELS[best['eval']]}; peak memory is compared with the strongest training "
+              f"configuration's, the leanest being {svt.PEER_LABELS[best['memory']]}")
         for key, ratio in ratios.items():
             print(f"{svt.RuntimeVariant.parse(key).label()} / strongest transformers: train {ratio['train']:.2f}x, "
-                  f"eval {ratio['eval']:.2f}x, peak memory {ratio['memory']:.2f}x")
+                  f"eval {ratio['eval']:.2f}x, peak memory {ratio['memory']:.2f}x "
+                  f"({ratio['memory_to_leanest']:.2f}x the leanest)")
     else:
         print("\nno transformers configuration could be measured: no ratios")
     if args.json:
@@ -136,7 +138,8 @@ def ratios_of(rows: list) -> dict:
     best = svt.strongest(peers)
     return {key: {"train": side["train_tok_s"] / peers[best["train"]]["train_tok_s"],
                   "eval": side["eval_tok_s"] / peers[best["eval"]]["eval_tok_s"],
-                  "memory": side["peak_gib"] / peers[best["memory"]]["peak_gib"]}
+                  "memory": side["peak_gib"] / peers[best["train"]]["peak_gib"],
+                  "memory_to_leanest": side["peak_gib"] / peers[best["memory"]]["peak_gib"]}
             for kind, key, side in rows if kind == "runtime" and "train_tok_s" in side}
 
 

@@ -15,11 +15,13 @@ transformers is measured the ways a user who wants speed would run it (PEERS):
                fused loss runs), where liger_kernel imports and the device is CUDA; otherwise its
                row says why it is not available — never silently left out.
 The runtime is compared with the strongest peer for each figure: the highest train tokens/s,
-the highest eval tokens/s, the lowest training peak memory — each named in the observations.
+the highest eval tokens/s — each named in the observations; its training peak memory with the
+peak of that strongest training peer (the configuration a user who wants speed runs instead),
+and, recorded beside it, with the lowest peak of any peer.
 
 Each rate is throughput.measure's median of >= `repeats` timed windows after a warm-up; peak
 memory is torch.cuda.max_memory_allocated() of each configuration alone (the others freed
-first). bench/bench_vs_hf.py prints the same measurement as a table.
+first, and whatever they left allocated subtracted and reported). bench/bench_vs_hf.py prints the same measurement as a table.
 """
 
 from __future__ import annotations
@@ -396,7 +398,10 @@ def compare(*, device: torch.device, device_name: str, config: str, batch: int, 
     observations = {
         "train_ratio": ours["train_tok_s"] / measured[best["train"]]["train_tok_s"],
         "eval_ratio": ours["eval_tok_s"] / measured[best["eval"]]["eval_tok_s"],
-        "memory_ratio": ours["peak_gib"] / measured[best["memory"]]["peak_gib"],
+        # The memory target is against the peer the speed claim is against (the configuration a
+        # user picks for speed); the leanest peer's ratio is recorded beside it.
+        "memory_ratio": ours["peak_gib"] / measured[best["train"]]["peak_gib"],
+        "memory_ratio_to_leanest": ours["peak_gib"] / measured[best["memory"]]["peak_gib"],
         "mfu": mfu(ours["train_tok_s"], parameters=parameters, config=model_config, seq=seq, device_name=device_name),
         "strongest_train_peer": best["train"], "strongest_eval_peer": best["eval"],
         "leanest_memory_peer": best["memory"], "runtime_variant": variant.spec(),
@@ -414,7 +419,8 @@ def training_and_eval_vs_transformers(*, device: str, gpu: str, config: str = "q
     strongest (`peers`), on a named GPU.
 
     Observations: train_ratio, eval_ratio (runtime tokens/s over the strongest peer's),
-    memory_ratio (runtime training peak over the leanest peer's), mfu (the runtime's training
+    memory_ratio (runtime training peak over the strongest training peer's: the configuration
+    the speed claim is against), memory_ratio_to_leanest (over the lowest peak of any peer), mfu (the runtime's training
     model-FLOPs utilisation), strongest_train_peer / strongest_eval_peer / leanest_memory_peer
     (which peer each ratio is against), runtime_variant, and every side's tokens/s, spreads and
     peaks (transformers_<peer>_unavailable: why a peer could not run)."""

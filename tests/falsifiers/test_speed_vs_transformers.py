@@ -123,3 +123,20 @@ def test_each_configuration_reports_what_was_allocated_before_it_and_what_it_lef
 def test_memory_is_only_read_on_cuda():
     assert svt.allocated_gib(torch.device("cpu")) == 0.0
     assert svt.release(torch.device("cpu")) == {"left_after_collection_gib": 0.0, "left_after_reset_gib": 0.0}
+
+
+def test_memory_is_judged_against_the_strongest_training_peer_and_the_leanest_is_recorded(monkeypatch):
+    """The issue's memory target is against the configuration the speed claim is against (the
+    strongest for training), not the leanest peer; both ratios are in the record."""
+    sides = {"eager": {"train_tok_s": 50.0, "eval_tok_s": 200.0, "peak_gib": 30.0},
+             "compile": {"train_tok_s": 90.0, "eval_tok_s": 150.0, "peak_gib": 20.0},
+             "liger": {"train_tok_s": 30.0, "eval_tok_s": 100.0, "peak_gib": 10.0}}
+    monkeypatch.setattr(svt, "measure_peer", lambda directory, device, batches, peer, **timing: sides[peer])
+    monkeypatch.setattr(svt, "measure_runtime", lambda directory, device, batches, variant, **timing:
+                        {"train_tok_s": 120.0, "eval_tok_s": 300.0, "peak_gib": 12.0})
+    observed = svt.compare(device=torch.device("cpu"), device_name="cpu", config="tiny", batch=1, seq=8,
+                           runtime="eager", peers="eager,compile,liger")
+    assert observed["strongest_train_peer"] == "compile" and observed["leanest_memory_peer"] == "liger"
+    assert observed["memory_ratio"] == pytest.approx(12.0 / 20.0)
+    assert observed["memory_ratio_to_leanest"] == pytest.approx(12.0 / 10.0)
+    assert observed["train_ratio"] == pytest.approx(120.0 / 90.0) and observed["eval_ratio"] == pytest.approx(1.5)
