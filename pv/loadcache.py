@@ -49,6 +49,18 @@ def _encode(value: Any) -> Any:
     raise _Unrememberable(kind.__name__)
 
 
+def data_digest(data: Any) -> str | None:
+    """sha256 of the YAML data's exact encoding (the one remembered files are stored in), or None
+    where it has none (a NaN, a type the encoding does not tag). Two files with the same digest
+    read into the same data, whatever their comments and layout: a fact computed from the data
+    alone (pv.replay's PV501 shares) can be keyed by it instead of the bytes."""
+    try:
+        encoded = json.dumps(_encode(data), separators=(",", ":"))
+    except (_Unrememberable, ValueError, TypeError, RecursionError):
+        return None
+    return hashlib.sha256(encoded.encode()).hexdigest()  # ensure_ascii: ASCII
+
+
 def _decode_tag(obj: dict) -> Any:
     if "d" in obj:
         return {k: v for k, v in obj["d"]}
