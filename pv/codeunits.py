@@ -310,6 +310,35 @@ def raw_units(data: bytes) -> ModuleUnits:
     return ModuleUnits({MODULE_UNIT: "raw-" + hashlib.sha256(data).hexdigest()[: DIGEST_CHARS - 4]})
 
 
+# Where a module resolves, remembered for the rest of a recorded run with the path kinds it asked
+# (pv.readlog.asked): a first `pv validate` judges each contract's evidence with its own tree, so
+# that what it reads is that contract's input, and resolved the same modules once per contract
+# (800 resolutions, a tenth of the run, where one tree does 87). Forgotten when a run begins.
+_RESOLVED: dict[tuple[Path, tuple[Path, ...], str, str | None], tuple[Path | None, list]] = {}
+
+
+def _resolved(root: Path, search: tuple[Path, ...], module: str, origin: str | None) -> Path | None:
+    from pv import readlog
+    from pv.importbind import entry_of, resolve
+
+    def find() -> Path | None:
+        if origin:
+            then = Path(origin) if Path(origin).is_absolute() else root / origin
+            return resolve(module, [entry_of(module, then)])
+        return resolve(module, search)
+
+    if not readlog.active():  # nothing recorded: each tree asks (a tree remembers its own)
+        return find()
+    key = (root, search, module, origin)
+    if key in _RESOLVED:
+        found, noted = _RESOLVED[key]
+        readlog.note_asked(noted)
+        return found
+    found, noted = readlog.asked(find)
+    _RESOLVED[key] = (found, noted)
+    return found
+
+
 class UnitTree:
     """The working tree's units, for `pv status` (read, never imported; cached per file).
 
@@ -332,14 +361,7 @@ class UnitTree:
         gone from there is gone, even if a copy elsewhere would import)."""
         key = (module, origin)
         if key not in self._files:
-            from pv.importbind import entry_of, resolve
-
-            if origin:
-                then = Path(origin) if Path(origin).is_absolute() else self.root / origin
-                found = resolve(module, [entry_of(module, then)])
-            else:
-                found = resolve(module, self.search)
-            self._files[key] = found
+            self._files[key] = _resolved(self.root, tuple(self.search), module, origin)
         return self._files[key]
 
     def _shown(self, path: Path) -> str:
