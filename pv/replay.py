@@ -218,10 +218,13 @@ def replayed(root: Path, key: str) -> Any:
 
 
 def part_key(kind: str, workspace: Any, loaded: Any) -> str:
-    from pv.loadcache import data_digest
+    """The key of one contract's share ("" where nothing is stored or replayed: PV_NO_CACHE=1)."""
+    if not cache.enabled():
+        return ""
+    from pv.loadcache import digest_of_loaded
 
     settings = sorted((k, v) for k, v in os.environ.items() if k.startswith("PV_"))
-    digest = data_digest(loaded.data)
+    digest = digest_of_loaded(loaded)
     content = f"data:{digest}" if digest is not None else f"bytes:{loaded.sha256}"  # data with no exact encoding
     return cache.key_of(REPLAY_VERSION, "part", kind, package_digest(), environment(), repr(settings), os.getcwd(),
                         repr(workspace), loaded.display_path, os.path.abspath(loaded.path), content)
@@ -230,7 +233,7 @@ def part_key(kind: str, workspace: Any, loaded: Any) -> str:
 def store_part(root: Path, key: str, recorder: readlog.Recorder | None, diagnostics: list[Any],
                file_sha256: str = "") -> None:
     """Keep one part's diagnostics, judged on a file whose bytes have `file_sha256`."""
-    if not any(d.code == "PV199" for d in diagnostics):
+    if key and not any(d.code == "PV199" for d in diagnostics):
         _write(_run_file(root, key, PARTS_DIR), key, recorder,
                {"diagnostics": [d.to_json() for d in diagnostics], "file_sha256": file_sha256}, MAX_PARTS)
 

@@ -116,3 +116,18 @@ def test_data_without_an_exact_encoding_has_no_digest():
     assert data_digest({"x": math.nan}) is None
     assert data_digest({"x": {1, 2}}) is None
     assert data_digest({"x": [1, {"y": 2}]}) == data_digest({"x": [1, {"y": 2}]})
+
+
+def test_a_remembered_file_carries_the_digest_of_its_data(tmp_path):
+    from pv.loadcache import data_digest, digest_of_loaded
+
+    path = tmp_path / "c-v1.yaml"
+    path.write_text(TEXT)
+    store = _store(tmp_path)
+    stored, _ = read_yaml_remembered(path, "c-v1.yaml", store)  # read and encoded for the cache
+    store.save()
+    again, _ = read_yaml_remembered(path, "c-v1.yaml", _store(tmp_path))  # read back from it
+    fresh, _ = read_yaml(path, "c-v1.yaml")
+    assert fresh.data_sha256 is None  # not read through the cache: computed when asked
+    assert stored.data_sha256 == again.data_sha256 == data_digest(fresh.data) == digest_of_loaded(fresh)
+    assert digest_of_loaded(again) == again.data_sha256
