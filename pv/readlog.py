@@ -333,7 +333,7 @@ def _forget_unseen_probes(outermost: bool = True) -> None:
     importlib.invalidate_caches()  # the import system's directory listings (codebind asks it)
     memories = [("pv.codebind", "_imports_cached"), ("pv.crosscheck", "_schema_targets")]
     if outermost:
-        memories.append(("pv.codeunits", "_RESOLVED"))
+        memories += [("pv.codeunits", "_RESOLVED"), ("pv.codeunits", "_REAL_PATHS")]
     for module, name in memories:
         memory = getattr(sys.modules.get(module), name, None)
         clear = getattr(memory, "cache_clear", None) or getattr(memory, "clear", None)
