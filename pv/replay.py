@@ -36,7 +36,7 @@ REPLAY_VERSION = "validate-replay-2"
 RUNS_DIR = cache.CACHE_DIR / "validate-runs"
 PARTS_DIR = cache.CACHE_DIR / "validate-parts"
 MAX_RUNS = 64  # stored runs kept: one per key (the whole dir, each set of files a hook passed)
-MAX_PARTS = 20_000  # stored parts kept: one per contract's bytes (old versions of a contract age out)
+MAX_PARTS = 20_000  # stored parts kept: one per contract's data (old versions of a contract age out)
 _PACKAGE = Path(__file__).resolve().parent
 
 
