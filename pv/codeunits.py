@@ -240,14 +240,29 @@ def stored_units(data: bytes, store: "object | None") -> ModuleUnits:
     from pv.cache import key_of
 
     key = key_of(data)
+    if key in _DECODED:
+        return _DECODED[key]
     found = store.get(key)  # type: ignore[attr-defined]
     if isinstance(found, dict):
         try:
-            return _from_json(found)
+            return _decoded(key, _from_json(found))
         except (KeyError, TypeError, ValueError):
             pass
     units = units_of_source(data)
     store.put(key, _to_json(units))  # type: ignore[attr-defined]
+    return units
+
+
+# Units read back from a store, by the sha256 of their source, for the process: a first `pv
+# validate` judges each contract's evidence with its own tree, and decoding the same entries
+# for each tree (800 decodes of 86 entries) cost more than the digests they spare.
+_DECODED: dict[str, ModuleUnits] = {}
+
+
+def _decoded(key: str, units: ModuleUnits) -> ModuleUnits:
+    if len(_DECODED) >= 4096:
+        _DECODED.clear()
+    _DECODED[key] = units
     return units
 
 
@@ -310,6 +325,52 @@ def raw_units(data: bytes) -> ModuleUnits:
     return ModuleUnits({MODULE_UNIT: "raw-" + hashlib.sha256(data).hexdigest()[: DIGEST_CHARS - 4]})
 
 
+# Where a module resolves, remembered for the rest of a recorded run with the path kinds it asked
+# (pv.readlog.asked): a first `pv validate` judges each contract's evidence with its own tree, so
+# that what it reads is that contract's input, and resolved the same modules once per contract
+# (800 resolutions, a tenth of the run, where one tree does 87). Forgotten when a run begins.
+_RESOLVED: dict[tuple[Path, tuple[Path, ...], str, str | None], tuple[Path | None, list]] = {}
+
+
+def _resolved(root: Path, search: tuple[Path, ...], module: str, origin: str | None) -> Path | None:
+    from pv import readlog
+    from pv.importbind import entry_of, resolve
+
+    def find() -> Path | None:
+        if origin:
+            then = Path(origin) if Path(origin).is_absolute() else root / origin
+            return resolve(module, [entry_of(module, then)])
+        return resolve(module, search)
+
+    if not readlog.active():  # nothing recorded: each tree asks (a tree remembers its own)
+        return find()
+    key = (root, search, module, origin)
+    if key in _RESOLVED:
+        found, noted = _RESOLVED[key]
+        readlog.note_asked(noted)
+        return found
+    found, noted = readlog.asked(find)
+    _RESOLVED[key] = (found, noted)
+    return found
+
+
+_REAL_PATHS: dict[Path, tuple[str, list]] = {}  # as _RESOLVED: a file's real path, for the rest of a recorded run
+
+
+def _real_path(path: Path) -> str:
+    from pv import readlog
+
+    if not readlog.active():
+        return os.path.realpath(path)
+    if path in _REAL_PATHS:
+        real, noted = _REAL_PATHS[path]
+        readlog.note_asked(noted)
+        return real
+    real, noted = readlog.asked(lambda: os.path.realpath(path))
+    _REAL_PATHS[path] = (real, noted)
+    return real
+
+
 class UnitTree:
     """The working tree's units, for `pv status` (read, never imported; cached per file).
 
@@ -332,19 +393,12 @@ class UnitTree:
         gone from there is gone, even if a copy elsewhere would import)."""
         key = (module, origin)
         if key not in self._files:
-            from pv.importbind import entry_of, resolve
-
-            if origin:
-                then = Path(origin) if Path(origin).is_absolute() else self.root / origin
-                found = resolve(module, [entry_of(module, then)])
-            else:
-                found = resolve(module, self.search)
-            self._files[key] = found
+            self._files[key] = _resolved(self.root, tuple(self.search), module, origin)
         return self._files[key]
 
     def _shown(self, path: Path) -> str:
         if path not in self._shown_as:
-            real = Path(os.path.realpath(path))
+            real = Path(_real_path(path))
             try:
                 self._shown_as[path] = real.relative_to(self.root).as_posix()
             except ValueError:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from pv import keypaths as K
 from pv.codebind import BEFORE_BINDING
 from pv.diagnostics import Diagnostic
 from pv.ledger import LedgerRecord, Verdict
@@ -565,7 +566,7 @@ def declared_status_diagnostics(
         reason = overclaim(status)
         if reason is None:
             continue
-        line, col = loaded.position(("metadata", "status"))
+        line, col = loaded.position(K.STATUS.at())  # where pv.validation places a replayed finding too
         demote = " --allow-demote" if STATUS_RANK.get(status.declared, 0) > STATUS_RANK[status.evidence] else ""
         out.append(Diagnostic(
             path=loaded.display_path, line=line, col=col, code="PV501",

@@ -49,6 +49,27 @@ def _encode(value: Any) -> Any:
     raise _Unrememberable(kind.__name__)
 
 
+def data_digest(data: Any) -> str | None:
+    """sha256 of the YAML data's exact encoding (the one remembered files are stored in), or None
+    where it has none (a NaN, a type the encoding does not tag). Two files with the same digest
+    read into the same data, whatever their comments and layout: a fact computed from the data
+    alone (pv.replay's PV501 shares) can be keyed by it instead of the bytes."""
+    try:
+        return _digest_of_encoding(json.dumps(_encode(data), separators=(",", ":")))
+    except (_Unrememberable, ValueError, TypeError, RecursionError):
+        return None
+
+
+def digest_of_loaded(loaded: LoadedContract) -> str | None:
+    """data_digest of the loaded file's data: the digest read_yaml_remembered took of the encoding
+    it stored or read back (the same text), else computed."""
+    return loaded.data_sha256 if loaded.data_sha256 is not None else data_digest(loaded.data)
+
+
+def _digest_of_encoding(encoded: str) -> str:
+    return hashlib.sha256(encoded.encode()).hexdigest()  # ensure_ascii: ASCII
+
+
 def _decode_tag(obj: dict) -> Any:
     if "d" in obj:
         return {k: v for k, v in obj["d"]}
@@ -97,7 +118,8 @@ def read_yaml_remembered(path: Path, display: str, store: Any) -> tuple[LoadedCo
             problems = [Diagnostic(path=d["path"], line=d["line"], col=d["col"], code=d["code"], message=d["message"],
                                    hint=d["hint"], severity=Severity(d["severity"])) for d in found["problems"]]
             loaded = LoadedContract(path=path, display_path=display, text=_text_of(raw),
-                                    sha256=hashlib.sha256(raw).hexdigest(), data=data, contract=None)
+                                    sha256=hashlib.sha256(raw).hexdigest(), data=data, contract=None,
+                                    data_sha256=_digest_of_encoding(found["data"]))
             return loaded, problems
         except (KeyError, TypeError, ValueError, UnicodeDecodeError, RecursionError):
             pass
@@ -112,4 +134,5 @@ def read_yaml_remembered(path: Path, display: str, store: Any) -> tuple[LoadedCo
     except (_Unrememberable, ValueError, TypeError, RecursionError):
         return loaded, problems
     store.put(key, {"data": encoded, "problems": [d.to_json() for d in problems]})
+    loaded.data_sha256 = _digest_of_encoding(encoded)
     return loaded, problems

@@ -22,11 +22,12 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from pv import cache
 
 _PACKAGE = Path(__file__).resolve().parent
+T = TypeVar("T")
 
 
 def site_dirs() -> list[str]:
@@ -101,6 +102,7 @@ _STACK: list["Recorder"] = []  # the recordings under way, outermost first (a pa
 _BUSY: list[bool] = [False]  # a recorder is asking the file system itself: not an input of the run
 _HOOKED: list[bool] = []
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+_CAPTURES: list[list[tuple[Any, bool]]] = []  # the paths asked while an answer is remembered (asked())
 
 
 def _audit(event: str, args: tuple) -> None:
@@ -122,6 +124,8 @@ def _stat(path: Any, *, dir_fd: Any = None, follow_symlinks: bool = True) -> os.
     if _STACK and dir_fd is None and not _BUSY[0]:
         for recorder in _STACK:
             recorder.note_kind(path, follow_symlinks)
+        for capture in _CAPTURES:
+            capture.append((path, follow_symlinks))
     return _real_stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
 
 
@@ -129,6 +133,8 @@ def _lstat(path: Any, *, dir_fd: Any = None) -> os.stat_result:
     if _STACK and dir_fd is None and not _BUSY[0]:
         for recorder in _STACK:
             recorder.note_kind(path, False)
+        for capture in _CAPTURES:
+            capture.append((path, False))
     return _real_lstat(path, dir_fd=dir_fd)
 
 
@@ -216,6 +222,17 @@ class Recorder:
         finally:
             _BUSY[0] = False
 
+    def note_known(self, noted: list[tuple[str, str, Any]]) -> None:
+        """Kinds another recording of this run asked and found (asked()): inputs of this one too,
+        as first found; one found otherwise here means it changed during the run."""
+        for what, key, value in noted:
+            known = self.kinds.get(key)
+            if known is None:
+                self.kinds[key] = value
+                self.fresh.append((what, key, value))
+            elif known != value:
+                self.usable = False
+
     def take_all(self) -> list[tuple[str, str, Any]]:
         """Everything noted so far (what a part's recorder was given before it began)."""
         return ([("file", k, v) for k, v in self.files.items()]
@@ -261,6 +278,33 @@ def skipped_dirs(root: Path) -> list[str]:
     return sorted({os.path.abspath(d) for d in dirs if d})
 
 
+def asked(answer: Callable[[], T]) -> tuple[T, list[tuple[str, str, Any]]]:
+    """answer(), and the path kinds it asked as the innermost recording noted them: an answer
+    remembered for the rest of the run is replayed with note_asked(them), so that every
+    recording that uses it has its inputs (pv.codeunits remembers where modules resolve)."""
+    capture: list[tuple[Any, bool]] = []
+    _CAPTURES.append(capture)
+    try:
+        result = answer()
+    finally:
+        _CAPTURES.remove(capture)
+    noted: list[tuple[str, str, Any]] = []
+    if _STACK:
+        inner = _STACK[-1]
+        for path, follow in capture:
+            absolute = inner._absolute(path)
+            key = f"{'stat' if follow else 'lstat'}:{absolute}"
+            if absolute is not None and key in inner.kinds:
+                noted.append(("kind", key, inner.kinds[key]))
+    return result, noted
+
+
+def note_asked(noted: list[tuple[str, str, Any]]) -> None:
+    """What asked() returned, noted by every recording under way."""
+    for recorder in _STACK:
+        recorder.note_known(noted)
+
+
 def start(root: Path, extra_files: list[Path]) -> Recorder | None:
     """Begin recording (None: replay is off). A recording started inside another is a part of
     it: what the part reads, the whole run read too."""
@@ -269,7 +313,7 @@ def start(root: Path, extra_files: list[Path]) -> Recorder | None:
     if not _HOOKED:
         sys.addaudithook(_audit)
         _HOOKED.append(True)
-    _forget_unseen_probes()
+    _forget_unseen_probes(outermost=not _STACK)
     recorder = Recorder(root, extra_files)
     for outer in _STACK:
         outer.merge(recorder.take_all())
@@ -278,14 +322,19 @@ def start(root: Path, extra_files: list[Path]) -> Recorder | None:
     return recorder
 
 
-def _forget_unseen_probes() -> None:
+def _forget_unseen_probes(outermost: bool = True) -> None:
     """In-process memories that answer a file-system question without asking it again: a
     recording in a long-lived process (an in-process caller, a test session) must see every
-    question its run depends on, so they are forgotten first. (A `pv` process starts empty.)"""
+    question its run depends on, so they are forgotten first. (A `pv` process starts empty.)
+    Answers remembered with what they asked (asked()) are replayed into every recording of the
+    run, so they are forgotten only when a new run begins."""
     import importlib
 
     importlib.invalidate_caches()  # the import system's directory listings (codebind asks it)
-    for module, name in (("pv.codebind", "_imports_cached"), ("pv.crosscheck", "_schema_targets")):
+    memories = [("pv.codebind", "_imports_cached"), ("pv.crosscheck", "_schema_targets")]
+    if outermost:
+        memories += [("pv.codeunits", "_RESOLVED"), ("pv.codeunits", "_REAL_PATHS")]
+    for module, name in memories:
         memory = getattr(sys.modules.get(module), name, None)
         clear = getattr(memory, "cache_clear", None) or getattr(memory, "clear", None)
         if clear is not None:

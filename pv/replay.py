@@ -32,11 +32,11 @@ from typing import Any
 
 from pv import cache, readlog
 
-REPLAY_VERSION = "validate-replay-1"
+REPLAY_VERSION = "validate-replay-2"
 RUNS_DIR = cache.CACHE_DIR / "validate-runs"
 PARTS_DIR = cache.CACHE_DIR / "validate-parts"
 MAX_RUNS = 64  # stored runs kept: one per key (the whole dir, each set of files a hook passed)
-MAX_PARTS = 20_000  # stored parts kept: one per contract's bytes (old versions of a contract age out)
+MAX_PARTS = 20_000  # stored parts kept: one per contract's data (old versions of a contract age out)
 _PACKAGE = Path(__file__).resolve().parent
 
 
@@ -211,34 +211,49 @@ def replayed(root: Path, key: str) -> Any:
 # --- parts of a run ----------------------------------------------------------------------------
 # One contract's share of a costly check (PV501: its declared status against the evidence) is
 # recorded and replayed on its own, so a run after one edit recomputes that contract's share only.
+# A share is a function of what the contract says, not of its bytes: it is keyed by the digest of
+# the contract's YAML data (pv.loadcache.data_digest), so an edit of comments or layout replays
+# it. Its findings' positions are the one thing the bytes decide: a part keeps the sha256 of the
+# bytes it was judged on, and the caller looks the positions up again where they differ.
 
 
 def part_key(kind: str, workspace: Any, loaded: Any) -> str:
+    """The key of one contract's share ("" where nothing is stored or replayed: PV_NO_CACHE=1)."""
+    if not cache.enabled():
+        return ""
+    from pv.loadcache import digest_of_loaded
+
     settings = sorted((k, v) for k, v in os.environ.items() if k.startswith("PV_"))
+    digest = digest_of_loaded(loaded)
+    content = f"data:{digest}" if digest is not None else f"bytes:{loaded.sha256}"  # data with no exact encoding
     return cache.key_of(REPLAY_VERSION, "part", kind, package_digest(), environment(), repr(settings), os.getcwd(),
-                        repr(workspace), loaded.display_path, os.path.abspath(loaded.path), loaded.sha256)
+                        repr(workspace), loaded.display_path, os.path.abspath(loaded.path), content)
 
 
-def store_part(root: Path, key: str, recorder: readlog.Recorder | None, diagnostics: list[Any]) -> None:
-    if not any(d.code == "PV199" for d in diagnostics):
-        _write(_run_file(root, key, PARTS_DIR), key, recorder, {"diagnostics": [d.to_json() for d in diagnostics]},
-               MAX_PARTS)
+def store_part(root: Path, key: str, recorder: readlog.Recorder | None, diagnostics: list[Any],
+               file_sha256: str = "") -> None:
+    """Keep one part's diagnostics, judged on a file whose bytes have `file_sha256`."""
+    if key and not any(d.code == "PV199" for d in diagnostics):
+        _write(_run_file(root, key, PARTS_DIR), key, recorder,
+               {"diagnostics": [d.to_json() for d in diagnostics], "file_sha256": file_sha256}, MAX_PARTS)
 
 
-def replayed_parts(root: Path, keys: list[str]) -> list[list[Any] | None]:
+def replayed_parts(root: Path, keys: list[str]) -> list[tuple[list[Any], str] | None]:
     """replayed_part of each key, every input shared by several parts looked at once."""
     seen: dict[tuple[str, str], str | None] = {}
     return [replayed_part(root, key, seen) for key in keys]
 
 
-def replayed_part(root: Path, key: str, seen: dict[tuple[str, str], str | None] | None = None) -> list[Any] | None:
-    """A part's stored diagnostics when its every input is unchanged (those inputs become inputs
-    of the run under way), else None. `seen`: see unchanged()."""
+def replayed_part(root: Path, key: str,
+                  seen: dict[tuple[str, str], str | None] | None = None) -> tuple[list[Any], str] | None:
+    """A part's stored diagnostics, and the sha256 of the bytes they were judged on, when its
+    every input is unchanged (those inputs become inputs of the run under way), else None.
+    `seen`: see unchanged()."""
     data = _read(_run_file(root, key, PARTS_DIR), key, seen)
     if data is None:
         return None
     try:
-        found = _diagnostics(data["diagnostics"])
+        found = _diagnostics(data["diagnostics"]), str(data["file_sha256"])
     except (KeyError, TypeError, ValueError):
         return None
     for recorder in readlog.active():

@@ -80,6 +80,8 @@ class LoadedContract:
     contract: Contract | None  # None when the schema rejected it
     # The composed YAML nodes: positions are looked up in them only when a diagnostic needs one.
     node: Any = field(default=None, repr=False)
+    # pv.loadcache.data_digest of `data`, where pv.loadcache had its encoding at hand (else None)
+    data_sha256: str | None = field(default=None, repr=False)
 
     # --- positions -------------------------------------------------------------------------
 

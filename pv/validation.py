@@ -295,7 +295,7 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
             if remembered is None:
                 todo.append((contract, key))
             else:
-                found += remembered
+                found += _placed(*remembered, contract)
         if todo:
             from pv import ledgerindex, lifecycle
             from pv.codebind import TreeDigests
@@ -319,7 +319,7 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
                     share = lifecycle.declared_status_diagnostics([contract], groups, check, workspace.subject_param)
                 finally:
                     readlog.stop(part)
-                replay.store_part(workspace.root, key, part, share)
+                replay.store_part(workspace.root, key, part, share, contract.sha256)
                 found += share
             if tree is not None:  # the digest stores are one per process (pv.codebind): written once, not per contract
                 tree.save()
@@ -331,6 +331,21 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
         return found
     except Exception as exc:  # noqa: BLE001
         return [internal_error(display(workspace.ledger), exc)]
+
+
+def _placed(diagnostics: list[Diagnostic], judged_sha256: str, loaded) -> list[Diagnostic]:
+    """A replayed PV501 share's findings where they are in `loaded`: the share was judged on the
+    same data (pv.replay.part_key), but on bytes whose sha256 is `judged_sha256`. Where the bytes
+    differ (a comment or the layout edited), each finding is at `metadata.status` as it is now
+    (pv.lifecycle.declared_status_diagnostics puts it there)."""
+    if not diagnostics or judged_sha256 == loaded.sha256:
+        return diagnostics
+    from dataclasses import replace
+
+    from pv.keypaths import STATUS
+
+    line, col = loaded.position(STATUS.at())
+    return [replace(d, line=line, col=col) for d in diagnostics]
 
 
 def render(report: Report, fmt: str = "text", quiet: bool = False) -> str:

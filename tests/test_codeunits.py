@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import os
 import textwrap
 from pathlib import Path
 
@@ -237,3 +238,87 @@ def test_a_tree_judges_each_record_alike_whatever_it_judged_before(tmp_path, sto
     shared = tree()
     assert [shared.changes({"mod": units}, {"mod": "mod.py"}, ()) for units in records] == alone
     assert alone[0] == [] and alone[1] and alone[2] == ["mod:absent (removed)"] and alone[5] == []
+
+
+def test_a_recorded_run_resolves_a_module_once_and_every_tree_records_what_it_asked(tmp_path, monkeypatch):
+    from pv import importbind, readlog
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "mod.py").write_text("def f():\n    return 1\n")
+    resolved: list[str] = []
+    real = importbind.resolve
+    monkeypatch.setattr(importbind, "resolve", lambda name, entries: (resolved.append(name), real(name, entries))[1])
+    run = readlog.start(tmp_path, [])
+    parts = []
+    try:
+        for _ in range(2):  # two contracts' evidence, each judged with its own tree and recording
+            part = readlog.start(tmp_path, [])
+            try:
+                found = codeunits.UnitTree(tmp_path).file_of("pkg.mod", None)
+            finally:
+                readlog.stop(part)
+            parts.append(part)
+            assert found == tmp_path / "pkg" / "mod.py"
+    finally:
+        readlog.stop(run)
+    assert resolved == ["pkg.mod"]  # the second tree asked nothing
+    kinds = [{where: value for what, where, value in p.inputs() if what == "kind"} for p in parts]
+    assert kinds[0] == kinds[1] and kinds[0][f"stat:{tmp_path / 'pkg' / 'mod.py'}"] == "file"
+    # a new run forgets it: the file system may have changed since
+    (tmp_path / "pkg" / "mod.py").unlink()
+    (tmp_path / "pkg" / "mod").mkdir()
+    (tmp_path / "pkg" / "mod" / "__init__.py").write_text("")
+    run = readlog.start(tmp_path, [])
+    try:
+        assert codeunits.UnitTree(tmp_path).file_of("pkg.mod", None) == tmp_path / "pkg" / "mod" / "__init__.py"
+    finally:
+        readlog.stop(run)
+    assert resolved == ["pkg.mod", "pkg.mod"]
+    # nothing recorded: each tree asks (nothing would replay what it asked)
+    codeunits.UnitTree(tmp_path).file_of("pkg.mod", None)
+    assert resolved == ["pkg.mod"] * 3
+
+
+def test_a_recorded_run_finds_a_files_real_path_once_and_every_tree_records_what_it_asked(tmp_path, monkeypatch):
+    from pv import readlog
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "mod.py").write_text("x = 1\n")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    asked: list[str] = []
+    real = os.path.realpath
+    monkeypatch.setattr(os.path, "realpath", lambda p, *a, **k: (asked.append(str(p)), real(p, *a, **k))[1])
+    run = readlog.start(tmp_path, [])
+    parts = []
+    try:
+        for _ in range(2):
+            part = readlog.start(tmp_path, [])
+            try:
+                shown = codeunits.UnitTree(tmp_path)._shown(tmp_path / "link" / "mod.py")
+            finally:
+                readlog.stop(part)
+            parts.append(part)
+            assert shown == "real/mod.py"
+    finally:
+        readlog.stop(run)
+    assert asked.count(str(tmp_path / "link" / "mod.py")) == 1
+    kinds = [{where: value for what, where, value in p.inputs() if what == "kind"} for p in parts]
+    assert kinds[0] == kinds[1] and kinds[0][f"lstat:{tmp_path / 'link'}"] == "link"
+
+
+def test_units_read_back_from_a_store_are_decoded_once_per_source(tmp_path, monkeypatch):
+    from pv import cache
+
+    data = TRICKY.encode() + b"\n# decoded once\n"
+    store = cache.Cache(tmp_path, "code-units", "test")
+    codeunits.stored_units(data, store)
+    store.save()
+    decoded: list[int] = []
+    real = codeunits._from_json
+    monkeypatch.setattr(codeunits, "_from_json", lambda d: (decoded.append(1), real(d))[1])
+    monkeypatch.setattr(codeunits, "_DECODED", {})
+    again = cache.Cache(tmp_path, "code-units", "test")
+    first, second = codeunits.stored_units(data, again), codeunits.stored_units(data, again)
+    assert first is second and decoded == [1]
+    assert first.digests == codeunits.parse_units(data).digests

@@ -87,3 +87,47 @@ def test_what_is_remembered_reads_back_equal_and_a_nan_is_never_remembered(tmp_p
     (tmp_path / "nan.yaml").write_text("a: [1, .nan]\n")
     read_yaml_remembered(tmp_path / "nan.yaml", "nan.yaml", again)
     assert again.take_added() == {}
+
+
+def test_the_data_digest_follows_the_data_not_the_bytes(tmp_path):
+    from pv.loadcache import data_digest
+
+    def digest_of(text):
+        path = tmp_path / "c-v1.yaml"
+        path.write_text(text)
+        loaded, _ = read_yaml(path, "c-v1.yaml")
+        return data_digest(loaded.data)
+
+    same = digest_of(TEXT)
+    assert same is not None
+    assert digest_of("# another comment\n" + TEXT + "# and one at the end\n") == same  # comments
+    assert digest_of(TEXT.replace("items: [1, ", "items:   [1,  ")) == same  # layout
+    # anything the data holds differently: a value, its type, a key's type, the order of keys
+    for old, new in (("id: again", "id: other"), ("items: [1,", "items: [1.0,"), ("items: [1,", "items: [true,"),
+                     ("items: [1,", "items: ['1',"), ("{1: one", "{'1': one"), ("when: 2026-11-22", "when: '2026-11-22'"),
+                     ("on: yes\n  when: 2026-11-22", "when: 2026-11-22\n  on: yes")):
+        assert old in TEXT
+        assert digest_of(TEXT.replace(old, new)) != same, (old, new)
+
+
+def test_data_without_an_exact_encoding_has_no_digest():
+    from pv.loadcache import data_digest
+
+    assert data_digest({"x": math.nan}) is None
+    assert data_digest({"x": {1, 2}}) is None
+    assert data_digest({"x": [1, {"y": 2}]}) == data_digest({"x": [1, {"y": 2}]})
+
+
+def test_a_remembered_file_carries_the_digest_of_its_data(tmp_path):
+    from pv.loadcache import data_digest, digest_of_loaded
+
+    path = tmp_path / "c-v1.yaml"
+    path.write_text(TEXT)
+    store = _store(tmp_path)
+    stored, _ = read_yaml_remembered(path, "c-v1.yaml", store)  # read and encoded for the cache
+    store.save()
+    again, _ = read_yaml_remembered(path, "c-v1.yaml", _store(tmp_path))  # read back from it
+    fresh, _ = read_yaml(path, "c-v1.yaml")
+    assert fresh.data_sha256 is None  # not read through the cache: computed when asked
+    assert stored.data_sha256 == again.data_sha256 == data_digest(fresh.data) == digest_of_loaded(fresh)
+    assert digest_of_loaded(again) == again.data_sha256

@@ -340,3 +340,36 @@ def test_pv_itself_checks_a_plain_command_line_without_click_and_prints_what_cli
     plain = subprocess.run([sys.executable, "-c", PROCESS_PROBE, "validate", "-q", "falsifiers"], cwd=vworkspace.root,
                            capture_output=True, timeout=120, env=env)  # no contract file there: click says so
     assert b"Usage:" in plain.stderr and plain.stdout.startswith(b"EXIT 2 LOADED") and b"'click'" in plain.stdout
+
+
+def test_a_contracts_evidence_is_replayed_after_an_edit_of_its_comments_or_layout(vworkspace, monkeypatch):
+    """A PV501 share is keyed by the contract's data: a comment or layout edit replays it, and its
+    findings stand where a full check puts them (positions are the one thing the bytes decide)."""
+    from pv import lifecycle
+
+    judged: list[str] = []
+    real = lifecycle.declared_status_diagnostics
+
+    def counting(loaded, *args, **kwargs):
+        judged.extend(c.contract.metadata.id for c in loaded)
+        return real(loaded, *args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "declared_status_diagnostics", counting)
+    _two_claiming(vworkspace)
+    first = vworkspace.run()
+    assert first.output.count("PV501") == 2 and len(judged) == 2, first.output
+    path = vworkspace.contracts / "demo-1-v1.yaml"
+    text = path.read_text()
+    # comments above metadata.status and a blank line: the finding moves down three lines
+    first_line, rest = text.split("\n", 1)
+    path.write_text(f"{first_line}\n# a comment\n\n# another\n{rest}# and one at the end\n")
+    edited = vworkspace.run()
+    assert judged[2:] == [], judged  # nothing judged again
+    monkeypatch.setenv("PV_NO_CACHE", "1")
+    cold = vworkspace.run()
+    assert edited.output == cold.output and edited.exit_code == cold.exit_code == 1, (edited.output, cold.output)
+    assert edited.output != first.output  # the positions moved
+    monkeypatch.delenv("PV_NO_CACHE")
+    # a data edit is judged again
+    _edit(path, "The forward pass", "The forward")
+    assert vworkspace.run().output.count("PV501") == 2 and judged[-1] == "demo-1", judged
