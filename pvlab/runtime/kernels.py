@@ -301,17 +301,21 @@ def cross_entropy_reference(logits: torch.Tensor, targets: torch.Tensor) -> torc
 
 
 def default_loss_chunk_tokens(vocab_size: int) -> int:
-    """Tokens per chunk of the fused loss so that one chunk's fp32 logits stay near 512 MiB.
+    """Tokens per chunk of the fused loss: 128 Mi logits a chunk (256 MiB of bf16 logits since
+    they are computed in the compute dtype; the figure was set when they were fp32, 512 MiB).
 
     Why not smaller: every chunk adds its share of d loss / d weight into the one (V, C) fp32
     gradient buffer, and each such in-place product reads and writes that whole buffer (545 MB
     for Qwen2's 151,936 x 896 head), so the buffer traffic scales with the number of chunks;
     longer chunks also give the (V, c) x (c, C) product a deeper reduction, which the GEMM runs
-    closer to peak. Why not larger: the chunk's fp32 logits and their bf16 gradient are the
+    closer to peak. Why not larger: the chunk's logits and their bf16 gradient are the
     loss's transient memory (~1.5 x this figure when the chunk steps are compiled); for Qwen2
     this gives 883 tokens, 10 chunks of a batch of 8 x 1024. Measured on an H100
     (bench/bench_loss.py, docs/performance.md): 441-token chunks ran the loss at 1.19x the
-    full-logits reference, 883 at 1.50x, 1,766 at 1.64x for 1 GiB more memory."""
+    full-logits reference, 883 at 1.50x, 1,766 at 1.64x for 1 GiB more memory (fp32 logits).
+    bench/bench_vs_hf.py and FALSIFY-PERF-HF-001 name chunk=1766; the default is left as it is
+    because this function runs whenever a model is built, so changing its code stales every
+    record that built one."""
     return max(16, (128 * 1024 * 1024) // vocab_size)
 
 
