@@ -226,6 +226,22 @@ def test_inputs_read_in_worker_processes_are_recorded(vworkspace):
     assert status.startswith("EXIT 1") and "PV313" in after, after
 
 
+@pytest.fixture
+def judged(monkeypatch) -> list[str]:
+    """The ids of the contracts whose evidence (PV501) is judged, in order, across runs."""
+    from pv import lifecycle
+
+    ids: list[str] = []
+    real = lifecycle.declared_status_diagnostics
+
+    def counting(loaded, *args, **kwargs):
+        ids.extend(c.contract.metadata.id for c in loaded)
+        return real(loaded, *args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "declared_status_diagnostics", counting)
+    return ids
+
+
 def _two_claiming(ws):
     """Two contracts that declare more than their (absent) evidence: PV501 on each."""
     for n in (1, 2):
@@ -234,17 +250,7 @@ def _two_claiming(ws):
                     ("FALSIFY-DEMO-FORWARD-001", f"FALSIFY-DEMO-{n}00-001"), name=f"demo-{n}-v1.yaml")
 
 
-def test_each_contracts_evidence_is_judged_again_only_when_its_inputs_change(vworkspace, monkeypatch):
-    from pv import lifecycle
-
-    judged: list[str] = []
-    real = lifecycle.declared_status_diagnostics
-
-    def counting(loaded, *args, **kwargs):
-        judged.extend(c.contract.metadata.id for c in loaded)
-        return real(loaded, *args, **kwargs)
-
-    monkeypatch.setattr(lifecycle, "declared_status_diagnostics", counting)
+def test_each_contracts_evidence_is_judged_again_only_when_its_inputs_change(vworkspace, judged):
     _two_claiming(vworkspace)
     first = vworkspace.run()
     assert first.output.count("PV501") == 2 and sorted(judged) == ["demo-1", "demo-2"], first.output
@@ -342,19 +348,9 @@ def test_pv_itself_checks_a_plain_command_line_without_click_and_prints_what_cli
     assert b"Usage:" in plain.stderr and plain.stdout.startswith(b"EXIT 2 LOADED") and b"'click'" in plain.stdout
 
 
-def test_a_contracts_evidence_is_replayed_after_an_edit_of_its_comments_or_layout(vworkspace, monkeypatch):
+def test_a_contracts_evidence_is_replayed_after_an_edit_of_its_comments_or_layout(vworkspace, judged, monkeypatch):
     """A PV501 share is keyed by the contract's data: a comment or layout edit replays it, and its
     findings stand where a full check puts them (positions are the one thing the bytes decide)."""
-    from pv import lifecycle
-
-    judged: list[str] = []
-    real = lifecycle.declared_status_diagnostics
-
-    def counting(loaded, *args, **kwargs):
-        judged.extend(c.contract.metadata.id for c in loaded)
-        return real(loaded, *args, **kwargs)
-
-    monkeypatch.setattr(lifecycle, "declared_status_diagnostics", counting)
     _two_claiming(vworkspace)
     first = vworkspace.run()
     assert first.output.count("PV501") == 2 and len(judged) == 2, first.output
