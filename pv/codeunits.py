@@ -28,7 +28,7 @@ import os
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from pv.codebind import DIGEST_CHARS
 
@@ -325,15 +325,32 @@ def raw_units(data: bytes) -> ModuleUnits:
     return ModuleUnits({MODULE_UNIT: "raw-" + hashlib.sha256(data).hexdigest()[: DIGEST_CHARS - 4]})
 
 
-# Where a module resolves, remembered for the rest of a recorded run with the path kinds it asked
-# (pv.readlog.asked): a first `pv validate` judges each contract's evidence with its own tree, so
-# that what it reads is that contract's input, and resolved the same modules once per contract
-# (800 resolutions, a tenth of the run, where one tree does 87). Forgotten when a run begins.
+# Answers remembered for the rest of a recorded run with the path kinds they asked
+# (pv.readlog.asked), replayed into every recording that uses them: a first `pv validate` judges
+# each contract's evidence with its own tree, so that what it reads is that contract's input, and
+# resolved the same modules once per contract (800 resolutions, a tenth of the run, where one
+# tree does 87) and found the same real paths as often. Forgotten when a run begins
+# (pv.readlog._forget_unseen_probes). With nothing recorded each tree asks (a tree remembers its own).
 _RESOLVED: dict[tuple[Path, tuple[Path, ...], str, str | None], tuple[Path | None, list]] = {}
+_REAL_PATHS: dict[Path, tuple[str, list]] = {}
+
+
+def _remembered_in_run(memory: dict, key: Any, answer: Callable[[], Any]) -> Any:
+    """answer(), remembered in `memory` under `key` while a run is recorded, with what it asked."""
+    from pv import readlog
+
+    if not readlog.active():
+        return answer()
+    if key in memory:
+        found, noted = memory[key]
+        readlog.note_asked(noted)
+        return found
+    found, noted = readlog.asked(answer)
+    memory[key] = (found, noted)
+    return found
 
 
 def _resolved(root: Path, search: tuple[Path, ...], module: str, origin: str | None) -> Path | None:
-    from pv import readlog
     from pv.importbind import entry_of, resolve
 
     def find() -> Path | None:
@@ -342,33 +359,11 @@ def _resolved(root: Path, search: tuple[Path, ...], module: str, origin: str | N
             return resolve(module, [entry_of(module, then)])
         return resolve(module, search)
 
-    if not readlog.active():  # nothing recorded: each tree asks (a tree remembers its own)
-        return find()
-    key = (root, search, module, origin)
-    if key in _RESOLVED:
-        found, noted = _RESOLVED[key]
-        readlog.note_asked(noted)
-        return found
-    found, noted = readlog.asked(find)
-    _RESOLVED[key] = (found, noted)
-    return found
-
-
-_REAL_PATHS: dict[Path, tuple[str, list]] = {}  # as _RESOLVED: a file's real path, for the rest of a recorded run
+    return _remembered_in_run(_RESOLVED, (root, search, module, origin), find)
 
 
 def _real_path(path: Path) -> str:
-    from pv import readlog
-
-    if not readlog.active():
-        return os.path.realpath(path)
-    if path in _REAL_PATHS:
-        real, noted = _REAL_PATHS[path]
-        readlog.note_asked(noted)
-        return real
-    real, noted = readlog.asked(lambda: os.path.realpath(path))
-    _REAL_PATHS[path] = (real, noted)
-    return real
+    return _remembered_in_run(_REAL_PATHS, path, lambda: os.path.realpath(path))
 
 
 class UnitTree:

@@ -96,7 +96,8 @@ class GraphedTrainer(Trainer):
         # One memory pool for the training and the eval graph: they never run at once, so the
         # eval capture may reuse what the training capture freed; what either leaves for the host
         # (gradients, the loss) stays allocated, so the other's capture cannot take it. (On an
-        # H100 this did not change FALSIFY-PERF-HF-001's 23.4 GiB peak: docs/performance.md.)
+        # H100 the shared pool did not change the training peak; the 23.4 GiB FALSIFY-PERF-HF-001
+        # once recorded was a peer's 5.9 GiB left allocated: docs/performance.md.)
         self._pool = torch.cuda.graph_pool_handle() if self.device.type == "cuda" else None
         self._learning_rate = torch.zeros((), dtype=torch.float32, device=self.device)
         self._train = _Captured()     # the training step's graph
