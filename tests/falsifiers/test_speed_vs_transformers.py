@@ -140,3 +140,17 @@ def test_memory_is_judged_against_the_strongest_training_peer_and_the_leanest_is
     assert observed["memory_ratio"] == pytest.approx(12.0 / 20.0)
     assert observed["memory_ratio_to_leanest"] == pytest.approx(12.0 / 10.0)
     assert observed["train_ratio"] == pytest.approx(120.0 / 90.0) and observed["eval_ratio"] == pytest.approx(1.5)
+
+
+def test_a_sides_peak_excludes_what_was_allocated_before_it(monkeypatch):
+    """measure_side on a (scripted) CUDA device: the raw peak is kept, the side's own peak is the
+    raw one less what was resident before the side was built."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *args: None)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *args: 20 * 2**30)
+    monkeypatch.setattr(svt.throughput, "measure", lambda step, **kwargs: SimpleNamespace(median=100.0, spread=0.01))
+    figures = svt.measure_side((None, None, None), torch.device("cuda"), 8, what="x", resident_before=5.5)
+    assert figures["peak_allocated_gib"] == 20.0 and figures["resident_before_gib"] == 5.5
+    assert figures["peak_gib"] == 14.5
