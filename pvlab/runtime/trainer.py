@@ -113,13 +113,24 @@ COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotu
 def compile_module(module: torch.nn.Module, mode: str | None = None) -> None:
     """torch.compile a module in place (the compiled training path compiles each decoder layer,
     or the whole decoder body, forward and backward; inductor by default). `mode` is
-    torch.compile's: "reduce-overhead" replays the compiled graphs as CUDA graphs (one launch
-    for the whole body instead of hundreds), "max-autotune-no-cudagraphs" benchmarks Triton GEMM
-    templates against cuBLAS for every shape (minutes of compilation, sometimes faster GEMMs)."""
-    if mode is None:
-        module.compile()
-    else:
+    torch.compile's, which takes no inductor options beside it: "reduce-overhead" replays the
+    compiled graphs as CUDA graphs (one launch for the whole body instead of hundreds),
+    "max-autotune-no-cudagraphs" benchmarks Triton GEMM templates against cuBLAS for every shape
+    (minutes of compilation; on an H100 cuBLAS won every qwen2-0.5b shape)."""
+    if mode is not None:
         module.compile(mode=mode)
+        return
+    # Inductor recomputes a pointwise value (a SiLU, a cast, the rotary angles) in every kernel
+    # that reads it unless its expression has at least `realize_opcount_threshold` operations
+    # (default 30). At 8 the SwiGLU backward and the rotary embedding stop recomputing shared
+    # values: on an H100 at qwen2-0.5b shape, 16.5 ms of compiled kernels a training step
+    # instead of 17.5 (4 gave 21.6 and 16 gave 20.9; docs/performance.md, "Inductor's recompute
+    # threshold"). A setting this torch's inductor lacks is left out: torch.compile refuses an
+    # unknown option, and a renamed setting should cost speed, not the run.
+    from torch._inductor import config as inductor_config
+
+    options = {"realize_opcount_threshold": 8}
+    module.compile(options={key: value for key, value in options.items() if hasattr(inductor_config, key)})
 
 
 COMPILE_SCOPES = ("layers", "model")

@@ -64,3 +64,46 @@ def test_compile_goes_through_the_compile_seam_for_every_layer(monkeypatch):
     assert compiled == list(model.model.layers)
     runtime.Trainer(model)
     assert len(compiled) == len(model.model.layers)                  # eager: nothing compiled
+
+
+class _Recorded(torch.nn.Module):
+    """A module whose compile() records what it was asked for instead of compiling."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def compile(self, **kwargs):
+        self.calls.append(kwargs)
+
+
+def test_the_default_compile_lowers_inductors_recompute_threshold():
+    module = _Recorded()
+    trainer.compile_module(module)
+    assert module.calls == [{"options": {"realize_opcount_threshold": 8}}]
+
+
+def test_a_compile_mode_goes_alone_since_torch_compile_takes_no_options_beside_it():
+    module = _Recorded()
+    trainer.compile_module(module, "max-autotune-no-cudagraphs")
+    assert module.calls == [{"mode": "max-autotune-no-cudagraphs"}]
+
+
+def test_an_inductor_setting_this_torch_lacks_is_left_out_not_an_error(monkeypatch):
+    from torch._inductor import config as inductor_config
+
+    monkeypatch.delattr(inductor_config, "realize_opcount_threshold")
+    module = _Recorded()
+    trainer.compile_module(module)
+    assert module.calls == [{"options": {}}]
+
+
+def test_the_default_compile_options_are_accepted_by_torch_compile():
+    model = runtime.init_model(config="tiny", weights="random", seed=0, path="fast", parity_gate=False)
+    ids = torch.randint(0, 512, (1, 8), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        eager = model(ids)
+    trainer.compile_module(model.model.layers[0])
+    with torch.no_grad():
+        compiled = model(ids)
+    assert torch.allclose(compiled, eager, atol=1e-2, rtol=1e-2)
