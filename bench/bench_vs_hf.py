@@ -39,7 +39,7 @@ import torch  # noqa: E402
 from pvlab import runtime  # noqa: E402
 from pvlab.falsifiers import speed_vs_transformers as svt  # noqa: E402
 
-DEFAULT_RUNTIME = "eager,model+fused,model+fused+graph,model+fused+graph+chunk=1766"
+DEFAULT_RUNTIME = "eager,model+fused,model+fused+graph,model+fused+graph+chunk=4096"
 
 
 def main() -> int:

@@ -9,7 +9,7 @@
 #            + torch.compile, + Liger kernels (a "not available" row where liger_kernel does not
 #            import); the runtime eager, whole-model compiled + fused projections, + its training
 #            and eval steps replayed as CUDA graphs (step_graph.GraphedTrainer), + loss chunks of
-#            1,766 tokens — into OUT/bench.json and OUT/bench.md; then
+#            4,096 tokens — into OUT/bench.json and OUT/bench.md; then
 #            bench/profile_step.py for the runtime configuration with the best training ratio
 #            (OUT/profile.md). Run it first: it fills torch.compile's on-disk caches, which the
 #            contracts phase then reuses on the same machine.
@@ -31,7 +31,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 out=gpu-speed-out phase=all device=cuda config=qwen2-0.5b batch=8 seq=1024 window=1.0 spread=0.25 dry=0
-runtime_variants="eager,model+fused,model+fused+graph,model+fused+graph+chunk=1766"
+runtime_variants="eager,model+fused,model+fused+graph,model+fused+graph+chunk=4096"
 peers="eager,compile,liger"
 while (( $# )); do
   case $1 in

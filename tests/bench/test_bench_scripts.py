@@ -65,7 +65,7 @@ def test_gpu_speed_script_names_every_step_of_both_phases():
     assert result.returncode == 0, result.stderr
     steps = [line for line in result.stdout.splitlines() if line.startswith("== ")]
     assert "bench/bench_vs_hf.py" in steps[0] and "--peers eager,compile,liger" in steps[0]
-    assert "model+fused+graph+chunk=1766" in steps[0]
+    assert "model+fused+graph+chunk=4096" in steps[0]
     assert "profile_step.py" in steps[1]
     assert any("-m pv.cli run --contract runtime-vs-transformers" in s for s in steps)
     assert any("-m pv.cli strength --contract runtime-vs-transformers" in s and "loss_chunk_steps_eager" in s for s in steps)
