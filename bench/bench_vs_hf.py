@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from pvlab import runtime  # noqa: E402
-from pvlab.falsifiers import speed_vs_transformers as svt  # noqa: E402
+from pvlab.falsifiers import speed_vs_transformers as svt, throughput  # noqa: E402
 
 DEFAULT_RUNTIME = "eager,model+fused,model+fused+graph,model+fused+graph+chunk=4096"
 
@@ -82,7 +82,7 @@ def main() -> int:
               f"torch {torch.__version__}")
         print("| configuration | train tok/s | MFU | peak GiB | eval tok/s | set-up + measure s |")
         print("|---|---|---|---|---|---|", flush=True)
-        svt.warm_up_gpu(device)   # a GPU fresh from idle gave the first configuration a 30-40 % spread
+        throughput.warm_up_gpu(device)   # a GPU fresh from idle gave the first configuration a 30-40 % spread
         # Rows are printed, and the JSON rewritten, as each configuration finishes: a run cut
         # short by a time limit keeps what it measured.
         for kind, key in [("peer", p) for p in peers] + [("runtime", v.spec()) for v in variants]:

@@ -110,13 +110,8 @@ def _training_rate(device: str, config: str, path: str, *, batch: int, seq: int,
                    max_spread: float, what: str) -> tuple[throughput.Throughput, object]:
     from pvlab import runtime
 
-    from .speed_vs_transformers import warm_up_gpu   # imported here: that module imports this one
-
     model = _model(config, device, path)
-    # A freshly started GPU ramps up under load: on an H100 two runs of this check saw the five
-    # windows rise from 52k to 65k tokens/s (a 22 % spread, refused). Large products for 25 s
-    # first, as FALSIFY-PERF-HF-001 does, and windows of two seconds.
-    warm_up_gpu(model.device)
+    throughput.warm_up_gpu(model.device)   # a GPU fresh from idle gave this check a 22 % spread
     trainer = runtime.Trainer(model, lr=3e-4, weight_decay=0.1, betas=(0.9, 0.95), grad_clip=1.0)
     generator = torch.Generator().manual_seed(0)
     batches = [runtime.LMBatch.from_sequences(torch.randint(0, model.config.vocab_size, (batch, seq + 1),

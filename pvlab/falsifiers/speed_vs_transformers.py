@@ -280,24 +280,6 @@ def allocated_gib(device: torch.device) -> float:
     return torch.cuda.memory_allocated(device) / 2**30
 
 
-def warm_up_gpu(device: torch.device, seconds: float = 25.0) -> float:
-    """Large bf16 products for `seconds` before the first timed configuration; returns the seconds
-    spent (0 off CUDA). On a freshly started H100 the first configuration measured (transformers
-    eager) spread 30-40 % over its eval windows twice in one session, so the check refused the
-    run; after 25 s of products it did not, and neither did a run on a machine already busy."""
-    if device.type != "cuda" or seconds <= 0:
-        return 0.0
-    started = time.perf_counter()
-    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
-    while time.perf_counter() - started < seconds:
-        for _ in range(8):
-            a @ a
-        torch.cuda.synchronize(device)
-    del a
-    release(device)
-    return time.perf_counter() - started
-
-
 def release(device: torch.device) -> dict:
     """Free what a configuration built before the next one is measured: its Python objects
     (reference cycles included), torch.compile's in-memory caches (compiled code and guards can
@@ -391,7 +373,7 @@ def compare(*, device: torch.device, device_name: str, config: str, batch: int, 
         parameters = model.num_parameters()
         rt.save_checkpoint(model, tmp)
         del model
-        warm_up_gpu(device)
+        throughput.warm_up_gpu(device)
         measured = {peer: measure_peer(Path(tmp), device, batches, peer, **timing) for peer in names}
         ours = measure_runtime(Path(tmp), device, batches, variant, **timing)
     best = strongest(measured)

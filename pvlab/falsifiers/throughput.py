@@ -97,3 +97,24 @@ def training_flops_per_token(*, parameters: int, layers: int, hidden: int, seq_l
     """Model FLOPs per trained token: 6·N for the matrix products of forward and backward, plus
     12·L·d·T for attention scores and values (the PaLM paper's appendix B accounting)."""
     return 6.0 * parameters + 12.0 * layers * hidden * seq_len
+
+
+def warm_up_gpu(device, seconds: float = 25.0) -> float:
+    """Large bf16 products for `seconds` on a CUDA `device` before anything is timed; returns the
+    seconds spent (0 off CUDA). A GPU fresh from idle ramps up under load: on a freshly started
+    H100 the first configuration FALSIFY-PERF-HF-001 measured spread 30-40 % over its windows
+    twice in one session, and FALSIFY-PERF-MFU-001's windows rose from 52k to 65k tokens/s (a
+    22 % spread); after 25 s of products neither did."""
+    if getattr(device, "type", None) != "cuda" or seconds <= 0:
+        return 0.0
+    import torch   # here, not at the top: the rest of this module is plain arithmetic
+
+    started = time.perf_counter()
+    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    while time.perf_counter() - started < seconds:
+        for _ in range(8):
+            a @ a
+        torch.cuda.synchronize(device)
+    del a
+    torch.cuda.empty_cache()
+    return time.perf_counter() - started

@@ -93,11 +93,6 @@ def test_the_ratios_are_the_runtime_over_the_strongest_peer(monkeypatch):
     assert math.isnan(observed["mfu"])  # no known peak for a CPU: never a made-up figure
 
 
-def test_the_gpu_warm_up_does_nothing_off_cuda():
-    assert svt.warm_up_gpu(torch.device("cpu")) == 0.0
-    assert svt.warm_up_gpu(torch.device("cpu"), seconds=5.0) == 0.0
-
-
 def test_each_configuration_reports_what_was_allocated_before_it_and_what_it_left_behind(monkeypatch):
     """A peak that includes an earlier configuration's leftovers is not this configuration's:
     _measured_alone reads the allocator before building and after freeing (here a scripted

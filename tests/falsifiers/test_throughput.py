@@ -83,3 +83,11 @@ def test_mfu_peaks_are_known_only_for_named_gpus():
 def test_training_flops_count_matrices_and_attention():
     # 6N plus 12 L d T: for N = 1000, L = 2, d = 8, T = 16
     assert throughput.training_flops_per_token(parameters=1000, layers=2, hidden=8, seq_len=16) == 6000 + 3072
+
+
+def test_the_gpu_warm_up_does_nothing_off_cuda():
+    import torch
+
+    assert throughput.warm_up_gpu(torch.device("cpu")) == 0.0
+    assert throughput.warm_up_gpu(torch.device("cpu"), seconds=5.0) == 0.0
+
