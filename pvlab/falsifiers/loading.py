@@ -209,7 +209,7 @@ def compile_mode_reaches_torch(*, device: str) -> dict:
             wrong += 1
             continue
         if mode is None:
-            wrong += int(len(calls) != 1 or "mode" in calls[0] or calls[0]["_positional"] != 0)
+            wrong += int(len(calls) != 1 or set(calls[0]) != {"_positional", "options"} or calls[0]["_positional"] != 0)
         else:
             wrong += int(calls != [{"_positional": 0, "mode": mode}])
     return {"modes": len(trainer.COMPILE_MODES), "wrong_calls": wrong}
