@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from pv import childtrace, codebind, importbind
+from pv import childtrace, codebind, compiledtrace, importbind
 from pv.codeunits import MODULE_UNIT, ModuleUnits, raw_units, stored_units
 
 # Warnings coverage would print for packages a check never imports: not ours to show.
@@ -139,6 +139,10 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
     previous = os.environ.get(_ENV)
     started = False
     context = collector.next_context()
+    # what torch.compile traces instead of running (pv.compiledtrace): coverage cannot see it
+    listening = compiledtrace.install()
+    compiled_before, unreadable_before = compiledtrace.compiled_frames(), compiledtrace.unreadable_count()
+    traced = compiledtrace.open_sink()
     try:
         collector.active = True
         _measuring.append(collector)
@@ -158,9 +162,14 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
                     if lines:
                         run.lines.setdefault(name, set()).update(lines)
             _read_children(children, run)
+            compiledtrace.close_sink(traced, run.lines)
+            problems = compiledtrace.problems_since(compiled_before, unreadable_before, listening)
+            if problems:
+                run.problem = "; ".join(problems)
         except Exception as exc:  # noqa: BLE001 - never lose the verdict over its binding
             run.problem = f"executed code could not be collected ({type(exc).__name__}: {exc})"
         finally:
+            compiledtrace.drop_sink(traced)   # never left open, whatever happened above
             collector.active = False
             if collector in _measuring:
                 _measuring.remove(collector)

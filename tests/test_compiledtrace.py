@@ -1,0 +1,104 @@
+"""Binding what torch.compile ran (pv.compiledtrace through pv.execution.collecting): the body of
+a compiled function and every function it inlined are bound to the check that compiled it and
+to every later check that ran the compiled code; what cannot be told makes a problem."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pv import compiledtrace, execution  # noqa: E402
+
+SOURCE = textwrap.dedent('''
+    import torch
+
+
+    def rotate(x):
+        half = x.shape[-1] // 2
+        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+    def scaled(x, factor):
+        return x * factor
+
+
+    def forward(x):
+        y = rotate(x)
+        return scaled(y, 2.0) + 1
+
+
+    def unrelated(x):
+        return x - 1
+''')
+
+
+@pytest.fixture
+def compiled_package(tmp_path: Path, monkeypatch):
+    """A bound package `pvct_pkg` whose `forward` is compiled (a fresh name per test: dynamo's
+    caches are per code object, and each test needs its own first compilation)."""
+    name = f"pvct_pkg_{tmp_path.name.replace('-', '_')}"
+    package = tmp_path / name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text(SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(f"{name}.model")
+    yield name, module, torch.compile(module.forward)
+    compiledtrace.clear([module.forward.__code__])
+    for key in [k for k in sys.modules if k.startswith(name)]:
+        del sys.modules[key]
+
+
+def _units(name: str, module, run: execution.Run, root: Path) -> set[str]:
+    bound = execution.bind(run, [name], root)
+    return set(bound.executed.get(f"{name}.model", {}))
+
+
+def test_the_check_that_compiles_binds_the_body_and_what_it_inlined(compiled_package, tmp_path):
+    name, module, forward = compiled_package
+    with execution.collecting([name]) as run:
+        forward(torch.randn(2, 4))
+    units = _units(name, module, run, tmp_path)
+    assert {"forward", "rotate", "scaled"} <= units, units
+    assert "unrelated" not in units
+    assert run.problem is None
+
+
+def test_a_later_check_running_the_cached_compiled_code_binds_it_too(compiled_package, tmp_path):
+    name, module, forward = compiled_package
+    forward(torch.randn(2, 4))                      # compiled outside any check
+    with execution.collecting([name]) as run:
+        forward(torch.randn(2, 4))                  # a cache hit: dynamo traces nothing
+    assert {"forward", "rotate", "scaled"} <= _units(name, module, run, tmp_path)
+    with execution.collecting([name]) as other:
+        module.unrelated(torch.ones(1))             # never ran the compiled code
+    assert _units(name, module, other, tmp_path) & {"forward", "rotate", "scaled"} == set()
+
+
+def test_without_the_traced_code_the_record_says_it_cannot_vouch(compiled_package, monkeypatch):
+    name, module, forward = compiled_package
+    monkeypatch.setattr(compiledtrace, "_traced_code", lambda depth=4: None)   # a torch that does not say
+    with execution.collecting([name]) as run:
+        forward(torch.randn(2, 4))
+    assert run.problem and "did not say which code it traced" in run.problem
+
+
+def test_compiling_while_not_listening_is_a_problem(compiled_package, monkeypatch):
+    name, module, forward = compiled_package
+    monkeypatch.setattr(compiledtrace, "install", lambda: False)   # as when torch is imported mid-check
+    monkeypatch.setattr(compiledtrace, "_sinks", [])
+    with execution.collecting([name]) as run:
+        forward(torch.randn(3, 4))
+    assert run.problem and "while pv was not listening" in run.problem
+
+
+def test_no_sink_is_left_open_after_a_check():
+    with execution.collecting(["pv"]):
+        pass
+    assert compiledtrace._sinks == []
