@@ -55,10 +55,21 @@ def _traced_code(depth: int = 4) -> list[CodeType] | None:
         if frame is None:
             return None
         for value in frame.f_locals.values():
-            traced = getattr(value, "traced_code", None)
-            if isinstance(traced, list) and traced and all(isinstance(c, CodeType) for c in traced):
+            traced = _traced_code_of(value)
+            if traced is not None:
                 return traced
         frame = frame.f_back
+    return None
+
+
+def _traced_code_of(value: object) -> list[CodeType] | None:
+    """traced_code held by `value`: an OutputGraph (`.traced_code`, torch >= 2.12, or
+    `.tracing_context.traced_code`), or what holds one (`.output_graph`, `.output`)."""
+    for holder in (value, getattr(value, "output_graph", None), getattr(value, "output", None)):
+        for owner in (holder, getattr(holder, "tracing_context", None)):
+            traced = getattr(owner, "traced_code", None)
+            if isinstance(traced, list) and traced and all(isinstance(c, CodeType) for c in traced):
+                return traced
     return None
 
 
