@@ -126,3 +126,25 @@ def test_bench_vacuity_prints_what_one_prediction_costs_the_solver():
     assert "1 solver calls" in result.stdout, result.stdout
     assert f"resource units (budget {vacuity.SOLVER_BUDGET:,})" in result.stdout, result.stdout
     assert "holds for every value" in result.stdout, result.stdout
+
+
+def test_bench_optimizer_tail_uses_the_models_own_parameter_shapes_and_prints_each_form():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_optimizer_tail
+    finally:
+        sys.path.remove(str(BENCH))
+    from pvlab import runtime
+    for preset in ("tiny", "qwen2-0.5b"):
+        model = runtime.init_model(config=runtime.preset(preset), weights="random", seed=0, parity_gate=False) \
+            if preset == "tiny" else None
+        shapes = sorted(bench_optimizer_tail.parameter_shapes(preset))
+        if model is not None:
+            assert shapes == sorted(tuple(p.shape) for p in model.parameters())
+        else:   # Qwen2-0.5B: 494.0M parameters with the head tied to the embedding
+            assert round(sum(torch.Size(s).numel() for s in shapes) / 1e6, 1) == 494.0
+    result = run("bench_optimizer_tail.py", "--preset", "tiny", "--device", "cpu", "--steps", "2",
+                 "--only", "torch,fused,norm,scale")
+    assert result.returncode == 0, result.stderr
+    rows = [line.split(" | ")[0] for line in result.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows == ["| form", "| torch", "| fused", "| norm", "| scale"]
