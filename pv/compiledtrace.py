@@ -65,16 +65,22 @@ def _traced_code(depth: int = 4) -> list[CodeType] | None:
 def _traced_code_of(value: object) -> list[CodeType] | None:
     """traced_code held by `value`: an OutputGraph (`.traced_code`, torch >= 2.12, or
     `.tracing_context.traced_code`), or what holds one (`.output_graph`, `.output`)."""
-    for holder in (value, getattr(value, "output_graph", None), getattr(value, "output", None)):
-        for owner in (holder, getattr(holder, "tracing_context", None)):
-            traced = getattr(owner, "traced_code", None)
-            if isinstance(traced, list) and traced and all(isinstance(c, CodeType) for c in traced):
-                return traced
+    try:   # arbitrary locals: an attribute lookup may run code, and must not fail the compilation
+        for holder in (value, getattr(value, "output_graph", None), getattr(value, "output", None)):
+            for owner in (holder, getattr(holder, "tracing_context", None)):
+                traced = getattr(owner, "traced_code", None)
+                if isinstance(traced, list) and traced and all(isinstance(c, CodeType) for c in traced):
+                    return traced
+    except Exception:  # noqa: BLE001 - not this local
+        return None
     return None
 
 
 def _hook(code: CodeType, new_code: CodeType) -> None:
-    traced = _traced_code()
+    try:
+        traced = _traced_code()
+    except Exception:  # noqa: BLE001 - never fail the user's compilation: the record says it
+        traced = None
     with _lock:
         if traced is None:
             _unreadable.append(f"{code.co_filename}:{code.co_firstlineno} ({code.co_name})")

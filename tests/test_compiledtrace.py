@@ -102,3 +102,17 @@ def test_no_sink_is_left_open_after_a_check():
     with execution.collecting(["pv"]):
         pass
     assert compiledtrace._sinks == []
+
+
+def test_a_local_whose_attributes_raise_is_passed_over_not_raised():
+    class Hostile:
+        def __getattr__(self, name):
+            raise RuntimeError("no attributes here")
+
+    assert compiledtrace._traced_code_of(Hostile()) is None
+
+    class Holder:
+        def __init__(self):
+            self.output_graph = type("Graph", (), {"traced_code": [Holder.__init__.__code__]})()
+
+    assert compiledtrace._traced_code_of(Holder()) == [Holder.__init__.__code__]
