@@ -18,22 +18,27 @@ the frame's code. Then:
 
 Binding more than ran is the safe side (evidence goes stale more often, never less): every
 line of a traced function counts, whichever branch the trace took. What cannot be told is said:
-if dynamo compiled a frame while no hook listened (torch imported mid-check before the hook was
-installed, or a torch whose compiler this hook cannot read), the check's record carries a problem
-and is never fresh (`problems_since`). pv never imports torch for this: the hook is installed
-only where the process already has it.
+if dynamo compiled a frame while no hook listened (a torch without the hook, or whose compiler
+this module cannot read), the check's record carries a problem and is never fresh
+(`problems_since`). pv never imports torch or dynamo for this (importing dynamo alone costs
+about 1.3 s): `install` registers the hook at once where dynamo is loaded, and otherwise puts a
+finder on `sys.meta_path` that registers it the moment anything imports dynamo's
+`convert_frame`, before dynamo can compile a frame.
 """
 
 from __future__ import annotations
 
+import importlib.abc
 import os
 import sys
 import threading
 from types import CodeType
 from typing import Iterable
 
-# original code of each compiled frame -> {file: lines} of everything its trace covered
-_traced: dict[CodeType, dict[str, frozenset[int]]] = {}
+_DYNAMO = "torch._dynamo.convert_frame"   # the module whose register_bytecode_hook pv calls
+
+# original code of each compiled frame -> (its real path and lines, {file: lines} of its whole trace)
+_traced: dict[CodeType, tuple[str, frozenset[int], dict[str, frozenset[int]]]] = {}
 _sinks: list[dict[str, set[int]]] = []     # the runs collecting now (pv.execution), outermost first
 _lock = threading.Lock()
 _installed = False
@@ -89,27 +94,60 @@ def _hook(code: CodeType, new_code: CodeType) -> None:
         for traced_code in [code, *traced]:
             lines.setdefault(traced_code.co_filename, set()).update(_lines_of(traced_code))
         frozen = {name: frozenset(found) for name, found in lines.items()}
-        _traced[code] = frozen
+        _traced[code] = (os.path.realpath(code.co_filename), _lines_of(code), frozen)
         for sink in _sinks:
             for name, found in frozen.items():
                 sink.setdefault(name, set()).update(found)
     return None
 
 
-def install() -> bool:
-    """Listen to dynamo's compilations if this process has torch (idempotent); whether it does."""
+def _register(module) -> None:
+    """Register the hook with dynamo's convert_frame module (a torch without the call compiles
+    unheard: problems_since says so)."""
     global _installed
-    if _installed:
-        return True
-    if "torch" not in sys.modules:
-        return False
     try:
-        from torch._dynamo.convert_frame import register_bytecode_hook
-    except Exception:  # noqa: BLE001 - a torch without dynamo compiles nothing this could bind
-        return False
-    register_bytecode_hook(_hook)
+        module.register_bytecode_hook(_hook)
+    except Exception:  # noqa: BLE001 - never fail torch's own import
+        return
     _installed = True
-    return True
+
+
+class _ListenOnImport(importlib.abc.MetaPathFinder):
+    """Registers the hook as dynamo's convert_frame module finishes loading: found by the
+    finders after this one, its loader's exec_module wrapped."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _DYNAMO or _installed:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = None if finder is self or find is None else find(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        load = loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            _register(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def install() -> None:
+    """Listen to dynamo's compilations from now on (idempotent), without importing it."""
+    if _installed:
+        return
+    module = sys.modules.get(_DYNAMO)
+    if module is not None:
+        _register(module)
+    elif not any(isinstance(finder, _ListenOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _ListenOnImport())
 
 
 def compiled_frames() -> int:
@@ -118,7 +156,7 @@ def compiled_frames() -> int:
     counters = getattr(dynamo_utils, "counters", None)
     if counters is None:
         return 0
-    return int(sum(counters["frames"].get(key, 0) for key in ("ok",)))
+    return int(counters["frames"].get("ok", 0))
 
 
 def open_sink() -> dict[str, set[int]]:
@@ -138,12 +176,14 @@ def close_sink(sink: dict[str, set[int]], executed: dict[str, set[int]]) -> None
         remembered = list(_traced.items())
     for name, lines in sink.items():
         executed.setdefault(name, set()).update(lines)
+    if not remembered:
+        return
     by_real_path: dict[str, set[int]] = {}
     for name, lines in executed.items():
         by_real_path.setdefault(os.path.realpath(name), set()).update(lines)
-    for code, traced in remembered:
-        seen = by_real_path.get(os.path.realpath(code.co_filename))
-        if seen and not seen.isdisjoint(_lines_of(code)):
+    for real_path, frame_lines, traced in (entry for _, entry in remembered):
+        seen = by_real_path.get(real_path)
+        if seen and not seen.isdisjoint(frame_lines):
             for name, lines in traced.items():
                 executed.setdefault(name, set()).update(lines)
 
@@ -155,13 +195,13 @@ def drop_sink(sink: dict[str, set[int]]) -> None:
             _sinks.remove(sink)
 
 
-def problems_since(frames_before: int, unreadable_before: int, installed: bool) -> list[str]:
+def problems_since(frames_before: int, unreadable_before: int) -> list[str]:
     """What a check's binding cannot vouch for: frames compiled while no hook listened, or
     whose traced code could not be read."""
     problems = []
-    if not installed and compiled_frames() > frames_before:
-        problems.append("torch.compile compiled code while pv was not listening (torch was imported during "
-                        "the check): the compiled functions' bodies are not bound; run the check again")
+    if not _installed and compiled_frames() > frames_before:
+        problems.append("torch.compile compiled code while pv was not listening (this torch's dynamo has no "
+                        "bytecode hook pv could register): the compiled functions' bodies are not bound")
     with _lock:
         unreadable = _unreadable[unreadable_before:]
     if unreadable:

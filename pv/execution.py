@@ -140,7 +140,7 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
     started = False
     context = collector.next_context()
     # what torch.compile traces instead of running (pv.compiledtrace): coverage cannot see it
-    listening = compiledtrace.install()
+    compiledtrace.install()
     compiled_before, unreadable_before = compiledtrace.compiled_frames(), compiledtrace.unreadable_count()
     traced = compiledtrace.open_sink()
     try:
@@ -163,7 +163,7 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
                         run.lines.setdefault(name, set()).update(lines)
             _read_children(children, run)
             compiledtrace.close_sink(traced, run.lines)
-            problems = compiledtrace.problems_since(compiled_before, unreadable_before, listening)
+            problems = compiledtrace.problems_since(compiled_before, unreadable_before)
             if problems:
                 run.problem = "; ".join(problems)
         except Exception as exc:  # noqa: BLE001 - never lose the verdict over its binding

@@ -5,6 +5,7 @@ to every later check that ran the compiled code; what cannot be told makes a pro
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -55,7 +56,7 @@ def compiled_package(tmp_path: Path, monkeypatch):
         del sys.modules[key]
 
 
-def _units(name: str, module, run: execution.Run, root: Path) -> set[str]:
+def _units(name: str, run: execution.Run, root: Path) -> set[str]:
     bound = execution.bind(run, [name], root)
     return set(bound.executed.get(f"{name}.model", {}))
 
@@ -64,7 +65,7 @@ def test_the_check_that_compiles_binds_the_body_and_what_it_inlined(compiled_pac
     name, module, forward = compiled_package
     with execution.collecting([name]) as run:
         forward(torch.randn(2, 4))
-    units = _units(name, module, run, tmp_path)
+    units = _units(name, run, tmp_path)
     assert {"forward", "rotate", "scaled"} <= units, units
     assert "unrelated" not in units
     assert run.problem is None
@@ -75,10 +76,10 @@ def test_a_later_check_running_the_cached_compiled_code_binds_it_too(compiled_pa
     forward(torch.randn(2, 4))                      # compiled outside any check
     with execution.collecting([name]) as run:
         forward(torch.randn(2, 4))                  # a cache hit: dynamo traces nothing
-    assert {"forward", "rotate", "scaled"} <= _units(name, module, run, tmp_path)
+    assert {"forward", "rotate", "scaled"} <= _units(name, run, tmp_path)
     with execution.collecting([name]) as other:
         module.unrelated(torch.ones(1))             # never ran the compiled code
-    assert _units(name, module, other, tmp_path) & {"forward", "rotate", "scaled"} == set()
+    assert _units(name, other, tmp_path) & {"forward", "rotate", "scaled"} == set()
 
 
 def test_without_the_traced_code_the_record_says_it_cannot_vouch(compiled_package, monkeypatch):
@@ -91,11 +92,34 @@ def test_without_the_traced_code_the_record_says_it_cannot_vouch(compiled_packag
 
 def test_compiling_while_not_listening_is_a_problem(compiled_package, monkeypatch):
     name, module, forward = compiled_package
-    monkeypatch.setattr(compiledtrace, "install", lambda: False)   # as when torch is imported mid-check
-    monkeypatch.setattr(compiledtrace, "_sinks", [])
+    monkeypatch.setattr(compiledtrace, "install", lambda: None)      # as with a torch that has no hook
+    monkeypatch.setattr(compiledtrace, "_installed", False)
     with execution.collecting([name]) as run:
         forward(torch.randn(3, 4))
     assert run.problem and "while pv was not listening" in run.problem
+
+
+def test_pv_listens_without_importing_torch_and_hears_a_torch_imported_later(tmp_path):
+    """In a fresh interpreter: install() imports neither torch nor dynamo (1.3 s), yet the
+    first compilation after torch is imported is heard and remembered."""
+    script = textwrap.dedent('''
+        import sys
+        from pv import compiledtrace
+        compiledtrace.install()
+        assert "torch" not in sys.modules and "torch._dynamo" not in sys.modules, "pv imported torch"
+        import torch
+
+        def doubled(x):
+            return x * 2
+
+        torch.compile(doubled)(torch.ones(3))
+        assert compiledtrace._installed, "the hook was not registered when dynamo was imported"
+        assert doubled.__code__ in compiledtrace._traced, "the compilation was not heard"
+        print("heard")
+    ''')
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0 and "heard" in done.stdout, done.stdout + done.stderr[-3000:]
 
 
 def test_no_sink_is_left_open_after_a_check():
