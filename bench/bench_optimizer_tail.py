@@ -5,8 +5,8 @@ a runtime could take, on a model's parameter shapes.
     python bench/bench_optimizer_tail.py --preset tiny --device cpu --steps 3   # a smoke run
 
 Forms (same shapes, random fp32 parameters and gradients; clipping active):
-  torch      the runtime's tail: torch._foreach_norm, the clip as torch._foreach_mul_, torch's
-             fused AdamW skipping through `found_inf` (pvlab.runtime.trainer)
+  torch      the runtime's tail: trainer.global_grad_norm, trainer.clip_gradients, torch's
+             fused AdamW skipping through `found_inf` (pvlab.runtime.trainer's own functions)
   fused      torch's fused AdamW alone;  norm  the gradient norm alone
   scale      the norm, then the fused AdamW with the clip as its `grad_scale`
   compiled   torch.compile of torch's own foreach AdamW (capturable, tensor learning rate; no clip)
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from pvlab.runtime import config as runtime_config  # noqa: E402
+from pvlab.runtime import config as runtime_config, trainer  # noqa: E402
 
 BETAS, EPS, WEIGHT_DECAY, MAX_NORM = (0.9, 0.95), 1e-8, 0.1, 1.0
 
@@ -57,13 +57,9 @@ def make(shapes, device):
     return parameters, gradients
 
 
-def global_norm(gradients):
-    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(gradients)))
-
-
 def one_function(parameters, gradients, exp_avgs, exp_avg_sqs, step, lr, finite):
     """norm, clip, AdamW and skip in one function (the `one-fn` form)."""
-    total = global_norm(gradients)
+    total = trainer.global_grad_norm(gradients)
     clip = torch.clamp(MAX_NORM / (total + 1e-6), max=1.0)
     new_step = step + finite.to(torch.float32)
     step.copy_(new_step)
@@ -81,7 +77,7 @@ def one_function(parameters, gradients, exp_avgs, exp_avg_sqs, step, lr, finite)
 
 def forms(shapes, device):
     """(name, step function) for each form, each over its own tensors; built lazily."""
-    def torch_tail(fused_clip: bool, with_norm: bool = True, with_clip: bool = True):
+    def torch_tail(fused_clip: bool, with_norm: bool = True):
         parameters, gradients = make(shapes, device)
         for p, g in zip(parameters, gradients):
             p.grad = g
@@ -91,11 +87,11 @@ def forms(shapes, device):
 
         def step():
             if with_norm:
-                total = global_norm(gradients)
+                total = trainer.global_grad_norm(gradients)
                 if fused_clip:
                     optimizer.grad_scale = torch.clamp((total + 1e-6) / MAX_NORM, min=1.0)
-                elif with_clip:
-                    torch._foreach_mul_(gradients, torch.clamp(MAX_NORM / (total + 1e-6), max=1.0))
+                else:
+                    trainer.clip_gradients(gradients, MAX_NORM, total)
             optimizer.found_inf = skip
             optimizer.step()
             del optimizer.found_inf
@@ -105,7 +101,7 @@ def forms(shapes, device):
 
     def norm_only():
         _, gradients = make(shapes, device)
-        return lambda: global_norm(gradients)
+        return lambda: trainer.global_grad_norm(gradients)
 
     def compiled_torch():
         parameters, gradients = make(shapes, device)
