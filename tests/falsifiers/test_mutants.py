@@ -16,6 +16,7 @@ import distributed_probes  # probes of mutants/distributed.py
 import oracle_mutant_probes  # probes of mutants/independent.py and mutants/oracles.py
 from oracle_mutant_probes import tiny_model
 import review_mutant_probes  # probes of mutants/independent_review.py
+import third_mutant_probes  # probes of mutants/independent_third.py (the third blind batch)
 import equivalence_probes  # probes of mutants/equivalence.py (kept apart: this file's size)
 import performance_probes  # probes of mutants/performance.py
 import domain_mutant_probes  # probes of mutants/domains.py and the sampler bugs of mutants/data.py
@@ -525,7 +526,7 @@ def probe_resume_drops_optimizer_state():
 PROBES = {name[len("probe_"):]: fn
           for name, fn in {**dict(globals()), **vars(equivalence_probes), **vars(distributed_probes),
                            **vars(oracle_mutant_probes), **vars(performance_probes), **vars(adapter_mutant_probes),
-                           **vars(review_mutant_probes), **vars(domain_mutant_probes),
+                           **vars(review_mutant_probes), **vars(third_mutant_probes), **vars(domain_mutant_probes),
                            **vars(entrypoint_mutant_probes), **vars(behaviour_mutant_probes),
                            **vars(route_mutant_probes)}.items()
           if name.startswith("probe_")}
