@@ -16,7 +16,7 @@ import distributed_probes  # probes of mutants/distributed.py
 import oracle_mutant_probes  # probes of mutants/independent.py and mutants/oracles.py
 from oracle_mutant_probes import tiny_model
 import review_mutant_probes  # probes of mutants/independent_review.py
-import third_mutant_probes  # probes of mutants/independent_third.py (the third blind batch)
+import third_mutant_probes  # probes of the third blind batch (docs/independent-mutants.md)
 import equivalence_probes  # probes of mutants/equivalence.py (kept apart: this file's size)
 import performance_probes  # probes of mutants/performance.py
 import domain_mutant_probes  # probes of mutants/domains.py and the sampler bugs of mutants/data.py

@@ -1,4 +1,5 @@
-"""Probes of the planted bugs of mutants/independent_third.py (the third blind batch), for
+"""Probes of the third blind batch of planted bugs (in mutants/kernels.py, model.py, trainer.py,
+data.py and checkpoint.py, each under "third blind batch"; docs/independent-mutants.md), for
 test_mutants.py: each is a cheap direct call whose result changes while its mutant is active.
 Imported by test_mutants.py (which collects every `probe_<mutant name>`)."""
 

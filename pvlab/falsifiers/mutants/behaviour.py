@@ -272,4 +272,3 @@ def sampling_unseeded_below_one():
 
 
 from . import routes  # noqa: E402,F401 - registers the planted bugs of fast-routes (issue #26's GPU survivors)
-from . import independent_third  # noqa: E402,F401 - registers the third blind batch of planted bugs

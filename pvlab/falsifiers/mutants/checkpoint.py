@@ -199,3 +199,36 @@ def parity_gate_refuses_everything():
 
     with plant("parity_gate_refuses_everything", swap(parity, "place", place)):
         yield
+
+
+# ---- third blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/independent-mutants.md, "Third batch"; probes in tests/falsifiers/third_mutant_probes.py)
+
+
+@mutant("tied_checkpoint_conflicting_head_accepted")
+def tied_checkpoint_conflicting_head_accepted():
+    """A tied checkpoint (tie_word_embeddings=true) that also stores an lm_head.weight different
+    from its embedding is loaded without complaint: the stored head is listed as ignored and
+    silently discarded, so the model answers with the embedding as its head, not with the head
+    the file was trained with.
+
+    Imitates treating every tolerated tensor as ignorable without checking that it is redundant.
+    Seam: runtime.checkpoint.populate."""
+    from pvlab.runtime import checkpoint
+
+    def populate(model, tensors, plan):
+        parameters = dict(model.named_parameters())
+        copied = []
+        for name in plan.found:
+            value = tensors[name]
+            checkpoint.copy_tensor(parameters[name], value() if callable(value) else value)
+            copied.append(name)
+        unfilled = sorted(set(parameters) - set(copied))
+        report = checkpoint.PopulateReport(expected=plan.expected, found=tuple(copied),
+                                           missing=plan.missing + tuple(unfilled), extra=plan.extra,
+                                           mismatched=plan.mismatched, ignored=plan.ignored, source=plan.source)
+        checkpoint._refuse_unless_complete(report)
+        return report                                                        # the defect: no redundancy check
+
+    with plant("tied_checkpoint_conflicting_head_accepted", swap(checkpoint, "populate", populate)):
+        yield

@@ -102,3 +102,78 @@ def packed_long_document_truncated():
 
     with plant("packed_long_document_truncated", swap(data, "pack_documents", pack_documents)):
         yield
+
+
+# ---- third blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/independent-mutants.md, "Third batch"; probes in tests/falsifiers/third_mutant_probes.py)
+
+
+@mutant("micro_batch_split_drops_last_column")
+def micro_batch_split_drops_last_column():
+    """LMBatch.split cuts each micro-batch to the index of its last counted column instead of
+    that index + 1: the last target of the micro-batch's longest rows (of every full-width
+    row) is dropped, so an accumulated step trains on fewer tokens than the batch holds and its
+    loss differs from the one-pass loss.
+
+    Imitates using the largest column index as a width (off by one). Seam:
+    runtime.data.LMBatch.split."""
+    from pvlab.runtime import data
+    from pvlab.runtime.data import LMBatch
+
+    def split(self, rows):
+        if rows <= 0:
+            raise data.DataError(f"micro-batch size must be positive, got {rows}")
+        parts = []
+        for start in range(0, self.inputs.shape[0], rows):
+            targets = self.targets[start:start + rows]
+            counted_columns = (targets != data.IGNORE_INDEX).any(dim=0).nonzero()
+            width = max(1, int(counted_columns.max())) if counted_columns.numel() else 1   # the defect: no + 1
+            documents = None if self.document_ids is None else self.document_ids[start:start + rows, :width]
+            parts.append(LMBatch(self.inputs[start:start + rows, :width].contiguous(),
+                                 targets[:, :width].contiguous(),
+                                 None if documents is None else documents.contiguous()))
+        return parts
+
+    with plant("micro_batch_split_drops_last_column", swap(LMBatch, "split", split)):
+        yield
+
+
+@mutant("batch_to_device_drops_document_ids")
+def batch_to_device_drops_document_ids():
+    """LMBatch.to moves inputs and targets but not document_ids, which it leaves out: every
+    packed batch that goes through the trainer (train_step and eval_batch move batches, even to
+    the CPU) is trained as a plain causal batch, attending across document boundaries with
+    positions that do not restart.
+
+    Imitates a dataclass field added after its device-moving helper was written. Seam:
+    runtime.data.LMBatch.to."""
+    from pvlab.runtime.data import LMBatch
+
+    def to(self, device):
+        return LMBatch(self.inputs.to(device), self.targets.to(device))     # the defect: document_ids lost
+
+    with plant("batch_to_device_drops_document_ids", swap(LMBatch, "to", to)):
+        yield
+
+
+@mutant("corpus_digest_ignores_paths")
+def corpus_digest_ignores_paths():
+    """Corpus.digest hashes the files' bytes only, not their relative paths (nor a separator
+    between files): a corpus whose files were renamed or moved keeps its digest although the
+    held-out split (which ranks files by path) is a different one, so a recipe's
+    expected_digest no longer proves its split can be rebuilt.
+
+    Imitates a content hash that treats names as irrelevant metadata. Seam:
+    runtime.corpus.Corpus.digest."""
+    import hashlib
+
+    from pvlab.runtime import corpus
+
+    def digest(self):
+        hasher = hashlib.sha256()
+        for source in self.files:
+            hasher.update(source.text.encode("utf-8"))                        # the defect: no path, no length
+        return hasher.hexdigest()
+
+    with plant("corpus_digest_ignores_paths", swap(corpus.Corpus, "digest", property(digest))):
+        yield

@@ -270,3 +270,125 @@ def fast_path_reverses_output_features():
 
     with plant("fast_path_reverses_output_features", swap(kernels, "linear_fast", linear_fast)):
         yield
+
+
+# ---- third blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/independent-mutants.md, "Third batch"; probes in tests/falsifiers/third_mutant_probes.py)
+
+
+@mutant("fused_projection_weights_stacked_without_grad")
+def fused_projection_weights_stacked_without_grad():
+    """The fused Q/K/V and gate/up product stacks its weights (and biases) under no_grad: the
+    forward is bit-identical, but the stacked copy is cut from the parameters, so on the fast
+    path with fused projections q/k/v/gate/up never receive a gradient (.grad stays None and
+    AdamW skips them) while o_proj, down_proj, norms and embeddings still train.
+
+    Imitates wrapping a per-call weight copy in `torch.no_grad()` "so the copy is not recorded"
+    (a memory optimisation that also severs autograd). Seam: runtime.kernels.fused_linear_fast."""
+    import torch
+
+    from pvlab.runtime import kernels
+
+    def fused_linear_fast(x, weights, biases):
+        with torch.no_grad():                                                # the defect
+            weight = torch.cat(weights)
+            bias = None if all(b is None for b in biases) else torch.cat(
+                [b if b is not None else w.new_zeros(w.shape[0]) for w, b in zip(weights, biases)])
+        return kernels.linear_fast(x, weight, bias).split([w.shape[0] for w in weights], dim=-1)
+
+    with plant("fused_projection_weights_stacked_without_grad",
+               swap(kernels, "fused_linear_fast", fused_linear_fast)):
+        yield
+
+
+@mutant("swiglu_fast_uses_tanh_gelu")
+def swiglu_fast_uses_tanh_gelu():
+    """The fast path's gated MLP activates the gate with tanh-approximated GELU instead of SiLU
+    (GeGLU for SwiGLU). The two curves are close (both ~x for large x, ~0 for very negative x),
+    so at small random-init activations the logits barely move; trained weights drift from the
+    reference path.
+
+    Imitates an MLP kernel copied from a GeGLU model (Gemma) into a SwiGLU runtime. Seam:
+    runtime.kernels.swiglu_fast."""
+    import torch.nn.functional as F
+
+    from pvlab.runtime import kernels
+
+    def swiglu_fast(gate, up):
+        return F.gelu(gate, approximate="tanh") * up                        # the defect: not F.silu
+
+    with plant("swiglu_fast_uses_tanh_gelu", swap(kernels, "swiglu_fast", swiglu_fast)):
+        yield
+
+
+@mutant("sdpa_boolean_mask_cast_to_float")
+def sdpa_boolean_mask_cast_to_float():
+    """The fast attention casts an explicit boolean mask to the query dtype before handing it to
+    scaled_dot_product_attention. SDPA *adds* a float mask to the scores: allowed keys get +1,
+    forbidden keys +0, so nothing is masked at all. Plain causal batches are untouched (no mask
+    is passed: is_causal); padded and packed batches on the fast path see padding, other
+    documents and the future.
+
+    Imitates `attn_mask=mask.to(q.dtype)` written to silence a dtype complaint. Seam:
+    runtime.kernels.attention_fast."""
+    import torch.nn.functional as F
+
+    from pvlab.runtime import kernels
+
+    original = kernels.attention_fast
+
+    def attention_fast(q, k, v, mask=None):
+        if mask is None:
+            return original(q, k, v)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype),   # the defect
+                                              enable_gqa=q.shape[1] != k.shape[1])
+
+    with plant("sdpa_boolean_mask_cast_to_float", swap(kernels, "attention_fast", attention_fast)):
+        yield
+
+
+@mutant("fused_loss_gradient_normalised_per_chunk")
+def fused_loss_gradient_normalised_per_chunk():
+    """Each chunk of the fused linear cross-entropy scales its logit gradient by 1 / (the
+    chunk's own counted tokens) instead of 1 / (all counted tokens): the loss value is exact,
+    the gradient is the sum of per-chunk means (about n_chunks times too large, and tokens of a
+    mostly padded chunk weigh more). With a single chunk (a small vocabulary's default chunk
+    size) it is exact, so it only shows where the batch spans several chunks.
+
+    Imitates a normalisation moved inside the chunk loop during a refactor. Seam:
+    runtime.kernels.chunk_loss_and_logit_gradient."""
+    from pvlab.runtime import kernels
+
+    original = kernels.chunk_loss_and_logit_gradient
+
+    def chunk_loss_and_logit_gradient(logits, targets, counted, row_scale, gradient_dtype):
+        row_scale = counted / counted.sum().clamp(min=1)                     # the defect: this chunk's count
+        return original(logits, targets, counted, row_scale, gradient_dtype)
+
+    with plant("fused_loss_gradient_normalised_per_chunk",
+               swap(kernels, "chunk_loss_and_logit_gradient", chunk_loss_and_logit_gradient)):
+        yield
+
+
+@mutant("sampling_temperature_multiplies_logits")
+def sampling_temperature_multiplies_logits():
+    """Sampling multiplies the logits by the temperature instead of dividing: at temperature 1
+    nothing changes, below 1 the distribution is flattened instead of sharpened (0.2 samples
+    almost uniformly), above 1 it is sharpened. Greedy decoding (temperature 0) is untouched.
+
+    Imitates `logits * temperature` for `logits / temperature` (an inverse temperature beta
+    mistaken for T). Seam: runtime.kernels.sample_pick."""
+    import torch
+
+    from pvlab.runtime import kernels
+
+    def sample_pick(logits, temperature, generator, top_k=None):
+        scaled = logits.float() * temperature                                # the defect
+        if top_k is not None and top_k < scaled.shape[-1]:
+            kth_best = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+            scaled = scaled.masked_fill(scaled < kth_best, float("-inf"))
+        probabilities = kernels.softmax_reference(scaled)
+        return torch.multinomial(probabilities, num_samples=1, generator=generator).squeeze(-1)
+
+    with plant("sampling_temperature_multiplies_logits", swap(kernels, "sample_pick", sample_pick)):
+        yield

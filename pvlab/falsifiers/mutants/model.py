@@ -129,3 +129,106 @@ def init_weights_unseeded():
 
     with plant("init_weights_unseeded", swap(model, "init_weights", init_weights)):
         yield
+
+
+# ---- third blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/independent-mutants.md, "Third batch"; probes in tests/falsifiers/third_mutant_probes.py)
+
+
+@mutant("padded_decode_positions_from_first_columns")
+def padded_decode_positions_from_first_columns():
+    """For a left-padded batch, the positions of the T new tokens are taken from the *first* T
+    columns of the attention mask's positions instead of the last T. The prefill (T = S) is
+    right; every decode step after it gives the new token the position of column 0 (0 for every
+    row), so batched generation with a KV cache rotates each new token as if it were first.
+
+    Imitates `[:, :seq]` written for `[:, -seq:]`. Seam: runtime.model.attention_layout."""
+    from pvlab.runtime import kernels, model
+    from pvlab.runtime.errors import ArgumentError
+
+    def attention_layout(input_ids, *, attention_mask=None, document_ids=None):
+        if attention_mask is not None and document_ids is not None:
+            raise ArgumentError("give attention_mask (padded batch) or document_ids (packed batch), not both")
+        seq = input_ids.shape[1]
+        if attention_mask is not None:
+            if attention_mask.dim() != 2 or attention_mask.shape[0] != input_ids.shape[0] \
+                    or attention_mask.shape[1] < seq:
+                raise ArgumentError(f"attention_mask must be (batch, cached + new) = ({input_ids.shape[0]}, "
+                                    f">= {seq}), got {tuple(attention_mask.shape)}")
+            positions = kernels.positions_from_attention_mask(attention_mask)[:, :seq]     # the defect
+            return positions, kernels.padded_causal_mask(attention_mask, seq)
+        if document_ids is not None:
+            if document_ids.shape != input_ids.shape:
+                raise ArgumentError(f"document_ids must have the shape of input_ids {tuple(input_ids.shape)}, "
+                                    f"got {tuple(document_ids.shape)}")
+            return kernels.document_positions(document_ids), kernels.document_causal_mask(document_ids)
+        return None, None
+
+    with plant("padded_decode_positions_from_first_columns", swap(model, "attention_layout", attention_layout)):
+        yield
+
+
+@mutant("batched_prompts_right_padded")
+def batched_prompts_right_padded():
+    """generate_batch pads shorter prompts on the right (mask 1...1 0...0) instead of the left.
+    The attention mask still hides the padding keys, but the first new token of every shorter
+    row is read from the logits of its last *padding* position, so it continues from a pad,
+    not from the prompt; rows of the longest length are unaffected.
+
+    Imitates a tokenizer's default padding_side="right" used for decoder-only batch generation.
+    Seam: runtime.generate.generate_batch (and its re-export pvlab.runtime.generate_batch)."""
+    import functools
+    import importlib
+    import torch
+
+    package, module = importlib.import_module("pvlab.runtime"), importlib.import_module("pvlab.runtime.generate")
+    original = module.generate_batch
+
+    @functools.wraps(original)
+    @torch.no_grad()
+    def generate_batch(model, prompts, *, max_new_tokens, temperature=0.0, top_k=None, seed=0,
+                       eos_token_id=None, pad_token_id=0, output_logits=False):
+        rows = [[int(t) for t in prompt] for prompt in prompts]
+        if not rows:
+            raise module.GenerationError("no prompts to generate from")
+        for prompt in rows:
+            module._check_request(model, prompt, max_new_tokens, temperature)
+        was_training = model.training
+        model.eval()
+        device = model.device
+        generator = torch.Generator(device=device).manual_seed(seed) if temperature > 0 else None
+        width = max(len(prompt) for prompt in rows)
+        step_input = torch.tensor([p + [pad_token_id] * (width - len(p)) for p in rows], device=device)  # the defect
+        attention_mask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p in rows], device=device)
+        results = [module.Generation(prompt_ids=prompt) for prompt in rows]
+        kept = [[] for _ in rows]
+        active = [True] * len(rows)
+        cache = module.KVCache(model.config.num_hidden_layers)
+        try:
+            for _ in range(max_new_tokens):
+                logits = model(step_input, cache, attention_mask=attention_mask)
+                next_tokens = module.kernels.pick_next_token(logits[:, -1, :], temperature, generator, top_k)
+                for row, token in enumerate(next_tokens.tolist()):
+                    if not active[row]:
+                        continue
+                    results[row].new_ids.append(int(token))
+                    if output_logits:
+                        kept[row].append(logits[row, -1].detach().to("cpu"))
+                    if eos_token_id is not None and token == eos_token_id:
+                        results[row].stopped_on_eos = True
+                        active[row] = False
+                if not any(active):
+                    break
+                still = torch.tensor(active, device=device)
+                step_input = torch.where(still, next_tokens, torch.full_like(next_tokens, pad_token_id))[:, None]
+                attention_mask = torch.cat((attention_mask, still.long()[:, None]), dim=1)
+        finally:
+            model.train(was_training)
+        if output_logits:
+            for result, rows_logits in zip(results, kept):
+                result.logits = torch.stack(rows_logits) if rows_logits else torch.empty(0, model.config.vocab_size)
+        return results
+
+    with plant("batched_prompts_right_padded", swap(module, "generate_batch", generate_batch),
+               swap(package, "generate_batch", generate_batch)):
+        yield

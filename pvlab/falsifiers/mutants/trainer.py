@@ -243,3 +243,40 @@ def warmup_never_warms():
 
     with plant("warmup_never_warms", swap(trainer, "learning_rate", learning_rate)):
         yield
+
+
+# ---- third blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/independent-mutants.md, "Third batch"; probes in tests/falsifiers/third_mutant_probes.py)
+
+
+@mutant("nonfinite_loss_step_still_applied")
+def nonfinite_loss_step_still_applied():
+    """A non-finite loss is counted in nonfinite_losses and its grad norm reported as NaN, but
+    the step is not skipped: on the host-skipping optimizers (the reference path) the NaN
+    gradients are clipped and applied, turning every parameter NaN; where the optimizer skips
+    on the device the update is dropped but the step counter (and the schedule) advance.
+
+    Imitates a guard that logs the bad step and falls through to the update (a missing
+    `return False`). Seam: runtime.trainer.Trainer._read_step."""
+    import math
+    import torch
+
+    from pvlab.runtime.errors import ArgumentError
+    from pvlab.runtime.trainer import Trainer
+
+    def _read_step(self, loss_total, total_norm, step_tokens):
+        device = loss_total.device
+        loss_value, norm_value, tokens = torch.stack([loss_total.double(), total_norm.to(device).double(),
+                                                      step_tokens.to(device).double()]).tolist()
+        if tokens == 0:
+            raise ArgumentError("train_step was given no target tokens")
+        self.last_loss = loss_value
+        if not math.isfinite(loss_value):
+            self.nonfinite_losses += 1
+            self.last_grad_norm = float("nan")
+            return True                                                      # the defect: applied anyway
+        self.last_grad_norm = norm_value
+        return True
+
+    with plant("nonfinite_loss_step_still_applied", swap(Trainer, "_read_step", _read_step)):
+        yield
