@@ -11,8 +11,8 @@ from falsifier_helpers import observe
 from pvlab.falsifiers import fixtures
 from pvlab.falsifiers.mutants import registry
 
-CASES = [("documented-values", "FALSIFY-DOCUMENTED-VALUES-007", "nonfinite_loss_step_still_applied"),
-         ("decoding-controls", "FALSIFY-DECODING-CONTROLS-003", "sampling_temperature_multiplies_logits")]
+CASES = [("nonfinite-steps", "FALSIFY-NONFINITE-STEP-001", "nonfinite_loss_step_still_applied"),
+         ("sampling-law", "FALSIFY-SAMPLING-LAW-001", "sampling_temperature_multiplies_logits")]
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +39,7 @@ def test_each_path_shows_the_applied_step():
     """Reference path: the NaN update reaches every parameter; fast path (fused AdamW): the
     update is dropped but the step counter advances."""
     with registry()["nonfinite_loss_step_still_applied"]():
-        observations, _ = observe("documented-values", "FALSIFY-DOCUMENTED-VALUES-007")
+        observations, _ = observe("nonfinite-steps", "FALSIFY-NONFINITE-STEP-001")
     assert observations["reference_params_changed"] > 0 and observations["reference_step_advanced"] == 1
     assert observations["fast_fused"] == 1 and observations["fast_step_advanced"] == 1
 
