@@ -55,3 +55,15 @@ def observe(contract_id: str, falsifier_id: str, device: str = "cpu", **override
     return observations, expr.judge(f.prediction, observations)
 
 
+
+
+def assert_holds_and_killed(contract_id: str, falsifier_id: str, bug: str) -> None:
+    """The falsifier's prediction holds on the runtime as it is and is false with planted bug
+    `bug` (a registered mutant) in effect: what `pv strength` calls killed, in one test."""
+    from pvlab.falsifiers.mutants import registry
+
+    observations, judgement = observe(contract_id, falsifier_id)
+    assert judgement.holds, (falsifier_id, observations)
+    with registry()[bug]():
+        observations, judgement = observe(contract_id, falsifier_id)
+    assert not judgement.holds, (falsifier_id, bug, observations)
