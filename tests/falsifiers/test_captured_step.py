@@ -8,9 +8,10 @@ from __future__ import annotations
 from unittest import mock
 
 import pytest
+import torch
 
 from pvlab.falsifiers import captured_step, mutants as planted
-from pvlab.runtime import step_graph
+from pvlab.runtime import step_graph, trainer
 
 TOLERANCE = {"bfloat16": {"rtol": 1.0e-2, "atol": 0.0}}
 
@@ -31,10 +32,25 @@ def holds(r: dict) -> bool:
             and r["steps"] == 8)
 
 
+def _rate_rounded_to_float32(current_lr):
+    def rounded(self):
+        return float(torch.tensor(current_lr(self), dtype=torch.float32))
+    return rounded
+
+
 def test_a_correct_graphed_trainer_passes():
     r = judged()
     assert holds(r), r
-    assert r["trajectory_rel_diff"] < 1e-6 and r["lr_max_rel_diff"] == 0.0
+    assert r["lr_max_rel_diff"] == 0.0
+    # The graphed step hands AdamW its rate as the float32 tensor a CUDA graph reads at replay;
+    # the plain step hands it a Python float. Where torch's fused CPU kernel applies a float rate
+    # in double (seen on an AMD EPYC with AVX-512: updates 1e-9 apart, which Adam amplifies to
+    # ~1e-3 of the trajectory in 8 steps; not on the Intel Xeon of earlier runs), the two differ
+    # in the last bits. With the plain rate rounded to float32 as well, the trainers must agree
+    # to the bit: any other difference the graph makes shows here.
+    with mock.patch.object(trainer.Trainer, "current_lr", _rate_rounded_to_float32(trainer.Trainer.current_lr)):
+        exact = judged()
+    assert exact["trajectory_rel_diff"] < 1e-6 and exact["loss_max_rel_diff"] < 1e-6, exact
 
 
 @pytest.mark.parametrize("mutant, observation", [("graph_replays_the_captured_batch", "trajectory_rel_diff"),
