@@ -75,7 +75,11 @@ def test_refusals(monkeypatch):
 def test_torchrun_pretrain_writes_a_directory_transformers_opens(tmp_path):
     torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
     out = tmp_path / "ckpt"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    # PYTHONFAULTHANDLER: a rank that dies of a signal prints where it was. Once in this project's
+    # runs (2026-11-25, the whole suite on two busy cores) rank 1 died of SIGABRT ("terminate called
+    # without an active exception") after training; it passed 11 times alone, loaded or not.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "-m", "pvlab.runtime", "pretrain",
                           "--config", "tiny", "--steps", "3", "--batch-size", "4", "--seq-len", "32",
                           "--documents", "300", "--eval-every", "3", "--strategy", "fsdp",
