@@ -64,17 +64,16 @@ def _one_ulp_up(t: torch.Tensor) -> torch.Tensor:
     return moved.view(t.dtype)
 
 
-def _cases(seed: int) -> list[tuple[str, bool, str, str]]:
-    """(head stored in the file, tied, file dtype, expected outcome): 'embedding' (accepted; the
-    head is the embedding), 'own head' (accepted; the head is the file's lm_head.weight) or
-    'refused' (a CheckpointError naming lm_head.weight)."""
-    return [("none", True, "float32", "embedding"),
-            ("copy", True, "float32", "embedding"),
-            ("copy", True, "bfloat16", "embedding"),
-            ("independent", True, "float32", "refused"),
-            ("one ulp", True, "float32", "refused"),
-            ("one ulp", True, "bfloat16", "refused"),
-            ("independent", False, "float32", "own head")]
+# (head stored in the file, tied, file dtype, expected outcome): 'embedding' (accepted; the head is
+# the embedding), 'own head' (accepted; the head is the file's lm_head.weight) or 'refused' (a
+# CheckpointError naming lm_head.weight).
+CASES = (("none", True, "float32", "embedding"),
+         ("copy", True, "float32", "embedding"),
+         ("copy", True, "bfloat16", "embedding"),
+         ("independent", True, "float32", "refused"),
+         ("one ulp", True, "float32", "refused"),
+         ("one ulp", True, "bfloat16", "refused"),
+         ("independent", False, "float32", "own head"))
 
 
 def tied_checkpoint_head_as_documented(*, device: str, seed: int = 0) -> dict:
@@ -97,9 +96,8 @@ def tied_checkpoint_head_as_documented(*, device: str, seed: int = 0) -> dict:
 
     torch_device(device)  # the loader's decision is made on the CPU whatever the device
     conflicting_accepted = tolerated_refused = wrong_heads = unnamed_refusals = 0
-    cases = _cases(seed)
     with tempfile.TemporaryDirectory(prefix="pv-tied-head-") as tmp:
-        for number, (stored, tied, dtype_name, expected) in enumerate(cases):
+        for number, (stored, tied, dtype_name, expected) in enumerate(CASES):
             dtype = getattr(torch, dtype_name)
             tensors = {name: t.to(dtype) for name, t in _body(seed + 100 * number).items()}
             embedding = tensors["model.embed_tokens.weight"]
@@ -142,5 +140,5 @@ def tied_checkpoint_head_as_documented(*, device: str, seed: int = 0) -> dict:
                         and torch.equal(model.model.embed_tokens.weight.detach().cpu(), embedding.float()))
             wrong_heads += int(not good)
     wrong = conflicting_accepted + tolerated_refused + wrong_heads + unnamed_refusals
-    return {"cases": len(cases), "wrong_outcomes": wrong, "conflicting_accepted": conflicting_accepted,
+    return {"cases": len(CASES), "wrong_outcomes": wrong, "conflicting_accepted": conflicting_accepted,
             "tolerated_refused": tolerated_refused, "wrong_heads": wrong_heads, "unnamed_refusals": unnamed_refusals}
