@@ -50,6 +50,47 @@ def _decode_rate(model, *, prompt_tokens: int, new_tokens: int, repeats: int, ma
                               synchronize=sync, max_spread=max_spread, what=what)
 
 
+def _counting(module_name: str, attribute: str, counts=None):
+    """A context manager: while its block runs, `module_name.attribute` is wrapped and the list
+    it yields gets one entry per call for which `counts(*args, **kwargs)` holds (every call by
+    default); the original is put back when the block ends, even if it raises. The runtime looks
+    these functions up at call time, so the wrapper sees every call the measurement makes."""
+    import contextlib
+    import importlib
+
+    module = importlib.import_module(module_name)
+    counts = counts or (lambda *args, **kwargs: True)
+
+    @contextlib.contextmanager
+    def counting():
+        original, calls = getattr(module, attribute), []
+
+        def counted(*args, **kwargs):
+            if counts(*args, **kwargs):
+                calls.append(1)
+            return original(*args, **kwargs)
+
+        setattr(module, attribute, counted)
+        try:
+            yield calls
+        finally:
+            setattr(module, attribute, original)
+
+    return counting()
+
+
+def graph_decoder_calls():
+    """Counts the CUDA-graph decoder's calls (runtime.generate reaches it as
+    `graph_decode.greedy_generate`, looked up when it decodes)."""
+    return _counting("pvlab.runtime.graph_decode", "greedy_generate")
+
+
+def cuda_generate_calls():
+    """Counts runtime.generate calls on a model that lives on a CUDA device (_decode_rate calls it
+    as `runtime.generate`, the package's attribute; the CPU side's calls are not counted)."""
+    return _counting("pvlab.runtime", "generate", lambda model, *args, **kwargs: model.device.type == "cuda")
+
+
 def decode_speed_vs_cpu(*, device: str, config: str = "qwen2-0.5b", prompt_tokens: int = 32,
                         new_tokens: int = 32, repeats: int = 5, max_spread: float = 0.3,
                         gpu: str | None = None, use_graph: bool | None = None) -> dict:
@@ -58,21 +99,31 @@ def decode_speed_vs_cpu(*, device: str, config: str = "qwen2-0.5b", prompt_token
     path; use_graph as runtime.generate takes it: None its default, the CUDA-graph decoder;
     False the eager loop, launch-bound).
 
+    The decoder that ran is observed, not inferred from use_graph: the GPU measurement runs with
+    two counters in place (wrappers around functions the runtime looks up at call time, restored
+    afterwards). Inferring it let the planted bug generate_decodes_eagerly (runtime.generate's
+    default switched off) record "graph" while the eager loop ran.
+
     Observations: cuda_tokens_per_s, cpu_tokens_per_s (medians), speedup (their ratio),
-    cuda_spread, cpu_spread, new_tokens, cuda_decoder ("graph" or "eager"). The bug hunt's GPU
-    decode was 7.4x slower than the CPU."""
+    cuda_spread, cpu_spread, new_tokens; cuda_decodes (runtime.generate calls on the GPU, warm-up
+    included), graph_decodes (calls of the CUDA-graph decoder among them) and cuda_decoder
+    ("graph" when every GPU decode went through it, "eager" when none did, else "mixed"). The bug
+    hunt's GPU decode was 7.4x slower than the CPU."""
     _gpu_named(device, gpu)
     cpu_model = _model(config, "cpu", "reference")
     cpu = _decode_rate(cpu_model, prompt_tokens=prompt_tokens, new_tokens=new_tokens, repeats=repeats,
                        max_spread=max_spread, sync=None, what="cpu greedy decode")
     del cpu_model
     gpu_model = _model(config, device, "fast")
-    cuda = _decode_rate(gpu_model, prompt_tokens=prompt_tokens, new_tokens=new_tokens, repeats=repeats,
-                        max_spread=max_spread, sync=torch.cuda.synchronize, what="cuda greedy decode",
-                        use_graph=use_graph)
+    with cuda_generate_calls() as decodes, graph_decoder_calls() as graphed:
+        cuda = _decode_rate(gpu_model, prompt_tokens=prompt_tokens, new_tokens=new_tokens, repeats=repeats,
+                            max_spread=max_spread, sync=torch.cuda.synchronize, what="cuda greedy decode",
+                            use_graph=use_graph)
     return {"cuda_tokens_per_s": cuda.median, "cpu_tokens_per_s": cpu.median, "speedup": cuda.median / cpu.median,
             "cuda_spread": cuda.spread, "cpu_spread": cpu.spread, "new_tokens": new_tokens,
-            "cuda_decoder": "eager" if use_graph is False else "graph"}
+            "cuda_decodes": len(decodes), "graph_decodes": len(graphed),
+            "cuda_decoder": ("graph" if decodes and len(graphed) == len(decodes) else "eager" if not graphed
+                             else "mixed")}
 
 
 def decode_feeds_one_token_per_step(*, device: str, config: str = "tiny", prompt_tokens: int = 16,
