@@ -251,13 +251,15 @@ def test_cells_option_lists_the_selected_cells():
 # --- the attacks, end to end ---------------------------------------------------------------------
 
 
+# The `ws` fixture's contract: 001 FAILs (the check observes val_loss 9.0), 002 PASSes.
+DEMO = [falsifier("FALSIFY-DEMO-001", prediction=HONEST, params={"loss": 9.0}, ship_blocking=True),
+        falsifier("FALSIFY-DEMO-002", prediction=HONEST)]
+
+
 @pytest.fixture
 def ws(tmp_path, monkeypatch):
     ws = make_workspace(tmp_path, mutants=False)
-    ws.add_contract("demo", [
-        falsifier("FALSIFY-DEMO-001", prediction=HONEST, params={"loss": 9.0}, ship_blocking=True),
-        falsifier("FALSIFY-DEMO-002", prediction=HONEST),
-    ])
+    ws.add_contract("demo", DEMO)
     ws.generate()
     return ws.enter(monkeypatch)
 
@@ -327,8 +329,6 @@ def test_pvs_plugin_records_the_test3_digest_of_what_ran(ws):
 
 # --- a falsifier added to or removed from a contract ---------------------------------------------
 
-DEMO = [falsifier("FALSIFY-DEMO-001", prediction=HONEST, params={"loss": 9.0}, ship_blocking=True),
-        falsifier("FALSIFY-DEMO-002", prediction=HONEST)]  # the `ws` fixture's contract
 THIRD = falsifier("FALSIFY-DEMO-003", prediction=HONEST, params={"loss": 0.5})  # the same check: the same template
 
 
