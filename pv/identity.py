@@ -18,11 +18,30 @@ current contract (rendered here from the contract, never imported), or the harne
 something other than the contract's prediction, params or tolerance. Records made before pv
 recorded these fields cannot show it, so they never count (STALE).
 
-The digest is of the module's syntax tree with what cannot change a verdict left out: comments,
-docstrings, `if_fails=` and a tolerance's `source` text, the contract version (promotion bumps
-it) and the device and subject lists (a PASS on cpu stays one when cuda is added). The other
-falsifiers' tests of the module count by their shape only (their literals blanked): their code
-runs in the same session, so code added to them is a change, while a sibling's new bound is not.
+The digest ("test3") is of the module's syntax tree with what cannot change a verdict left
+out: comments, docstrings, `if_fails=` and a tolerance's `source` text, the contract version
+(promotion bumps it) and the device and subject lists (a PASS on cpu stays one when cuda is
+added). It covers the module's statements other than function definitions (the imports,
+`PV_FALSIFIER = ...`, anything added) and the falsifier's own test, whole and in order; and the
+module's test functions only as the set of their distinct *templates* (a function's code with
+its literals blanked and its `test_...` name left out), the falsifier's own among them.
+
+Why the other tests count at all: they run in the same pytest session, so code added to one of
+them (a body that patches the runtime or the harness) could change this falsifier's verdict; a
+test whose code is no template of the rendered module is a change. Why only as a set of
+templates: a falsifier added to the contract (or removed) adds a test (or removes one), and
+when its template is one the module has anyway (the same check called the same way as another
+falsifier's), no code runs that did not run before: the other falsifiers' records keep
+counting, and only the new falsifier's cells are owed. A template keeps what is behaviour: the
+check a test imports and calls and the form of the call (subjects, runtimes, timing). So a
+falsifier added with a check no other test of its module calls is a new template, and the
+module's other records need a re-run.
+
+Records made before "test3" carry the "test2" digest (test2_sha256: the same, but every other
+test function by its shape in its place and with its name, so a falsifier added to the contract
+changed every other falsifier's digest), older ones `ast.dump`'s (legacy_test_sha256).
+`refuses` accepts those when they are the digest of the module rendered now, so each such record
+counts exactly when it counted before; pv's plugin writes "test3".
 """
 
 from __future__ import annotations
@@ -91,9 +110,10 @@ def _constant_only(node: ast.AST | None) -> bool:
 
 
 def _test_tree(source: str | bytes, function: str) -> ast.Module | None:
-    """The part of a generated module's `source` that test `function`'s digest covers; None when
-    the module does not parse or has no such function. (The definition of what the digests
-    cover; the digests themselves come from _TestModule, which gives the same texts.)"""
+    """The part of a generated module's `source` that test `function`'s "test2" digest covers
+    (the digest records made before "test3" carry); None when the module does not parse or has
+    no such function. (The definition of what that digest covers; the digests themselves come
+    from _TestModule, which gives the same texts.)"""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -112,13 +132,44 @@ def _test_tree(source: str | bytes, function: str) -> ast.Module | None:
     return ast.Module(body=body, type_ignores=[]) if found else None
 
 
+def _test3_parts(source: str | bytes, function: str) -> tuple[ast.Module, list[ast.AST]] | None:
+    """What test `function`'s "test3" digest covers: (the module's statements that are not
+    function definitions, and the function itself, each whole (`_Own`) and in order; the
+    template of every function of the module, its own included: its shape (`_Shape`) with its
+    name left out when it is a test's, _is_test_name). None when the module does not parse or has
+    no such function. (The definition; _TestModule gives the same texts.) The digest covers the
+    templates as a set, so the tests that share one count once, and their number, names and
+    order do not count."""
+    try:
+        own_tree, shape_tree = ast.parse(source), ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    body: list[ast.stmt] = []
+    templates: list[ast.AST] = []
+    for own, shape in zip(own_tree.body, shape_tree.body):
+        if _is_prose(own):
+            continue
+        is_def = isinstance(own, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if is_def:
+            template = _Shape().visit(shape)
+            if _is_test_name(template.name):  # type: ignore[attr-defined]
+                template.name = None  # type: ignore[attr-defined]  # a field left None is not in the text
+            templates.append(template)
+        if not is_def or own.name == function:  # type: ignore[attr-defined]
+            body.append(_Own().visit(own))
+    if not any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function for node in body):
+        return None
+    return ast.Module(body=body, type_ignores=[]), templates
+
+
 class _TestModule:
     """A generated module, parsed once for the digests of all its tests. _test_tree's tree of a
     test is the module's statements, each either as its own (`_Own`) or, for another test
     function, as its shape (`_Shape`); each statement's text is the same whichever test's tree
     holds it. So every statement is transformed once each way, its texts are computed once, and
     a test's text is theirs joined (parsing and pruning the module again for each of its tests
-    was a fifth of a cold `pv validate` of this repository)."""
+    was a fifth of a cold `pv validate` of this repository). The "test3" text joins the same own
+    texts and the module's set of templates, which is the same for every test of the module."""
 
     def __init__(self, own_tree: ast.Module, shape_tree: ast.Module):  # two parses of one source
         self.names: list[str | None] = []  # the function each statement defines (None: not a def)
@@ -132,6 +183,7 @@ class _TestModule:
             self.own.append(_Own().visit(own))
             self.shape.append(_Shape().visit(shape) if is_def else None)
         self._texts: dict[tuple[str, int, bool], str] = {}
+        self._templates: str | None = None
 
     def _text(self, kind: str, index: int, own: bool, text_of: Any) -> str:
         key = (kind, index, own)
@@ -146,6 +198,44 @@ class _TestModule:
             return None
         return [self._text(kind, i, name is None or name == function, text_of) for i, name in enumerate(self.names)]
 
+    def test3_text(self, function: str) -> str | None:
+        """The canonical text "test3" digests (_test3_parts): the statements counted whole, then
+        the sorted distinct templates; None when the module has no such function."""
+        from pv.codebind import _canonical as canonical_text
+
+        if function not in self.names:
+            return None
+        whole = [self._text("canonical", i, True, canonical_text)  # the texts test2 joins
+                 for i, name in enumerate(self.names) if name is None or name == function]
+        if self._templates is None:
+            self._templates = "".join(sorted({
+                _template_text(self._text("canonical", i, False, canonical_text), self.shape[i])
+                for i, name in enumerate(self.names) if name is not None}))
+        # the canonical texts of ast.Module(body=<whole>) and of the list of templates
+        return "Module(body=[" + "".join(whole) + "])templates=[" + self._templates + "]"
+
+
+def _is_test_name(name: str) -> bool:
+    """Whether a function's name is left out of its template: a name pv generates
+    (`test_<falsifier>`). Any other is kept: pytest calls some names itself (`setup_function`
+    before every test of the module, `setup_module` before the first), so a test renamed to one
+    is new code."""
+    return name.startswith("test_")
+
+
+def _template_text(shape_text: str, function: Any) -> str:
+    """The canonical text of `function`'s template, from the text of its shape (`shape_text`):
+    the same text with the name left out when _is_test_name. `name` is the first field of a
+    function definition on every Python, so the shape's text is `<Type>(name=<repr>,<the rest>`
+    (pv.astcanon); reading the template's off it costs no second walk of the tree
+    (tests/test_identity.py compares it with the text of _test3_parts' templates)."""
+    if not _is_test_name(function.name):
+        return shape_text
+    head = type(function).__name__ + "("
+    named = f"{head}name={function.name!r},"
+    assert shape_text.startswith(named), "pv.astcanon writes a function's name first"
+    return head + shape_text[len(named):]
+
 
 @functools.lru_cache(maxsize=64)
 def _test_module(source: str | bytes) -> _TestModule | None:
@@ -158,13 +248,25 @@ def _test_module(source: str | bytes) -> _TestModule | None:
 
 
 def test_sha256(source: str | bytes, function: str) -> str | None:
-    """The digest of test `function` in a generated module's `source`: "test2:" + pv.codebind's
-    canonical text (node types and non-empty fields), the same on every Python. None when the
-    module does not parse or has no such function."""
+    """The digest of test `function` in a generated module's `source`, as records carry it now:
+    "test3:" + pv.codebind's canonical text (node types and non-empty fields, the same on every
+    Python) of what _test3_parts covers. None when the module does not parse or has no such
+    function."""
+    module = _test_module(source)
+    text = None if module is None else module.test3_text(function)
+    if text is None:
+        return None
+    return hashlib.sha256(("test3:" + text).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def test2_sha256(source: str | bytes, function: str) -> str | None:
+    """The digest records made before "test3" carry for the same test: "test2:" + the canonical
+    text of _test_tree (every other test function by its shape, in place, with its name). None
+    when the module does not parse or has no such function."""
     from pv.codebind import _canonical as canonical_text
 
     module = _test_module(source)
-    texts = None if module is None else module.texts(function, "test2", canonical_text)
+    texts = None if module is None else module.texts(function, "canonical", canonical_text)
     if texts is None:
         return None
     # the canonical text of ast.Module(body=<the statements>, type_ignores=[])
@@ -279,7 +381,8 @@ class EvidenceCheck:
         self._loaded = {lc.contract.metadata.id: lc for lc in loaded if getattr(lc, "contract", None) is not None}
         self._rendered: dict[str, str | None] = {}
         self._expected: dict[tuple[str, str], tuple[str, str | None] | None] = {}
-        self._legacy_digests: dict[tuple[str, str, str], str | None] = {}
+        # (contract, falsifier, the record's Python; None: "test2") -> the digest an older record carries
+        self._older_digests: dict[tuple[str, str, str | None], str | None] = {}
         self._planted: dict[str, tuple[str, ...] | None] | None = None  # mutant -> its `runtimes=`
         # id of a falsifier -> (the falsifier, kept so that its id stays its own; its defined_texts)
         self._defined: dict[int, tuple[Any, tuple[str, str, str]]] = {}
@@ -340,18 +443,20 @@ class EvidenceCheck:
                 self._expected[key] = (f"{module}::{function}", test_sha256(text, function))
         return self._expected[key]
 
-    def _legacy(self, record: LedgerRecord, falsifier_id: str) -> str | None:
-        """The digest an older record of this test carries if it ran the current generated test
-        (computed as the record's Python computed it)."""
+    def _older(self, record: LedgerRecord, falsifier_id: str, test2: bool) -> str | None:
+        """The digest a record made before "test3" digests carries if it ran the current generated
+        test: its "test2" digest (`test2`), or, older still, ast.dump's as the record's Python
+        computed it. Asked only of a record whose digest is not the current one."""
         python = (record.versions or {}).get("python")
-        key = (record.contract, falsifier_id, str(python))
-        if key not in self._legacy_digests:
+        key = (record.contract, falsifier_id, None if test2 else str(python))
+        if key not in self._older_digests:
             from pv.codegen import function_name
 
             text = self._render(record.contract)
-            self._legacy_digests[key] = (None if text is None else
-                                         legacy_test_sha256(text, function_name(falsifier_id), python))
-        return self._legacy_digests[key]
+            function = function_name(falsifier_id)
+            self._older_digests[key] = (None if text is None else test2_sha256(text, function) if test2
+                                        else legacy_test_sha256(text, function, python))
+        return self._older_digests[key]
 
     def refuses(self, record: LedgerRecord, falsifier: Any) -> str | None:
         """Why `record` is not evidence for `falsifier`'s current definition (None: it is)."""
@@ -364,7 +469,10 @@ class EvidenceCheck:
         node = record.test_node
         if not (node == prefix or node.startswith(prefix + "[")):
             return f"not run by the contract's generated test ({node} ran, not {prefix})"
-        if record.test_sha256 != digest and record.test_sha256 != self._legacy(record, falsifier.id):
+        # Records made before "test3" digests carry an older digest of the same test; computed only
+        # when the current one differs (most records carry the current one once re-run)
+        if (record.test_sha256 != digest and record.test_sha256 != self._older(record, falsifier.id, test2=True)
+                and record.test_sha256 != self._older(record, falsifier.id, test2=False)):
             return "the test that ran is not what `pv generate` renders from the current contract"
         if id(falsifier) not in self._defined:
             self._defined[id(falsifier)] = (falsifier, defined_texts(falsifier))

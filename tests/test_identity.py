@@ -54,14 +54,21 @@ def module(**changes: str) -> str:
     return MODULE.format(**fields)
 
 
+# Both digests a record can carry of a test of the current module: "test3" (what pv's plugin
+# writes) and "test2" (records made before it). Each rule below that both keep is tested on both.
+DIGESTS = pytest.mark.parametrize("digest", [identity.test_sha256, identity.test2_sha256], ids=["test3", "test2"])
+
+
+@DIGESTS
 @pytest.mark.parametrize("change", [
     {"sha": "1" * 64}, {"version": "1.1.0"}, {"devices": "['cpu', 'cuda']"}, {"doc": "Reworded."},
     {"source": "a paper"}, {"if_fails": "look elsewhere"}, {"b_prediction": "y < 3"},
 ])
-def test_prose_and_other_falsifiers_bounds_do_not_change_the_digest(change):
-    assert identity.test_sha256(module(**change), "test_falsify_a") == identity.test_sha256(module(), "test_falsify_a")
+def test_prose_and_other_falsifiers_bounds_do_not_change_the_digest(digest, change):
+    assert digest(module(**change), "test_falsify_a") == digest(module(), "test_falsify_a")
 
 
+@DIGESTS
 @pytest.mark.parametrize("old, new", [
     ("prediction='x < 1', params", "prediction='x < 100', params"),  # the judged prediction weakened
     ("params={'n': 1}", "params={'n': 2}"),
@@ -70,21 +77,93 @@ def test_prose_and_other_falsifiers_bounds_do_not_change_the_digest(change):
     ("from pv.harness import falsifier_marks, falsify",
      "from pv.harness import falsifier_marks, falsify\nimport pv.expr\npv.expr.judge = lambda *a: None"),
 ])
-def test_what_decides_a_verdict_changes_the_digest(old, new):
+def test_what_decides_a_verdict_changes_the_digest(digest, old, new):
     text = module()
     assert old in text
-    assert identity.test_sha256(text.replace(old, new), "test_falsify_a") != identity.test_sha256(text, "test_falsify_a")
+    assert digest(text.replace(old, new), "test_falsify_a") != digest(text, "test_falsify_a")
 
 
-def test_code_added_to_another_falsifiers_test_changes_the_digest():
+B_BODY = "    from lab.checks import b\n"
+
+
+@DIGESTS
+@pytest.mark.parametrize("patched", [
+    module(b_extra="\n\ndef test_helper():\n    import pv.expr\n    pv.expr.judge = None\n"),  # a test added
+    module().replace(B_BODY, B_BODY + "    import pv.expr\n    pv.expr.judge = None\n"),  # a statement in one
+    module().replace("def test_falsify_b(", "def setup_function("),  # pytest calls it before every test
+], ids=["new-test", "statement-in-a-test", "renamed-to-a-pytest-hook"])
+def test_code_added_to_another_falsifiers_test_changes_the_digest(digest, patched):
     """Another test of the module runs in the same session: code in it can patch the harness."""
-    patched = module(b_extra="\n\ndef test_helper():\n    import pv.expr\n    pv.expr.judge = None\n")
-    assert identity.test_sha256(patched, "test_falsify_a") != identity.test_sha256(module(), "test_falsify_a")
+    assert patched != module()
+    assert digest(patched, "test_falsify_a") != digest(module(), "test_falsify_a")
 
 
-def test_a_module_without_the_function_or_not_python_has_no_digest():
-    assert identity.test_sha256(module(), "test_falsify_c") is None
-    assert identity.test_sha256("def (:", "test_falsify_a") is None
+A_TEST, B_TEST = "\n\n@PV_FALSIFIER('FALSIFY-A'", "\n\n@PV_FALSIFIER('FALSIFY-B'"
+
+
+def without_b(text: str) -> str:
+    """The module with FALSIFY-B's test removed, as `pv generate` renders it without B."""
+    return text[:text.index(B_TEST)] + "\n"
+
+
+def b_before_a(text: str) -> str:
+    head, rest = text.split(A_TEST, 1)
+    a_test, b_test = rest.split(B_TEST, 1)
+    return head + B_TEST + b_test.rstrip("\n") + A_TEST + a_test.rstrip("\n") + "\n"
+
+
+def b_calling_as_check() -> str:
+    """FALSIFY-B's test calling A's check: A's template (only its literals and name differ)."""
+    return module().replace(B_BODY, "    from lab.checks import a\n").replace("falsify(b,", "falsify(a,")
+
+
+def test_a_falsifier_added_or_removed_with_a_template_the_module_has_leaves_the_others_test3_digest():
+    """The module's tests count by their distinct templates: A alone, and A beside B of the same
+    template (in either order), have one digest; test2 counted each sibling in its place."""
+    both = b_calling_as_check()
+    assert b_before_a(both).index("FALSIFY-B") < b_before_a(both).index("FALSIFY-A")
+    digests = {identity.test_sha256(text, "test_falsify_a") for text in (both, without_b(both), b_before_a(both))}
+    assert len(digests) == 1 and None not in digests
+    assert identity.test2_sha256(both, "test_falsify_a") != identity.test2_sha256(without_b(both), "test_falsify_a")
+
+
+def test_the_order_of_the_modules_tests_does_not_count_in_test3():
+    """A falsifier inserted before the others in the contract moves their tests, not their code."""
+    moved = b_before_a(module())
+    assert identity.test_sha256(moved, "test_falsify_a") == identity.test_sha256(module(), "test_falsify_a")
+    assert identity.test2_sha256(moved, "test_falsify_a") != identity.test2_sha256(module(), "test_falsify_a")
+
+
+def test_a_falsifier_added_with_a_template_the_module_lacks_changes_the_others_digest():
+    """A new check is a new template: code no test of the module ran before (the other records
+    need a re-run; docs/status.md says so)."""
+    alone = without_b(module())
+    assert identity.test_sha256(module(), "test_falsify_a") != identity.test_sha256(alone, "test_falsify_a")
+
+
+@DIGESTS
+def test_a_module_without_the_function_or_not_python_has_no_digest(digest):
+    assert digest(module(), "test_falsify_c") is None
+    assert digest("def (:", "test_falsify_a") is None
+
+
+def defined_test3_digest(text: str, function: str, add_empty_type_params: bool = False) -> str | None:
+    """The "test3" digest from identity._test3_parts, the definition of what it covers."""
+    import ast
+    import hashlib
+
+    from pv.codebind import _canonical
+
+    parts = identity._test3_parts(text, function)
+    if parts is None:
+        return None
+    whole, templates = parts
+    if add_empty_type_params:
+        for node in [*ast.walk(whole), *(n for t in templates for n in ast.walk(t))]:
+            if isinstance(node, ast.FunctionDef):
+                node.type_params = []  # what 3.12 adds
+    text = _canonical(whole) + "templates=[" + "".join(sorted({_canonical(t) for t in templates})) + "]"
+    return hashlib.sha256(("test3:" + text).encode()).hexdigest()
 
 
 def test_the_digest_is_the_same_whatever_empty_fields_this_python_gives_a_function():
@@ -99,7 +178,9 @@ def test_the_digest_is_the_same_whatever_empty_fields_this_python_gives_a_functi
     from pv.codebind import _canonical
 
     as_312 = __import__("hashlib").sha256(("test2:" + _canonical(tree)).encode()).hexdigest()
-    assert identity.test_sha256(module(), "test_falsify_a") == as_312
+    assert identity.test2_sha256(module(), "test_falsify_a") == as_312
+    assert identity.test_sha256(module(), "test_falsify_a") == defined_test3_digest(
+        module(), "test_falsify_a", add_empty_type_params=True)
 
 
 # What `ast.dump` printed on Python 3.12 for this module (the digest of records made before
@@ -122,24 +203,29 @@ def test_an_older_records_digest_is_recomputed_as_its_python_printed_it():
     assert legacy(SMALL, "test_x", None) is None and legacy(SMALL, "test_x", "three") is None
     assert legacy(SMALL, "test_y", "3.12.3") is None
     assert legacy(SMALL, "test_x", "3.12.3") != identity.test_sha256(SMALL, "test_x")
+    assert legacy(SMALL, "test_x", "3.12.3") != identity.test2_sha256(SMALL, "test_x")
 
 
-@pytest.mark.parametrize("function", ["test_falsify_a", "test_falsify_b", "test_helper", "test_absent"])
+@pytest.mark.parametrize("function", ["test_falsify_a", "test_falsify_b", "test_helper", "helper", "test_absent"])
 def test_the_digests_of_a_module_parsed_once_are_those_of_each_tests_own_tree(function):
-    """test_sha256 and legacy_test_sha256 join the texts of statements transformed once for the
-    whole module (identity._TestModule): each equals the digest of the tree _test_tree prunes
-    for that one test, which defines what a test's digest covers."""
+    """test_sha256, test2_sha256 and legacy_test_sha256 join the texts of statements transformed
+    once for the whole module (identity._TestModule; a template's text read off its shape's):
+    each equals the digest of what _test3_parts and _test_tree prune for that one test, which
+    define what a test's digests cover."""
     import hashlib
 
     from pv.codebind import _canonical
 
-    text = module(b_extra="\n\ndef test_helper():\n    import pv.expr\n    pv.expr.judge = None\n")
+    text = module(b_extra="\n\ndef test_helper():\n    import pv.expr\n    pv.expr.judge = None\n"
+                          "\n\nasync def helper():\n    pass\n")
     tree = identity._test_tree(text, function)
+    assert identity.test_sha256(text, function) == defined_test3_digest(text, function)
     if tree is None:
         assert identity.test_sha256(text, function) is None
+        assert identity.test2_sha256(text, function) is None
         assert identity.legacy_test_sha256(text, function, "3.12.3") is None
         return
-    assert identity.test_sha256(text, function) == hashlib.sha256(("test2:" + _canonical(tree)).encode()).hexdigest()
+    assert identity.test2_sha256(text, function) == hashlib.sha256(("test2:" + _canonical(tree)).encode()).hexdigest()
     for python, extra in (("3.11.7", {}), ("3.12.3", identity._LEGACY_EXTRA_FIELDS[(3, 12)])):
         dumped = identity._legacy_dump(identity._test_tree(text, function), extra)
         assert identity.legacy_test_sha256(text, function, python) == hashlib.sha256(dumped.encode()).hexdigest()
@@ -165,20 +251,22 @@ def test_cells_option_lists_the_selected_cells():
 # --- the attacks, end to end ---------------------------------------------------------------------
 
 
+# The `ws` fixture's contract: 001 FAILs (the check observes val_loss 9.0), 002 PASSes.
+DEMO = [falsifier("FALSIFY-DEMO-001", prediction=HONEST, params={"loss": 9.0}, ship_blocking=True),
+        falsifier("FALSIFY-DEMO-002", prediction=HONEST)]
+
+
 @pytest.fixture
 def ws(tmp_path, monkeypatch):
     ws = make_workspace(tmp_path, mutants=False)
-    ws.add_contract("demo", [
-        falsifier("FALSIFY-DEMO-001", prediction=HONEST, params={"loss": 9.0}, ship_blocking=True),
-        falsifier("FALSIFY-DEMO-002", prediction=HONEST),
-    ])
+    ws.add_contract("demo", DEMO)
     ws.generate()
     return ws.enter(monkeypatch)
 
 
 def status_of(ws, fid: str) -> dict:
     result = cli("status")("--format", "json")
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)  # (warnings, e.g. of a removed falsifier's records, go to stderr)
     return next(f for c in data["contracts"] for f in c["falsifiers"] if f["id"] == fid)
 
 
@@ -229,6 +317,79 @@ def test_the_honest_generated_test_counts(ws):
     assert record.test_node == "generated_tests/test_demo.py::test_falsify_demo_002[cpu]"
     assert record.judged_params == {} and record.judged_tolerance is None
     assert status_of(ws, "FALSIFY-DEMO-002")["state"] == "DISCHARGED"
+
+
+def test_pvs_plugin_records_the_test3_digest_of_what_ran(ws):
+    assert ws.pytest("generated_tests", "-k", "demo_002").returncode == 0
+    source = (ws.generated / "test_demo.py").read_text()
+    digest = ws.records()[-1].test_sha256
+    assert digest == defined_test3_digest(source, "test_falsify_demo_002")
+    assert digest != identity.test2_sha256(source, "test_falsify_demo_002")
+
+
+# --- a falsifier added to or removed from a contract ---------------------------------------------
+
+THIRD = falsifier("FALSIFY-DEMO-003", prediction=HONEST, params={"loss": 0.5})  # the same check: the same template
+
+
+def regenerate(ws, falsifiers: list) -> None:
+    ws.add_contract("demo", falsifiers)
+    ws.generate()
+    assert cli("generate")("--check").exit_code == 0
+
+
+@pytest.mark.parametrize("change", ["added", "removed"])
+def test_a_falsifier_added_or_removed_leaves_the_other_falsifiers_records_counting(ws, change):
+    """The FAIL of 001 and the PASS of 002 were recorded by the module as rendered before; a
+    falsifier of the same template added to the contract (or removed from it) changes what `pv
+    generate` renders, but not what 001's and 002's records are evidence for."""
+    if change == "removed":
+        regenerate(ws, [*DEMO, THIRD])
+    assert ws.pytest("generated_tests").returncode == 1  # 001 FAILs
+    verdicts = {r.falsifier: r.verdict.value for r in ws.records()}
+    assert (verdicts["FALSIFY-DEMO-001"], verdicts["FALSIFY-DEMO-002"]) == ("FAIL", "PASS")
+    before = (ws.generated / "test_demo.py").read_text()
+    regenerate(ws, [*DEMO, THIRD] if change == "added" else DEMO)
+    assert (ws.generated / "test_demo.py").read_text() != before
+    assert status_of(ws, "FALSIFY-DEMO-001")["state"] == "FALSIFIED"
+    assert status_of(ws, "FALSIFY-DEMO-002")["state"] == "DISCHARGED"
+    if change == "added":
+        assert status_of(ws, "FALSIFY-DEMO-003")["state"] == "PENDING"
+
+
+def test_a_record_made_while_another_falsifiers_test_ran_extra_code_never_counts(ws):
+    """The generated module edited so that 001's test also sets a global (it could patch the
+    runtime 002's check runs), 002 run, the module restored: 002's PASS is refused."""
+    module = ws.generated / "test_demo.py"
+    honest = module.read_text()
+    line = "    falsify(loss, device=device, falsifier='FALSIFY-DEMO-001'"
+    assert honest.count(line) == 1
+    module.write_text(honest.replace(line, "    import os\n    os.environ['PATCHED'] = '1'\n" + line))
+    assert ws.pytest("generated_tests", "-k", "demo_002").returncode == 0
+    module.write_text(honest)
+    assert cli("generate")("--check").exit_code == 0
+    state = status_of(ws, "FALSIFY-DEMO-002")
+    assert state["state"] == "STALE"
+    assert "not what `pv generate` renders" in state["devices"]["cpu"]["stale_because"][0]
+
+
+def test_a_record_made_before_test3_digests_counts_as_before(ws):
+    """A PASS an older pv recorded carries the "test2" digest: it counts while the module is
+    the one it ran, and, as before, not once a falsifier is added (its digest counted each test
+    of the module in its place)."""
+    from pv.ledger import append
+
+    assert ws.pytest("generated_tests", "-k", "demo_002").returncode == 0
+    honest = ws.records()[-1]
+    source = (ws.generated / "test_demo.py").read_text()
+    ws.ledger.write_text("")
+    append(ws.ledger, [honest.model_copy(update={
+        "record_id": "z" * 32, "test_sha256": identity.test2_sha256(source, "test_falsify_demo_002")})])
+    assert status_of(ws, "FALSIFY-DEMO-002")["state"] == "DISCHARGED"
+    regenerate(ws, [*DEMO, THIRD])
+    state = status_of(ws, "FALSIFY-DEMO-002")
+    assert state["state"] == "STALE"
+    assert "not what `pv generate` renders" in state["devices"]["cpu"]["stale_because"][0]
 
 
 PLANTED = '''\
@@ -369,13 +530,14 @@ def test_the_evidence_check_answers_code_changes_from_the_trees_digests():
     assert check.changes(None) == ("(none)",)
 
 
-def test_a_prose_keyword_given_as_code_is_code_in_the_digest():
+@DIGESTS
+def test_a_prose_keyword_given_as_code_is_code_in_the_digest(digest):
     """`if_fails=` text is prose, but a name there is code another module could change."""
     as_name = module().replace("if_fails='look'", "if_fails=LOOK")
-    assert identity.test_sha256(as_name, "test_falsify_a") != \
-        identity.test_sha256(as_name.replace("if_fails=LOOK", "if_fails=SEE"), "test_falsify_a")
+    see = as_name.replace("if_fails=LOOK", "if_fails=SEE")
+    assert digest(as_name, "test_falsify_a") != digest(see, "test_falsify_a")
     negative = module().replace("if_fails='look'", "if_fails=-1")  # a signed literal is still a literal
-    assert identity.test_sha256(negative, "test_falsify_a") == identity.test_sha256(module(), "test_falsify_a")
+    assert digest(negative, "test_falsify_a") == digest(module(), "test_falsify_a")
 
 
 def test_only_the_contracts_generated_function_records_and_with_the_digest_of_what_ran(tmp_path):
