@@ -173,3 +173,37 @@ def kv_cache_evicts_oldest_entry():
 
     with plant("kv_cache_evicts_oldest_entry", swap(KVCache, "update", update)):
         yield
+
+
+# ---- fourth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Fourth blind batch"; probes in tests/falsifiers/fourth_mutant_probes.py)
+
+
+@mutant("static_decode_positions_one_late")
+def static_decode_positions_one_late():
+    """The static-cache decoder (runtime.graph_decode) feeds each new token at position
+    len(prompt) + index + 1 instead of len(prompt) + index: after the prompt (which is right)
+    every decoded token is rotated one position too far and written one slot too far, so the
+    slot right after the prompt stays an all-zero key that every later token attends to. The
+    eager decoder of runtime.generate is untouched. The same step runs eagerly on the CPU and
+    replayed as a CUDA graph.
+
+    Imitates an off-by-one in the decode loop's position (`index + 1` for the token being fed
+    because it is the (index + 1)-th new token). Seam: runtime.graph_decode._step (every call
+    after a cache's first, the prompt's)."""
+    import weakref
+
+    from pvlab.runtime import graph_decode
+
+    original = graph_decode._step
+    prefilled = weakref.WeakSet()                                           # caches whose prompt has run
+
+    def _step(model, cache, ids, positions, key_positions):
+        if cache in prefilled:
+            positions = positions + 1                                       # the defect: one slot late
+        else:
+            prefilled.add(cache)
+        return original(model, cache, ids, positions, key_positions)
+
+    with plant("static_decode_positions_one_late", swap(graph_decode, "_step", _step)):
+        yield

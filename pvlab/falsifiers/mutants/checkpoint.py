@@ -232,3 +232,33 @@ def tied_checkpoint_conflicting_head_accepted():
 
     with plant("tied_checkpoint_conflicting_head_accepted", swap(checkpoint, "populate", populate)):
         yield
+
+
+# ---- fourth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Fourth blind batch"; probes in tests/falsifiers/fourth_mutant_probes.py)
+
+
+@mutant("unexpected_tensors_ignored_on_load")
+def unexpected_tensors_ignored_on_load():
+    """Tensors in the files that the architecture does not know are tolerated instead of
+    refused: the coverage report lists them as `ignored`, not `extra`, so it reads complete and
+    the loader discards them. A Llama checkpoint trained with attention_bias=True whose
+    config.json lost the flag loads without its Q/K/V/O biases, and `inspect` calls it
+    complete; checkpoints that match their config are untouched.
+
+    Imitates load_state_dict(strict=False) (or a `_keys_to_ignore_on_load_unexpected` list grown
+    to a catch-all) used to silence a warning. Seam: runtime.checkpoint.compare_tensors (what
+    load, init_model and inspect_checkpoint read)."""
+    import dataclasses
+
+    from pvlab.runtime import checkpoint
+
+    original = checkpoint.compare_tensors
+
+    def compare_tensors(config, index, *, source=""):
+        report = original(config, index, source=source)
+        return dataclasses.replace(report, extra=(),                           # the defect: extras tolerated
+                                   ignored=tuple(sorted(report.ignored + report.extra)))
+
+    with plant("unexpected_tensors_ignored_on_load", swap(checkpoint, "compare_tensors", compare_tensors)):
+        yield

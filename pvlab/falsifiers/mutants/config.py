@@ -52,3 +52,27 @@ def encoder_read_as_decoder():
     with plant("encoder_read_as_decoder", swap(ModelConfig, "from_hf_dict", classmethod(from_hf_dict))):
         yield
 
+
+
+# ---- fourth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Fourth blind batch"; probes in tests/falsifiers/fourth_mutant_probes.py)
+
+
+@mutant("eos_token_list_read_as_none")
+def eos_token_list_read_as_none():
+    """A config.json that lists several end-of-sequence ids ("eos_token_id": [128001, 128009],
+    as Llama 3 writes it) is read as having no end-of-sequence id at all, instead of its first:
+    the model loads and runs, and generation of such a checkpoint never stops at the end of a
+    text (generate_text/generate_texts keep decoding to max_new_tokens). A single id is read as
+    before.
+
+    Imitates a type guard that keeps only ints (`value if isinstance(value, int) else None`).
+    Seam: runtime.config._single_token_id (bos_token_id and eos_token_id in
+    ModelConfig.from_hf_dict)."""
+    from pvlab.runtime import config
+
+    def _single_token_id(value):
+        return value if isinstance(value, int) else None                    # the defect: a list becomes None
+
+    with plant("eos_token_list_read_as_none", swap(config, "_single_token_id", _single_token_id)):
+        yield

@@ -177,3 +177,36 @@ def corpus_digest_ignores_paths():
 
     with plant("corpus_digest_ignores_paths", swap(corpus.Corpus, "digest", property(digest))):
         yield
+
+
+# ---- fourth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Fourth blind batch"; probes in tests/falsifiers/fourth_mutant_probes.py)
+
+
+@mutant("packed_pieces_do_not_overlap")
+def packed_pieces_do_not_overlap():
+    """pack_documents cuts a document longer than a row into pieces of seq_len + 1 tokens that
+    do not overlap (one starts where the last ended) instead of overlapping by one token: the
+    first token of every later piece is never a target, so a long document loses one
+    prediction per cut (and a piece of a single leftover token is dropped). Documents that fit
+    in a row are untouched.
+
+    Imitates cutting with stride seq_len + 1, the piece length, where stride seq_len belongs.
+    Seam: runtime.data.pack_documents (pieces cut before the packer sees them)."""
+    from pvlab.runtime import data
+
+    original = data.pack_documents
+
+    def pack_documents(documents, *, seq_len):
+        pieces = []
+        for document in documents:
+            document = list(document)
+            if len(document) <= seq_len + 1:
+                pieces.append(document)
+                continue
+            pieces += [document[start:start + seq_len + 1]                  # the defect: stride seq_len + 1
+                       for start in range(0, len(document), seq_len + 1)]
+        return original(pieces, seq_len=seq_len)
+
+    with plant("packed_pieces_do_not_overlap", swap(data, "pack_documents", pack_documents)):
+        yield

@@ -156,3 +156,26 @@ def fsdp_gradient_sync_left_off():
 
     with plant("fsdp_gradient_sync_left_off", swap(distributed, "gradient_sync", gradient_sync)):
         yield
+
+
+# ---- fourth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Fourth blind batch"; probes in tests/falsifiers/fourth_mutant_probes.py)
+
+
+@mutant("rank_sampler_reuses_first_epoch_order")
+def rank_sampler_reuses_first_epoch_order():
+    """The rank sampler draws every epoch's permutation as epoch 0's: the shards stay disjoint
+    and cover the data, but from the second epoch on every rank sees the same windows in the
+    same order, in the same batches, as in the first. Runs shorter than an epoch are untouched.
+
+    Imitates the DistributedSampler whose set_epoch() is never called. Seam:
+    runtime.distributed.shard_indices."""
+    from pvlab.runtime import distributed
+
+    original = distributed.shard_indices
+
+    def shard_indices(num_items, *, rank, world_size, seed, epoch):
+        return original(num_items, rank=rank, world_size=world_size, seed=seed, epoch=0)  # the defect
+
+    with plant("rank_sampler_reuses_first_epoch_order", swap(distributed, "shard_indices", shard_indices)):
+        yield

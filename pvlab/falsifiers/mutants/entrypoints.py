@@ -151,3 +151,42 @@ def resume_restarts_step_count():
 
 from . import behaviour  # noqa: E402,F401 - registers the planted bugs of fast-path-on-cpu and documented-behaviour
 #   (issue #26), for the same reason as the line above in domains.py
+
+
+# ---- fourth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Fourth blind batch"; probes in tests/falsifiers/fourth_mutant_probes.py)
+
+
+@mutant("tokenizer_trained_on_heldout_documents")
+def tokenizer_trained_on_heldout_documents():
+    """A fresh run's BPE tokenizer is trained on the whole corpus, held-out documents included,
+    instead of the training split alone: the split itself stays disjoint and verified, but the
+    vocabulary (its merges) was fitted on the text val_loss is measured on, so the held-out
+    score is flattered and the checkpoint's tokenizer is not the one its recipe describes. A
+    run given a tokenizer (fine-tuning, eval of a checkpoint) is untouched.
+
+    Imitates preprocessing fitted before the train/validation split (a tokenizer or vocabulary
+    built from every document). Seam: runtime.pretrain.prepare_data (the tokenizer is fitted
+    here and handed to the original)."""
+    import time
+
+    from pvlab.runtime import data
+
+    pretrain = _pretrain_module()
+    original = pretrain.prepare_data
+
+    def prepare_data(recipe, *, vocab_size, tokenizer=None):
+        if tokenizer is not None:
+            return original(recipe, vocab_size=vocab_size, tokenizer=tokenizer)
+        tick = time.monotonic()
+        train_documents, heldout_documents, _ = pretrain.split_corpus(recipe)
+        fitted = data.train_tokenizer(train_documents + heldout_documents,      # the defect: held-out text too
+                                      recipe.tokenizer_vocab_size or vocab_size)
+        seconds = time.monotonic() - tick
+        prepared = original(recipe, vocab_size=vocab_size, tokenizer=fitted)
+        prepared.seconds = {"corpus": prepared.seconds.get("corpus", 0.0), "tokenizer": seconds,
+                            "encode": prepared.seconds.get("encode", 0.0)}
+        return prepared
+
+    with plant("tokenizer_trained_on_heldout_documents", swap(pretrain, "prepare_data", prepare_data)):
+        yield

@@ -392,3 +392,32 @@ def sampling_temperature_multiplies_logits():
 
     with plant("sampling_temperature_multiplies_logits", swap(kernels, "sample_pick", sample_pick)):
         yield
+
+
+# ---- fourth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Fourth blind batch"; probes in tests/falsifiers/fourth_mutant_probes.py)
+
+
+@mutant("top_k_threshold_from_kthvalue")
+def top_k_threshold_from_kthvalue():
+    """Top-k sampling takes its threshold from torch.kthvalue(scaled, k), which is the k-th
+    *smallest* logit, not the k-th largest: only the k - 1 least likely tokens are removed, so
+    top_k=5 samples from almost the whole vocabulary (and top_k=1 is no longer greedy). Sampling
+    without top_k, and greedy decoding, are untouched.
+
+    Imitates reaching for torch.kthvalue where torch.topk(...).values[..., -1] is meant. Seam:
+    runtime.kernels.sample_pick."""
+    import torch
+
+    from pvlab.runtime import kernels
+
+    def sample_pick(logits, temperature, generator, top_k=None):
+        scaled = logits.float() / temperature
+        if top_k is not None and top_k < scaled.shape[-1]:
+            kth_best = torch.kthvalue(scaled, top_k, dim=-1, keepdim=True).values    # the defect: k-th smallest
+            scaled = scaled.masked_fill(scaled < kth_best, float("-inf"))
+        probabilities = kernels.softmax_reference(scaled)
+        return torch.multinomial(probabilities, num_samples=1, generator=generator).squeeze(-1)
+
+    with plant("top_k_threshold_from_kthvalue", swap(kernels, "sample_pick", sample_pick)):
+        yield

@@ -232,3 +232,51 @@ def batched_prompts_right_padded():
     with plant("batched_prompts_right_padded", swap(module, "generate_batch", generate_batch),
                swap(package, "generate_batch", generate_batch)):
         yield
+
+
+# ---- fourth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Fourth blind batch"; probes in tests/falsifiers/fourth_mutant_probes.py)
+
+
+@mutant("rope_rotates_cached_keys_at_newest_position")
+def rope_rotates_cached_keys_at_newest_position():
+    """The keys are rotated *after* the KV cache: the cache stores them unrotated, and the keys
+    it hands back (the cached ones and the new ones) are all rotated with the angles of the
+    step's newest position. Without a cache (training, eval, a forward over the whole sequence)
+    and for a prompt that fills an empty KVCache nothing changes; from the first decoded token
+    on, every key carries the query's own angle, so attention during decoding no longer sees
+    where any token stands (greedy decoding drifts from the uncached forward). The static cache
+    of runtime.graph_decode hands back its whole buffer, so there the prompt is hit too.
+
+    Imitates moving `apply_rope(k)` below `cache.update(...)` in a hand-written decoder (the
+    cache then holds raw keys, rotated again at each step with the current position only).
+    Seam: runtime.model.Attention.forward (both paths)."""
+    from pvlab.runtime import kernels, model
+
+    def forward(self, x, cos, sin, cache=None, mask=None):
+        batch, seq, _ = x.shape
+        if self.path == "fast" and self.fused_projections:
+            q, k, v = kernels.fused_linear_fast(x, [self.q_proj.weight, self.k_proj.weight, self.v_proj.weight],
+                                                [self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = q.view(batch, seq, self.num_heads, self.head_dim).transpose(1, 2)
+        k = k.view(batch, seq, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(batch, seq, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q = kernels.apply_rope(q, cos, sin)
+        if cache is not None:
+            k, v = cache.update(self.layer_index, k, v)                     # the defect: raw keys cached
+        if k.shape[-2] != cos.shape[-2]:                                    # keys from before this step:
+            cos, sin = cos[..., -1:, :], sin[..., -1:, :]                   # all take the newest angle
+        k = kernels.apply_rope(k, cos, sin)
+        if self.path == "fast":
+            y = self._attend_fast(q, k, v, mask)
+        elif mask is None:
+            y = kernels.attention_reference(q, k, v)
+        else:
+            y = kernels.attention_reference(q, k, v, mask)
+        y = y.transpose(1, 2).reshape(batch, seq, self.num_heads * self.head_dim)
+        return self.o_proj(y)
+
+    with plant("rope_rotates_cached_keys_at_newest_position", swap(model.Attention, "forward", forward)):
+        yield

@@ -280,3 +280,45 @@ def nonfinite_loss_step_still_applied():
 
     with plant("nonfinite_loss_step_still_applied", swap(Trainer, "_read_step", _read_step)):
         yield
+
+
+# ---- fourth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Fourth blind batch"; probes in tests/falsifiers/fourth_mutant_probes.py)
+
+
+@mutant("warmup_step_overshoots_peak")
+def warmup_step_overshoots_peak():
+    """The warmup branch is taken for step == warmup_steps too (`step <= warmup_steps`): the
+    first step after the warmup runs at peak * (W + 1) / W, above the peak (5 % above it for a
+    20-step warmup), and the cosine takes over one step later. Every other step's rate is right.
+
+    Imitates the `<=` / `<` slip at a schedule boundary. Seam: runtime.trainer.learning_rate."""
+    from pvlab.runtime import trainer
+
+    original = trainer.learning_rate
+
+    def learning_rate(step, *, peak, warmup_steps, total_steps, min_lr):
+        if warmup_steps and step == warmup_steps:                           # the defect: step <= warmup_steps
+            return peak * (step + 1) / warmup_steps
+        return original(step, peak=peak, warmup_steps=warmup_steps, total_steps=total_steps, min_lr=min_lr)
+
+    with plant("warmup_step_overshoots_peak", swap(trainer, "learning_rate", learning_rate)):
+        yield
+
+
+@mutant("final_norm_weight_decayed")
+def final_norm_weight_decayed():
+    """The decay policy is a list of name fragments, ("bias", "layernorm.weight"), instead of the
+    parameter's rank: the per-layer norms and the biases are exempt, but the final norm,
+    `model.norm.weight`, matches neither fragment and is decayed towards zero with the matrices.
+
+    Imitates the `no_decay = ["bias", "LayerNorm.weight"]` grouping of the transformers example
+    scripts, adapted to Qwen2/Llama names that it does not all cover. Seam:
+    runtime.trainer.decays."""
+    from pvlab.runtime import trainer
+
+    def decays(name, parameter):
+        return not any(fragment in name for fragment in ("bias", "layernorm.weight"))  # the defect: by name
+
+    with plant("final_norm_weight_decayed", swap(trainer, "decays", decays)):
+        yield
