@@ -58,6 +58,8 @@ from pv.ledger import LedgerRecord, _sanitize
 # Keyword arguments whose literal values are prose or lists the definition does not cover.
 _PROSE_KEYWORDS = frozenset({"if_fails", "contract_version", "devices", "subjects", "subject_sha256"})
 NO_IDENTITY = "recorded before pv recorded what ran (no test identity)"
+RENDERS_OTHER = "the test that ran is not what `pv generate` renders from the current contract"
+SIBLING_OTHER = "a sibling test that ran is not rendered from the current contract"
 
 
 def _is_prose(node: ast.stmt) -> bool:
@@ -162,6 +164,33 @@ def _test3_parts(source: str | bytes, function: str) -> tuple[ast.Module, list[a
     return ast.Module(body=body, type_ignores=[]), templates
 
 
+def _test4_parts(source: str | bytes, function: str) -> tuple[ast.Module, list[ast.AST]] | None:
+    """What test `function`'s "test4" digest covers and what its record lists: (the module's
+    statements other than test functions (_is_test_name), and the function itself, each whole
+    (`_Own`) and in order; the template of every test function of the module, its own included,
+    as in _test3_parts). None when the module does not parse or has no such function. (The
+    definition; _TestModule gives the same texts.)"""
+    try:
+        own_tree, shape_tree = ast.parse(source), ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    body: list[ast.stmt] = []
+    templates: list[ast.AST] = []
+    for own, shape in zip(own_tree.body, shape_tree.body):
+        if _is_prose(own):
+            continue
+        is_test = isinstance(own, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_test_name(own.name)
+        if is_test:
+            template = _Shape().visit(shape)
+            template.name = None  # type: ignore[attr-defined]
+            templates.append(template)
+        if not is_test or own.name == function:  # type: ignore[attr-defined]
+            body.append(_Own().visit(own))
+    if not any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function for node in body):
+        return None
+    return ast.Module(body=body, type_ignores=[]), templates
+
+
 class _TestModule:
     """A generated module, parsed once for the digests of all its tests. _test_tree's tree of a
     test is the module's statements, each either as its own (`_Own`) or, for another test
@@ -184,6 +213,7 @@ class _TestModule:
             self.shape.append(_Shape().visit(shape) if is_def else None)
         self._texts: dict[tuple[str, int, bool], str] = {}
         self._templates: str | None = None
+        self._template_digests: tuple[str, ...] | None = None
 
     def _text(self, kind: str, index: int, own: bool, text_of: Any) -> str:
         key = (kind, index, own)
@@ -213,6 +243,33 @@ class _TestModule:
                 for i, name in enumerate(self.names) if name is not None}))
         # the canonical texts of ast.Module(body=<whole>) and of the list of templates
         return "Module(body=[" + "".join(whole) + "])templates=[" + self._templates + "]"
+
+    def test4_text(self, function: str) -> str | None:
+        """The canonical text "test4" digests (_test4_parts): the module's statements other than
+        test functions, and test `function` itself, each whole and in order; None when the module
+        has no such function."""
+        from pv.codebind import _canonical as canonical_text
+
+        if function not in self.names:
+            return None
+        whole = [self._text("canonical", i, True, canonical_text) for i, name in enumerate(self.names)
+                 if name is None or name == function or not _is_test_name(name)]
+        return "Module(body=[" + "".join(whole) + "])"
+
+    def template_digests(self) -> tuple[str, ...]:
+        """The sorted distinct digests of the templates of the module's test functions."""
+        from pv.codebind import _canonical as canonical_text
+
+        if self._template_digests is None:
+            self._template_digests = tuple(sorted({
+                _template_digest(_template_text(self._text("canonical", i, False, canonical_text), self.shape[i]))
+                for i, name in enumerate(self.names) if name is not None and _is_test_name(name)}))
+        return self._template_digests
+
+
+def _template_digest(text: str) -> str:
+    """The digest of a template's canonical text, as records list them (`test_templates`)."""
+    return hashlib.sha256(("template:" + text).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _is_test_name(name: str) -> bool:
@@ -247,11 +304,29 @@ def _test_module(source: str | bytes) -> _TestModule | None:
     return _TestModule(own_tree, shape_tree)
 
 
-def test_sha256(source: str | bytes, function: str) -> str | None:
+def test4_sha256(source: str | bytes, function: str) -> str | None:
     """The digest of test `function` in a generated module's `source`, as records carry it now:
-    "test3:" + pv.codebind's canonical text (node types and non-empty fields, the same on every
-    Python) of what _test3_parts covers. None when the module does not parse or has no such
-    function."""
+    "test4:" + pv.codebind's canonical text (node types and non-empty fields, the same on every
+    Python) of the statements _test4_parts counts whole. None when the module does not parse or
+    has no such function."""
+    module = _test_module(source)
+    text = None if module is None else module.test4_text(function)
+    if text is None:
+        return None
+    return hashlib.sha256(("test4:" + text).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def template_digests(source: str | bytes) -> list[str] | None:
+    """The sorted distinct digests of the templates of the test functions of a generated
+    module's `source` (a record's `test_templates`); None when the module does not parse."""
+    module = _test_module(source)
+    return None if module is None else list(module.template_digests())
+
+
+def test_sha256(source: str | bytes, function: str) -> str | None:
+    """The "test3" digest of test `function` in a generated module's `source`, the one records
+    made before "test4" carry: "test3:" + pv.codebind's canonical text of what _test3_parts
+    covers. None when the module does not parse or has no such function."""
     module = _test_module(source)
     text = None if module is None else module.test3_text(function)
     if text is None:
@@ -383,6 +458,8 @@ class EvidenceCheck:
         self._expected: dict[tuple[str, str], tuple[str, str | None] | None] = {}
         # (contract, falsifier, the record's Python; None: "test2") -> the digest an older record carries
         self._older_digests: dict[tuple[str, str, str | None], str | None] = {}
+        # (contract, falsifier) -> ("test4" digest, the module's template digests) rendered now
+        self._test4: dict[tuple[str, str], tuple[str | None, frozenset[str]]] = {}
         self._planted: dict[str, tuple[str, ...] | None] | None = None  # mutant -> its `runtimes=`
         # id of a falsifier -> (the falsifier, kept so that its id stays its own; its defined_texts)
         self._defined: dict[int, tuple[Any, tuple[str, str, str]]] = {}
@@ -443,6 +520,19 @@ class EvidenceCheck:
                 self._expected[key] = (f"{module}::{function}", test_sha256(text, function))
         return self._expected[key]
 
+    def current(self, contract_id: str, falsifier_id: str) -> tuple[str | None, frozenset[str]]:
+        """("test4" digest, the digests of the module's test templates) of the falsifier's
+        generated test as `pv generate` renders it now ((None, empty) when it cannot be rendered)."""
+        key = (contract_id, falsifier_id)
+        if key not in self._test4:
+            from pv.codegen import function_name
+
+            text = self._render(contract_id)
+            function = function_name(falsifier_id)
+            self._test4[key] = ((None, frozenset()) if text is None else
+                                (test4_sha256(text, function), frozenset(template_digests(text) or ())))
+        return self._test4[key]
+
     def _older(self, record: LedgerRecord, falsifier_id: str, test2: bool) -> str | None:
         """The digest a record made before "test3" digests carries if it ran the current generated
         test: its "test2" digest (`test2`), or, older still, ast.dump's as the record's Python
@@ -469,47 +559,54 @@ class EvidenceCheck:
         node = record.test_node
         if not (node == prefix or node.startswith(prefix + "[")):
             return f"not run by the contract's generated test ({node} ran, not {prefix})"
-        # Records made before "test3" digests carry an older digest of the same test; computed only
-        # when the current one differs (most records carry the current one once re-run)
-        if (record.test_sha256 != digest and record.test_sha256 != self._older(record, falsifier.id, test2=True)
+        if record.test_templates is not None:  # "test4": its own test whole, its siblings a subset
+            own, templates = self.current(record.contract, falsifier.id)
+            if record.test_sha256 != own:
+                return RENDERS_OTHER
+            if not templates.issuperset(record.test_templates):
+                return SIBLING_OTHER
+        # Records made before "test4" carry an older digest of the same test: "test3", else older
+        # still (computed only when "test3" differs)
+        elif (record.test_sha256 != digest and record.test_sha256 != self._older(record, falsifier.id, test2=True)
                 and record.test_sha256 != self._older(record, falsifier.id, test2=False)):
-            return "the test that ran is not what `pv generate` renders from the current contract"
+            return RENDERS_OTHER
         if id(falsifier) not in self._defined:
             self._defined[id(falsifier)] = (falsifier, defined_texts(falsifier))
         return judged_differs(record, falsifier, self._defined[id(falsifier)][1])
 
 
-def ran_test(workspace: Any, path: Path, name: str, function: str, contract: str | None,
-             falsifier: str | None, source: str | None) -> tuple[str | None, str | None, str | None]:
-    """(test_node, test_sha256, why it is not recorded) for a falsifier test pytest ran from
-    `path` (`name`: its pytest name; `function`: its function; `source`: the file as collected,
-    None if pv's plugin did not see it collected). Only the generated module of the marker's
-    contract, and the function of the marker's falsifier, may record evidence."""
+def ran_test(workspace: Any, path: Path, name: str, function: str, contract: str | None, falsifier: str | None,
+             source: str | None) -> tuple[str | None, str | None, list[str] | None, str | None]:
+    """(test_node, test_sha256 ("test4"), test_templates, why it is not recorded) for a
+    falsifier test pytest ran from `path` (`name`: its pytest name; `function`: its function;
+    `source`: the file as collected, None if pv's plugin did not see it collected). Only the
+    generated module of the marker's contract, and the function of the marker's falsifier, may
+    record evidence."""
     from pv.codegen import function_name, module_name
 
     node = f"{workspace.rel(path)}::{name}"
     if contract is None or falsifier is None:
-        return node, None, "its marker names no contract or falsifier"
+        return node, None, None, "its marker names no contract or falsifier"
     try:
         expected_path = workspace.generated_dir / module_name(contract)
         expected_function = function_name(falsifier)
     except ValueError:
-        return node, None, "its marker names no valid contract or falsifier"
+        return node, None, None, "its marker names no valid contract or falsifier"
     try:
         same_file = Path(path).resolve() == expected_path.resolve()
     except (OSError, RuntimeError):
         same_file = False
     if not same_file:
-        return node, None, (f"{workspace.rel(path)} is not the generated test module of contract {contract} "
-                            f"({workspace.rel(expected_path)})")
+        return node, None, None, (f"{workspace.rel(path)} is not the generated test module of contract "
+                                  f"{contract} ({workspace.rel(expected_path)})")
     if function != expected_function:
-        return node, None, f"{function} is not the generated test of {falsifier} ({expected_function})"
+        return node, None, None, f"{function} is not the generated test of {falsifier} ({expected_function})"
     if source is None:
-        return node, None, "pv's plugin did not see the module collected, so cannot digest what ran"
-    digest = test_sha256(source, function)
+        return node, None, None, "pv's plugin did not see the module collected, so cannot digest what ran"
+    digest = test4_sha256(source, function)
     if digest is None:
-        return node, None, "the module that ran has no such test function"
-    return node, digest, None
+        return node, None, None, "the module that ran has no such test function"
+    return node, digest, template_digests(source), None
 
 
 def cells_option(selected: Any) -> str:
