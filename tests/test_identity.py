@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pv import identity
+from pv import identity, testdigest
 from pv.ledger import Verdict, make_record
 from pv_workspace import cli, falsifier, make_workspace
 
@@ -148,13 +148,13 @@ def test_a_module_without_the_function_or_not_python_has_no_digest(digest):
 
 
 def defined_test3_digest(text: str, function: str, add_empty_type_params: bool = False) -> str | None:
-    """The "test3" digest from identity._test3_parts, the definition of what it covers."""
+    """The "test3" digest from testdigest._test3_parts, the definition of what it covers."""
     import ast
     import hashlib
 
     from pv.codebind import _canonical
 
-    parts = identity._test3_parts(text, function)
+    parts = testdigest._test3_parts(text, function)
     if parts is None:
         return None
     whole, templates = parts
@@ -167,12 +167,12 @@ def defined_test3_digest(text: str, function: str, add_empty_type_params: bool =
 
 
 def defined_test4(text: str, function: str) -> tuple[str, list[str]] | tuple[None, None]:
-    """(the "test4" digest, the template digests) from identity._test4_parts, the definition."""
+    """(the "test4" digest, the template digests) from testdigest._test4_parts, the definition."""
     import hashlib
 
     from pv.codebind import _canonical
 
-    parts = identity._test4_parts(text, function)
+    parts = testdigest._test4_parts(text, function)
     if parts is None:
         return None, None
     whole, templates = parts
@@ -185,7 +185,7 @@ def test_the_digest_is_the_same_whatever_empty_fields_this_python_gives_a_functi
     made evidence recorded on a 3.12 GPU machine STALE on 3.11. Empty fields are left out."""
     import ast
 
-    tree = identity._test_tree(module(), "test_falsify_a")
+    tree = testdigest._test_tree(module(), "test_falsify_a")
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
             node.type_params = []  # what 3.12 adds
@@ -223,7 +223,7 @@ def test_an_older_records_digest_is_recomputed_as_its_python_printed_it():
 @pytest.mark.parametrize("function", ["test_falsify_a", "test_falsify_b", "test_helper", "helper", "test_absent"])
 def test_the_digests_of_a_module_parsed_once_are_those_of_each_tests_own_tree(function):
     """test_sha256, test2_sha256 and legacy_test_sha256 join the texts of statements transformed
-    once for the whole module (identity._TestModule; a template's text read off its shape's):
+    once for the whole module (testdigest._TestModule; a template's text read off its shape's):
     each equals the digest of what _test3_parts and _test_tree prune for that one test, which
     define what a test's digests cover."""
     import hashlib
@@ -232,7 +232,7 @@ def test_the_digests_of_a_module_parsed_once_are_those_of_each_tests_own_tree(fu
 
     text = module(b_extra="\n\ndef test_helper():\n    import pv.expr\n    pv.expr.judge = None\n"
                           "\n\nasync def helper():\n    pass\n")
-    tree = identity._test_tree(text, function)
+    tree = testdigest._test_tree(text, function)
     assert identity.test_sha256(text, function) == defined_test3_digest(text, function)
     digest, templates = defined_test4(text, function)
     assert identity.test4_sha256(text, function) == digest
@@ -244,8 +244,8 @@ def test_the_digests_of_a_module_parsed_once_are_those_of_each_tests_own_tree(fu
         assert identity.legacy_test_sha256(text, function, "3.12.3") is None
         return
     assert identity.test2_sha256(text, function) == hashlib.sha256(("test2:" + _canonical(tree)).encode()).hexdigest()
-    for python, extra in (("3.11.7", {}), ("3.12.3", identity._LEGACY_EXTRA_FIELDS[(3, 12)])):
-        dumped = identity._legacy_dump(identity._test_tree(text, function), extra)
+    for python, extra in (("3.11.7", {}), ("3.12.3", testdigest._LEGACY_EXTRA_FIELDS[(3, 12)])):
+        dumped = testdigest._legacy_dump(testdigest._test_tree(text, function), extra)
         assert identity.legacy_test_sha256(text, function, python) == hashlib.sha256(dumped.encode()).hexdigest()
 
 
