@@ -1,6 +1,6 @@
 """The canonical text of a syntax tree, written out recursively: the hot path of every digest.
 
-pv.codebind (module digests, test digests through pv.identity) and pv.codeunits (unit digests)
+pv.codebind (module digests, test digests through pv.testdigest) and pv.codeunits (unit digests)
 define the text with an explicit work stack, which no nesting depth can break. Walking the
 stack (a tuple pushed and popped for every field and node, `ast.iter_fields` generators) cost
 twice what the same walk costs as plain recursion, and a cold `pv validate` digests every

@@ -29,9 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # 2: records may carry code_digests, git_commit_source and merged_from; 3: subject and
 # subject_digest; 4: executed_code, code_origins and binding_problems; 5: test_node, test_sha256,
-# judged_params, judged_tolerance; 6: runtime and runtime_version; 7: binding (all optional, so
-# older lines still read).
-LEDGER_SCHEMA_VERSION = 7
+# judged_params, judged_tolerance; 6: runtime and runtime_version; 7: binding; 8: test_templates
+# (all optional, so older lines still read).
+LEDGER_SCHEMA_VERSION = 8
 # A record is a flat object with a few small mappings; anything nested deeper is not ours.
 MAX_DEPTH = 16
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
@@ -111,8 +111,11 @@ class LedgerRecord(BaseModel):
     # What ran (pv.identity): the test (`<path from the workspace root>::<pytest name>`), the
     # digest of that test as collected, and the params and tolerance numbers the harness judged
     # (`prediction` above is the prediction it judged). None on older records: they never count.
+    # test_templates: the sorted digests of the distinct templates of the module's tests as it
+    # ran; with it, test_sha256 is the "test4" digest (None on records made before: "test3" or older).
     test_node: str | None = None
     test_sha256: str | None = None
+    test_templates: list[str] | None = None
     judged_params: dict[str, Any] | None = None
     judged_tolerance: dict[str, Any] | None = None
 

@@ -47,9 +47,11 @@ class Outcome:
     contract_version: str | None = None
     falsifier_sha256: str | None = None
     nodeid: str | None = None
-    # What ran (pv.identity): the test's node and digest (the plugin), and what the harness judged.
+    # What ran (pv.identity): the test's node, digest and its module's test templates (the plugin),
+    # and what the harness judged.
     test_node: str | None = None
     test_sha256: str | None = None
+    test_templates: list[str] | None = None
     judged_params: dict[str, Any] | None = None
     judged_tolerance: dict[str, Any] | None = None
     # Set once the record is written.
@@ -98,6 +100,7 @@ class Outcome:
             binding=self.binding,
             test_node=self.test_node,
             test_sha256=self.test_sha256,
+            test_templates=self.test_templates,
             judged_params=self.judged_params,
             judged_tolerance=self.judged_tolerance,
             **provenance,

@@ -459,7 +459,7 @@ def _identify_test(state: _State, item: pytest.Item, outcome: Any) -> str | None
     path = Path(str(item.path))
     function = getattr(item, "originalname", None) or item.name
     source = state.sources.get(str(path.resolve()))
-    outcome.test_node, outcome.test_sha256, refused = identity.ran_test(
+    outcome.test_node, outcome.test_sha256, outcome.test_templates, refused = identity.ran_test(
         ws, path, item.name, function, outcome.contract, outcome.falsifier, source)
     return refused
 

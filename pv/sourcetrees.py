@@ -7,7 +7,7 @@ of the same bytes gives the same tree (the file name and the recursion budget a 
 with change only how a parse fails), so a reader that only reads a tree may take the one another
 reader made.
 
-Only trees that nobody changes are shared: a reader that transforms a tree (pv.identity,
+Only trees that nobody changes are shared: a reader that transforms a tree (pv.testdigest,
 pv.codebind.digest_source) parses its own. Trees are held weakly: one is shared while the
 reader that made it keeps it (pv.staticcheck's index lives for the whole validation), never
 kept alive for the process.

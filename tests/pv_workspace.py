@@ -247,8 +247,10 @@ def what_ran(root: Path, loaded: Any, fid: str, device: str = "cpu", subject: st
 
     ws = load_workspace(root)
     f = loaded.contract.falsifier(fid)
-    prefix, digest = identity.EvidenceCheck(ws, [loaded]).expected(loaded.contract.metadata.id, fid)
+    check = identity.EvidenceCheck(ws, [loaded])
+    prefix, _ = check.expected(loaded.contract.metadata.id, fid)
+    digest, templates = check.current(loaded.contract.metadata.id, fid)
     name = codegen.test_name(fid, device, subject).split("[", 1)[1]
     override = f.tolerance.model_dump(exclude_none=True) if f.tolerance else None
-    return {"test_node": f"{prefix}[{name}", "test_sha256": digest, "judged_params": dict(f.params),
-            "judged_tolerance": identity.tolerance_numbers(override)}
+    return {"test_node": f"{prefix}[{name}", "test_sha256": digest, "test_templates": sorted(templates),
+            "judged_params": dict(f.params), "judged_tolerance": identity.tolerance_numbers(override)}

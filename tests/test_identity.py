@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pv import identity
+from pv import identity, testdigest
 from pv.ledger import Verdict, make_record
 from pv_workspace import cli, falsifier, make_workspace
 
@@ -134,11 +134,14 @@ def test_the_order_of_the_modules_tests_does_not_count_in_test3():
     assert identity.test2_sha256(moved, "test_falsify_a") != identity.test2_sha256(module(), "test_falsify_a")
 
 
-def test_a_falsifier_added_with_a_template_the_module_lacks_changes_the_others_digest():
-    """A new check is a new template: code no test of the module ran before (the other records
-    need a re-run; docs/status.md says so)."""
+def test_a_falsifier_added_with_a_template_the_module_lacks_changes_the_others_test3_digest_only():
+    """A new check is a new template: it changed the "test3" digest of the other tests (their
+    records made before "test4" need a re-run; docs/status.md says so); their "test4" digest
+    stays, and the templates that ran before are a subset of those after."""
     alone = without_b(module())
     assert identity.test_sha256(module(), "test_falsify_a") != identity.test_sha256(alone, "test_falsify_a")
+    assert identity.test4_sha256(module(), "test_falsify_a") == identity.test4_sha256(alone, "test_falsify_a")
+    assert set(identity.template_digests(alone)) < set(identity.template_digests(module()))
 
 
 @DIGESTS
@@ -148,13 +151,13 @@ def test_a_module_without_the_function_or_not_python_has_no_digest(digest):
 
 
 def defined_test3_digest(text: str, function: str, add_empty_type_params: bool = False) -> str | None:
-    """The "test3" digest from identity._test3_parts, the definition of what it covers."""
+    """The "test3" digest from testdigest._test3_parts, the definition of what it covers."""
     import ast
     import hashlib
 
     from pv.codebind import _canonical
 
-    parts = identity._test3_parts(text, function)
+    parts = testdigest._test3_parts(text, function)
     if parts is None:
         return None
     whole, templates = parts
@@ -166,12 +169,26 @@ def defined_test3_digest(text: str, function: str, add_empty_type_params: bool =
     return hashlib.sha256(("test3:" + text).encode()).hexdigest()
 
 
+def defined_test4(text: str, function: str) -> tuple[str, list[str]] | tuple[None, None]:
+    """(the "test4" digest, the template digests) from testdigest._test4_parts, the definition."""
+    import hashlib
+
+    from pv.codebind import _canonical
+
+    parts = testdigest._test4_parts(text, function)
+    if parts is None:
+        return None, None
+    whole, templates = parts
+    digest = hashlib.sha256(("test4:" + _canonical(whole)).encode()).hexdigest()
+    return digest, sorted({hashlib.sha256(("template:" + _canonical(t)).encode()).hexdigest() for t in templates})
+
+
 def test_the_digest_is_the_same_whatever_empty_fields_this_python_gives_a_function():
     """Python 3.12 gave every function an always-empty `type_params`; a digest that printed it
     made evidence recorded on a 3.12 GPU machine STALE on 3.11. Empty fields are left out."""
     import ast
 
-    tree = identity._test_tree(module(), "test_falsify_a")
+    tree = testdigest._test_tree(module(), "test_falsify_a")
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
             node.type_params = []  # what 3.12 adds
@@ -209,7 +226,7 @@ def test_an_older_records_digest_is_recomputed_as_its_python_printed_it():
 @pytest.mark.parametrize("function", ["test_falsify_a", "test_falsify_b", "test_helper", "helper", "test_absent"])
 def test_the_digests_of_a_module_parsed_once_are_those_of_each_tests_own_tree(function):
     """test_sha256, test2_sha256 and legacy_test_sha256 join the texts of statements transformed
-    once for the whole module (identity._TestModule; a template's text read off its shape's):
+    once for the whole module (testdigest._TestModule; a template's text read off its shape's):
     each equals the digest of what _test3_parts and _test_tree prune for that one test, which
     define what a test's digests cover."""
     import hashlib
@@ -218,16 +235,20 @@ def test_the_digests_of_a_module_parsed_once_are_those_of_each_tests_own_tree(fu
 
     text = module(b_extra="\n\ndef test_helper():\n    import pv.expr\n    pv.expr.judge = None\n"
                           "\n\nasync def helper():\n    pass\n")
-    tree = identity._test_tree(text, function)
+    tree = testdigest._test_tree(text, function)
     assert identity.test_sha256(text, function) == defined_test3_digest(text, function)
+    digest, templates = defined_test4(text, function)
+    assert identity.test4_sha256(text, function) == digest
+    if templates is not None:
+        assert identity.template_digests(text) == templates
     if tree is None:
         assert identity.test_sha256(text, function) is None
         assert identity.test2_sha256(text, function) is None
         assert identity.legacy_test_sha256(text, function, "3.12.3") is None
         return
     assert identity.test2_sha256(text, function) == hashlib.sha256(("test2:" + _canonical(tree)).encode()).hexdigest()
-    for python, extra in (("3.11.7", {}), ("3.12.3", identity._LEGACY_EXTRA_FIELDS[(3, 12)])):
-        dumped = identity._legacy_dump(identity._test_tree(text, function), extra)
+    for python, extra in (("3.11.7", {}), ("3.12.3", testdigest._LEGACY_EXTRA_FIELDS[(3, 12)])):
+        dumped = testdigest._legacy_dump(testdigest._test_tree(text, function), extra)
         assert identity.legacy_test_sha256(text, function, python) == hashlib.sha256(dumped.encode()).hexdigest()
 
 
@@ -319,12 +340,14 @@ def test_the_honest_generated_test_counts(ws):
     assert status_of(ws, "FALSIFY-DEMO-002")["state"] == "DISCHARGED"
 
 
-def test_pvs_plugin_records_the_test3_digest_of_what_ran(ws):
+def test_pvs_plugin_records_the_test4_digest_and_the_templates_of_what_ran(ws):
     assert ws.pytest("generated_tests", "-k", "demo_002").returncode == 0
     source = (ws.generated / "test_demo.py").read_text()
-    digest = ws.records()[-1].test_sha256
-    assert digest == defined_test3_digest(source, "test_falsify_demo_002")
-    assert digest != identity.test2_sha256(source, "test_falsify_demo_002")
+    record = ws.records()[-1]
+    assert (record.test_sha256, record.test_templates) == defined_test4(source, "test_falsify_demo_002")
+    assert record.test_sha256 != identity.test_sha256(source, "test_falsify_demo_002")  # not "test3"
+    assert len(record.test_templates) == 1  # 001 and 002 call one check the same way
+    assert status_of(ws, "FALSIFY-DEMO-002")["state"] == "DISCHARGED"
 
 
 # --- a falsifier added to or removed from a contract ---------------------------------------------
@@ -338,17 +361,36 @@ def regenerate(ws, falsifiers: list) -> None:
     assert cli("generate")("--check").exit_code == 0
 
 
+def as_test3(ws, record, source: str):
+    """`record` as pv wrote it before "test4": the "test3" digest of `source`, no templates."""
+    from pv.codegen import function_name
+
+    return record.model_copy(update={"test_templates": None,
+                                     "test_sha256": identity.test_sha256(source, function_name(record.falsifier))})
+
+
+def keep_only(ws, records) -> None:
+    from pv.ledger import append
+
+    ws.ledger.write_text("")
+    append(ws.ledger, records)
+
+
+@pytest.mark.parametrize("digest", ["test4", "test3"])
 @pytest.mark.parametrize("change", ["added", "removed"])
-def test_a_falsifier_added_or_removed_leaves_the_other_falsifiers_records_counting(ws, change):
+def test_a_falsifier_added_or_removed_leaves_the_other_falsifiers_records_counting(ws, change, digest):
     """The FAIL of 001 and the PASS of 002 were recorded by the module as rendered before; a
     falsifier of the same template added to the contract (or removed from it) changes what `pv
-    generate` renders, but not what 001's and 002's records are evidence for."""
+    generate` renders, but not what 001's and 002's records are evidence for (records made
+    before "test4" included)."""
     if change == "removed":
         regenerate(ws, [*DEMO, THIRD])
     assert ws.pytest("generated_tests").returncode == 1  # 001 FAILs
     verdicts = {r.falsifier: r.verdict.value for r in ws.records()}
     assert (verdicts["FALSIFY-DEMO-001"], verdicts["FALSIFY-DEMO-002"]) == ("FAIL", "PASS")
     before = (ws.generated / "test_demo.py").read_text()
+    if digest == "test3":
+        keep_only(ws, [as_test3(ws, r, before) for r in ws.records() if r.falsifier != THIRD["id"]])
     regenerate(ws, [*DEMO, THIRD] if change == "added" else DEMO)
     assert (ws.generated / "test_demo.py").read_text() != before
     assert status_of(ws, "FALSIFY-DEMO-001")["state"] == "FALSIFIED"
@@ -357,20 +399,134 @@ def test_a_falsifier_added_or_removed_leaves_the_other_falsifiers_records_counti
         assert status_of(ws, "FALSIFY-DEMO-003")["state"] == "PENDING"
 
 
-def test_a_record_made_while_another_falsifiers_test_ran_extra_code_never_counts(ws):
+@pytest.mark.parametrize("digest", ["test4", "test3"])
+def test_a_record_made_while_another_falsifiers_test_ran_extra_code_never_counts(ws, digest):
     """The generated module edited so that 001's test also sets a global (it could patch the
-    runtime 002's check runs), 002 run, the module restored: 002's PASS is refused."""
+    runtime 002's check runs), 002 run, the module restored: 002's PASS is refused. ("test4":
+    as pv's plugin writes it now; "test3": a record made before, judged as before.)"""
     module = ws.generated / "test_demo.py"
     honest = module.read_text()
     line = "    falsify(loss, device=device, falsifier='FALSIFY-DEMO-001'"
     assert honest.count(line) == 1
-    module.write_text(honest.replace(line, "    import os\n    os.environ['PATCHED'] = '1'\n" + line))
+    patched = honest.replace(line, "    import os\n    os.environ['PATCHED'] = '1'\n" + line)
+    module.write_text(patched)
     assert ws.pytest("generated_tests", "-k", "demo_002").returncode == 0
     module.write_text(honest)
     assert cli("generate")("--check").exit_code == 0
+    record = ws.records()[-1]
+    if digest == "test3":
+        keep_only(ws, [as_test3(ws, record, patched)])
+    else:  # its own test ran as rendered: only the sibling's template is not the module's
+        assert record.test_sha256 == identity.test4_sha256(honest, "test_falsify_demo_002")
+        assert not set(record.test_templates) <= set(identity.template_digests(honest))
     state = status_of(ws, "FALSIFY-DEMO-002")
     assert state["state"] == "STALE"
-    assert "not what `pv generate` renders" in state["devices"]["cpu"]["stale_because"][0]
+    assert state["devices"]["cpu"]["stale_because"][0] == "not counted: " + (
+        identity.SIBLING_OTHER if digest == "test4" else identity.RENDERS_OTHER)
+
+
+# A falsifier calling a check no other falsifier of the contract calls: a template new to the module.
+NEW_CHECK = falsifier("FALSIFY-DEMO-004", check="basic:boom", prediction="x < 1")
+
+
+def test_a_test4_record_keeps_counting_when_a_falsifier_with_a_new_check_is_added(ws):
+    """The subset rule: 001's FAIL and 002's PASS ran with the module's templates then; the
+    falsifier added since brings a template that did not run with them (so cannot have changed
+    their verdicts). "test3" records of the same runs go STALE, as before."""
+    assert ws.pytest("generated_tests").returncode == 1
+    before = (ws.generated / "test_demo.py").read_text()
+    fail, pass_ = ws.records()
+    assert fail.test_templates == pass_.test_templates and len(fail.test_templates) == 1
+    regenerate(ws, [*DEMO, NEW_CHECK])
+    after = (ws.generated / "test_demo.py").read_text()
+    assert len(identity.template_digests(after)) == 2  # a new template
+    assert identity.test_sha256(after, "test_falsify_demo_002") != identity.test_sha256(before, "test_falsify_demo_002")
+    assert status_of(ws, "FALSIFY-DEMO-001")["state"] == "FALSIFIED"
+    assert status_of(ws, "FALSIFY-DEMO-002")["state"] == "DISCHARGED"
+    assert status_of(ws, "FALSIFY-DEMO-004")["state"] == "PENDING"
+    keep_only(ws, [as_test3(ws, fail, before), as_test3(ws, pass_, before)])  # records pv made before "test4"
+    for fid in ("FALSIFY-DEMO-001", "FALSIFY-DEMO-002"):
+        state = status_of(ws, fid)
+        assert state["state"] == "STALE" and state["devices"]["cpu"]["stale_because"][0] == "not counted: " + identity.RENDERS_OTHER
+
+
+def test_a_test4_record_is_refused_once_a_sibling_whose_template_ran_is_removed(ws):
+    """The falsifier of the new check ran beside 002 (in the same module, so in the same
+    session), then was removed from the contract: its code is no longer pv's, so 002's PASS no
+    longer counts; re-added, the PASS counts again."""
+    regenerate(ws, [*DEMO, NEW_CHECK])
+    assert ws.pytest("generated_tests", "-k", "demo_002").returncode == 0
+    assert len(ws.records()[-1].test_templates) == 2
+    assert status_of(ws, "FALSIFY-DEMO-002")["state"] == "DISCHARGED"
+    regenerate(ws, DEMO)
+    state = status_of(ws, "FALSIFY-DEMO-002")
+    assert state["state"] == "STALE"
+    assert state["devices"]["cpu"]["stale_because"][0] == "not counted: " + identity.SIBLING_OTHER
+    regenerate(ws, [*DEMO, NEW_CHECK])
+    assert status_of(ws, "FALSIFY-DEMO-002")["state"] == "DISCHARGED"
+
+
+@pytest.mark.parametrize("change", [{"prediction": "val_loss < 0.5 * ln(vocab_size)"}, {"params": {"loss": 0.5}}])
+def test_a_test4_record_is_refused_when_its_own_falsifier_changes(ws, change):
+    """002's own test changed (a new bound or params): its record ran another own test, whatever
+    the templates say (002 keeps its template: only its literals changed)."""
+    from pv.loader import load_contract
+
+    assert ws.pytest("generated_tests", "-k", "demo_002").returncode == 0
+    record = ws.records()[-1]
+    regenerate(ws, [DEMO[0], {**DEMO[1], **change}])
+    after = (ws.generated / "test_demo.py").read_text()
+    assert set(record.test_templates) == set(identity.template_digests(after))
+    loaded, _ = load_contract(ws.contracts / "demo-v1.yaml")
+    check = identity.EvidenceCheck(ws.workspace(), [loaded])
+    assert check.refuses(record, loaded.contract.falsifier("FALSIFY-DEMO-002")) == identity.RENDERS_OTHER
+    assert status_of(ws, "FALSIFY-DEMO-002")["state"] == "STALE"
+
+
+def test_test4_covers_the_own_test_and_the_other_statements_whole_and_the_tests_as_templates():
+    """What the subset rule stands on: a sibling's new bound changes neither the digest nor the
+    templates; code in a sibling changes the templates; a sibling renamed to a function pytest
+    calls itself is no test and counts whole; the own test's and the imports' changes count."""
+    text = module()
+    digest, templates = identity.test4_sha256(text, "test_falsify_a"), identity.template_digests(text)
+    assert digest is not None and len(templates) == 2
+    assert identity.test4_sha256(without_b(text), "test_falsify_a") == digest  # B removed: not in it
+    bound = module(b_prediction="y < 3")
+    assert (identity.test4_sha256(bound, "test_falsify_a"), identity.template_digests(bound)) == (digest, templates)
+    patched = text.replace(B_BODY, B_BODY + "    import pv.expr\n    pv.expr.judge = None\n")
+    assert identity.test4_sha256(patched, "test_falsify_a") == digest
+    assert not set(identity.template_digests(patched)) <= set(templates)
+    hook = text.replace("def test_falsify_b(", "def setup_function(")
+    assert identity.test4_sha256(hook, "test_falsify_a") != digest
+    assert identity.test4_sha256(text.replace("params={'n': 1}", "params={'n': 2}"), "test_falsify_a") != digest
+    imports = text.replace("from pv.harness import falsifier_marks, falsify\n",
+                           "from pv.harness import falsifier_marks, falsify\nimport pv.expr\n")
+    assert identity.test4_sha256(imports, "test_falsify_a") != digest
+    assert identity.test4_sha256(text, "test_falsify_c") is None and identity.template_digests("def (:") is None
+
+
+def test_a_ledger_with_test_templates_round_trips_through_reading_and_merging(tmp_path):
+    from pv import ledger, ledgermerge
+
+    base = dict(contract="c", contract_version="1", falsifier="FALSIFY-X-001", falsifier_sha256="0",
+                device="cpu", verdict="PASS", prediction="x < 1", duration_s=0.0)
+    old = make_record(**base, schema_version=7, test_node="n", test_sha256="3" * 64, time_utc="2026-01-01T00:00:00Z")
+    new = make_record(**base, test_node="n", test_sha256="4" * 64, test_templates=["a" * 64, "b" * 64],
+                      time_utc="2026-01-02T00:00:00Z")
+    assert new.schema_version == ledger.LEDGER_SCHEMA_VERSION == 8 and old.test_templates is None
+    path = tmp_path / "ledger.jsonl"
+    ledger.append(path, [old])
+    common = path.read_bytes()
+    ledger.append(path, [new])
+    ours = path.read_bytes()
+    assert ledger.read(path).records == [old, new]
+    merged = ledgermerge.merge(common, ours, common + old.model_copy(update={"record_id": "t" * 32}).to_line())
+    path.write_bytes(merged)
+    records = ledger.read(path).records
+    assert new in records and records[records.index(new)].test_templates == ["a" * 64, "b" * 64]
+    line = json.loads(new.to_line())
+    del line["test_templates"]  # a line written before the field existed
+    assert ledger.parse_record(json.dumps({**line, "schema_version": 7}).encode()).test_templates is None
 
 
 def test_a_record_made_before_test3_digests_counts_as_before(ws):
@@ -384,7 +540,8 @@ def test_a_record_made_before_test3_digests_counts_as_before(ws):
     source = (ws.generated / "test_demo.py").read_text()
     ws.ledger.write_text("")
     append(ws.ledger, [honest.model_copy(update={
-        "record_id": "z" * 32, "test_sha256": identity.test2_sha256(source, "test_falsify_demo_002")})])
+        "record_id": "z" * 32, "test_templates": None,
+        "test_sha256": identity.test2_sha256(source, "test_falsify_demo_002")})])
     assert status_of(ws, "FALSIFY-DEMO-002")["state"] == "DISCHARGED"
     regenerate(ws, [*DEMO, THIRD])
     state = status_of(ws, "FALSIFY-DEMO-002")
@@ -515,6 +672,7 @@ def test_a_pass_recorded_on_python_312_before_test2_digests_counts_only_as_312s(
     fields = what_ran(ws.root, loaded, "FALSIFY-DEMO-002")
     source = (ws.root / "generated_tests" / "test_demo.py").read_text()
     fields["test_sha256"] = identity.legacy_test_sha256(source, function_name("FALSIFY-DEMO-002"), "3.12.3")
+    fields["test_templates"] = None  # made before "test4"
     ws.ledger.write_text("")
     append(ws.ledger, [honest.model_copy(update={**fields, "record_id": "y" * 32,
                                                  "versions": {**honest.versions, "python": python}})])
@@ -551,11 +709,13 @@ def test_only_the_contracts_generated_function_records_and_with_the_digest_of_wh
     node = "generated_tests/test_demo.py::test_falsify_a[cpu]"
     ran = lambda function, contract="demo", falsifier="FALSIFY-A", source=module(): identity.ran_test(  # noqa: E731
         ws, path, "test_falsify_a[cpu]", function, contract, falsifier, source)
-    assert ran("test_falsify_a") == (node, identity.test_sha256(module(), "test_falsify_a"), None)
-    assert ran("test_falsify_a", contract=None) == (node, None, "its marker names no contract or falsifier")
-    assert ran("test_falsify_b") == (node, None, "test_falsify_b is not the generated test of FALSIFY-A (test_falsify_a)")
-    assert ran("test_falsify_a", source=None)[2].startswith("pv's plugin did not see the module collected")
-    assert ran("test_falsify_a", source="X = 1\n") == (node, None, "the module that ran has no such test function")
+    assert ran("test_falsify_a") == (node, identity.test4_sha256(module(), "test_falsify_a"),
+                                     identity.template_digests(module()), None)
+    assert ran("test_falsify_a", contract=None) == (node, None, None, "its marker names no contract or falsifier")
+    assert ran("test_falsify_b") == (node, None, None,
+                                     "test_falsify_b is not the generated test of FALSIFY-A (test_falsify_a)")
+    assert ran("test_falsify_a", source=None)[3].startswith("pv's plugin did not see the module collected")
+    assert ran("test_falsify_a", source="X = 1\n") == (node, None, None, "the module that ran has no such test function")
 
 
 def test_a_contract_pv_cannot_render_has_no_generated_test_to_match(monkeypatch):
