@@ -144,7 +144,7 @@ def config_read_as_transformers(*, device: str, seed: int = 0) -> dict:
 
     Observations: configs, field_mismatches (fields differing from transformers, over all
     configs), eos_mismatches (eos ids read against the rule, plus generations that stop
-    elsewhere), generations, mismatched (a short list of what differed)."""
+    elsewhere), generations, mismatched (the first eight differences, joined by "; ": observations are scalars)."""
     torch_device(device)
     checkpoint = importlib.import_module("pvlab.runtime.checkpoint")
     generate = importlib.import_module("pvlab.runtime.generate").generate
@@ -192,4 +192,5 @@ def config_read_as_transformers(*, device: str, seed: int = 0) -> dict:
                                   f"(stopped_on_eos={result.stopped_on_eos}), expected {len(want[0])}")
             generations += 1
     return {"configs": configs, "field_mismatches": field_mismatches, "eos_mismatches": eos_mismatches,
-            "generations": generations, "stop_index": k, "mismatched": mismatched[:8]}
+            # Observations are scalars (the ledger's rule): the first mismatches as one string.
+            "generations": generations, "stop_index": k, "mismatched": "; ".join(mismatched[:8])}

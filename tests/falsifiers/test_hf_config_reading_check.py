@@ -29,4 +29,4 @@ def test_an_ignored_rope_theta_is_a_field_mismatch(monkeypatch):
     assert not judgement.holds
     # every config sets a theta other than 10000 (1e6, 1e6, 5e5, 2.5e5, and 5e5 in the three tiny ones)
     assert observations["field_mismatches"] == 7 and observations["eos_mismatches"] == 0
-    assert any(m.endswith("rope_theta: runtime 10000.0, transformers 1000000.0") for m in observations["mismatched"])
+    assert "rope_theta: runtime 10000.0, transformers 1000000.0" in observations["mismatched"]
