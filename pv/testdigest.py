@@ -104,6 +104,22 @@ def _test3_parts(source: str | bytes, function: str) -> tuple[ast.Module, list[a
     no such function. (The definition; _TestModule gives the same texts.) The digest covers the
     templates as a set, so the tests that share one count once, and their number, names and
     order do not count."""
+    return _parts(source, function, templates_of_tests_only=False)
+
+
+def _test4_parts(source: str | bytes, function: str) -> tuple[ast.Module, list[ast.AST]] | None:
+    """What test `function`'s "test4" digest covers and what its record lists: (the module's
+    statements other than test functions (_is_test_name), and the function itself, each whole
+    (`_Own`) and in order; the template of every test function of the module, its own included,
+    as in _test3_parts). None when the module does not parse or has no such function. (The
+    definition; _TestModule gives the same texts.)"""
+    return _parts(source, function, templates_of_tests_only=True)
+
+
+def _parts(source: str | bytes, function: str, *,
+           templates_of_tests_only: bool) -> tuple[ast.Module, list[ast.AST]] | None:
+    """_test3_parts (every function definition is a template) and _test4_parts (only the test
+    functions are; any other function counts whole, as pytest may call it by its name)."""
     try:
         own_tree, shape_tree = ast.parse(source), ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -114,39 +130,13 @@ def _test3_parts(source: str | bytes, function: str) -> tuple[ast.Module, list[a
         if _is_prose(own):
             continue
         is_def = isinstance(own, (ast.FunctionDef, ast.AsyncFunctionDef))
-        if is_def:
+        is_template = is_def and (not templates_of_tests_only or _is_test_name(own.name))  # type: ignore[attr-defined]
+        if is_template:
             template = _Shape().visit(shape)
             if _is_test_name(template.name):  # type: ignore[attr-defined]
                 template.name = None  # type: ignore[attr-defined]  # a field left None is not in the text
             templates.append(template)
-        if not is_def or own.name == function:  # type: ignore[attr-defined]
-            body.append(_Own().visit(own))
-    if not any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function for node in body):
-        return None
-    return ast.Module(body=body, type_ignores=[]), templates
-
-
-def _test4_parts(source: str | bytes, function: str) -> tuple[ast.Module, list[ast.AST]] | None:
-    """What test `function`'s "test4" digest covers and what its record lists: (the module's
-    statements other than test functions (_is_test_name), and the function itself, each whole
-    (`_Own`) and in order; the template of every test function of the module, its own included,
-    as in _test3_parts). None when the module does not parse or has no such function. (The
-    definition; _TestModule gives the same texts.)"""
-    try:
-        own_tree, shape_tree = ast.parse(source), ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    body: list[ast.stmt] = []
-    templates: list[ast.AST] = []
-    for own, shape in zip(own_tree.body, shape_tree.body):
-        if _is_prose(own):
-            continue
-        is_test = isinstance(own, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_test_name(own.name)
-        if is_test:
-            template = _Shape().visit(shape)
-            template.name = None  # type: ignore[attr-defined]
-            templates.append(template)
-        if not is_test or own.name == function:  # type: ignore[attr-defined]
+        if not is_template or own.name == function:  # type: ignore[attr-defined]
             body.append(_Own().visit(own))
     if not any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function for node in body):
         return None
