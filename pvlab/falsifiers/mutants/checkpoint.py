@@ -262,3 +262,33 @@ def unexpected_tensors_ignored_on_load():
 
     with plant("unexpected_tensors_ignored_on_load", swap(checkpoint, "compare_tensors", compare_tensors)):
         yield
+
+
+# ---- fifth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Fifth blind batch"; probes in tests/falsifiers/fifth_mutant_probes.py)
+
+
+@mutant("load_ignores_requested_path")
+def load_ignores_requested_path():
+    """runtime.load(dir, path=...) drops the requested execution path and always places the
+    model on the device's default one (reference on the CPU, fast on CUDA): asking for the
+    fast path on the CPU, or the reference path on a GPU, silently runs the other one, and a
+    resumed Trainer (which loads through it with the path it saved) switches path mid-run.
+
+    Imitates a keyword argument accepted by the public entry point and never passed on.
+    Seams: runtime.checkpoint.load and its re-export pvlab.runtime.load."""
+    import functools
+    import importlib
+
+    from pvlab.runtime import checkpoint
+
+    package = importlib.import_module("pvlab.runtime")
+    original = checkpoint.load
+
+    @functools.wraps(original)
+    def load(checkpoint_dir, *, device="cpu", path=None, parity_gate=None, allow_gpu=True):
+        return original(checkpoint_dir, device=device, path=None,   # the defect: path not passed on
+                        parity_gate=parity_gate, allow_gpu=allow_gpu)
+
+    with plant("load_ignores_requested_path", swap(checkpoint, "load", load), swap(package, "load", load)):
+        yield

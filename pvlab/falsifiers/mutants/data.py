@@ -210,3 +210,49 @@ def packed_pieces_do_not_overlap():
 
     with plant("packed_pieces_do_not_overlap", swap(data, "pack_documents", pack_documents)):
         yield
+
+
+# ---- fifth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Fifth blind batch"; probes in tests/falsifiers/fifth_mutant_probes.py)
+
+
+@mutant("num_target_tokens_counts_padding")
+def num_target_tokens_counts_padding():
+    """LMBatch.num_target_tokens counts every position of the batch (rows x width) instead of
+    the positions with a target: a right-padded batch (from_sequences of unequal sequences, a
+    packed row's tail) reports its padding as tokens, so evaluate()'s token-weighted mean
+    over-weights padded batches, the eval CLI reports too many scored tokens and the
+    distributed trainer's micro-batch loss scales are off. Batches without padding are
+    unaffected.
+
+    Imitates `targets.numel()` written for "number of tokens", forgetting IGNORE_INDEX.
+    Seam: runtime.data.LMBatch.num_target_tokens (a property)."""
+    from pvlab.runtime import data
+
+    def num_target_tokens(self):
+        return int(self.targets.numel())   # the defect: padding counted
+
+    with plant("num_target_tokens_counts_padding", swap(data.LMBatch, "num_target_tokens", property(num_target_tokens))):
+        yield
+
+
+@mutant("named_corpus_split_ignores_seed")
+def named_corpus_split_ignores_seed():
+    """A named real corpus (runtime.corpus: "stdlib", "stdlib/json") is split into training
+    and held-out files by a hash of the file's path alone: the recipe's data_seed no longer
+    enters it, so every seed holds out the same files (a cross-seed check of held-out loss
+    measures one split, not several). The split stays deterministic, disjoint and of the
+    right size.
+
+    Imitates a seed parameter that got a default (0) and is then not passed by the caller, so
+    every run splits as seed 0 does. Seam: runtime.corpus.split_by_path (the original, called
+    with seed 0)."""
+    from pvlab.runtime import corpus
+
+    original = corpus.split_by_path
+
+    def split_by_path(source_corpus, *, val_fraction, seed):
+        return original(source_corpus, val_fraction=val_fraction, seed=0)   # the defect: the seed is not used
+
+    with plant("named_corpus_split_ignores_seed", swap(corpus, "split_by_path", split_by_path)):
+        yield

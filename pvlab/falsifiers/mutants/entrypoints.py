@@ -190,3 +190,32 @@ def tokenizer_trained_on_heldout_documents():
 
     with plant("tokenizer_trained_on_heldout_documents", swap(pretrain, "prepare_data", prepare_data)):
         yield
+
+
+# ---- fifth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Fifth blind batch"; probes in tests/falsifiers/fifth_mutant_probes.py)
+
+
+@mutant("bias_draw_reseeded_per_tensor")
+def bias_draw_reseeded_per_tensor():
+    """A recipe's bias_init_std draws every bias from a generator seeded afresh for each
+    tensor: every layer gets the same q_proj bias, the same k_proj bias, and (same shape) a
+    v_proj bias equal to its k_proj bias. The biases are still non-zero with the right spread,
+    but far from independent draws: the subject meant to exercise Q/K/V biases as a production
+    Qwen2's is built with copies of one vector.
+
+    Imitates a torch.Generator created (and seeded) inside the loop instead of before it.
+    Seam: runtime.pretrain.draw_biases (its loop, copied)."""
+    import torch
+
+    pretrain = _pretrain_module()
+
+    def draw_biases(model, std, seed):
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                if name.endswith(".bias"):
+                    generator = torch.Generator(device="cpu").manual_seed(seed + 1)   # the defect: reseeded per tensor
+                    parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
+
+    with plant("bias_draw_reseeded_per_tensor", swap(pretrain, "draw_biases", draw_biases)):
+        yield

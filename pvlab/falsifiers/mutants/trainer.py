@@ -322,3 +322,31 @@ def final_norm_weight_decayed():
 
     with plant("final_norm_weight_decayed", swap(trainer, "decays", decays)):
         yield
+
+
+# ---- fifth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Fifth blind batch"; probes in tests/falsifiers/fifth_mutant_probes.py)
+
+
+@mutant("resume_forgets_lr_schedule")
+def resume_forgets_lr_schedule():
+    """Trainer.resume restores the weights, the optimizer moments and the step counter, but
+    rebuilds the trainer without the schedule's warmup_steps, total_steps and min_lr (they are
+    in trainer.json, just not passed on): a resumed run trains at the constant peak learning
+    rate instead of continuing its cosine decay.
+
+    Imitates schedule arguments added to the constructor later and never threaded through the
+    resume path. Seam: runtime.trainer.Trainer.resume (wrapped: the resumed trainer's schedule
+    settings are the constructor's defaults)."""
+    from pvlab.runtime.trainer import Trainer
+
+    original = Trainer.resume
+
+    def resume(cls, directory, **kwargs):
+        resumed = original(directory, **kwargs)
+        hyper = resumed.hyperparameters
+        hyper.update(warmup_steps=0, total_steps=None, min_lr=hyper["lr"])   # the defect: Trainer's defaults
+        return resumed
+
+    with plant("resume_forgets_lr_schedule", swap(Trainer, "resume", classmethod(resume))):
+        yield
