@@ -294,60 +294,27 @@ def batch_generation_stops_at_first_eos():
     been reached). A batch of one, or one in which no row meets eos, is unaffected.
 
     Imitates the batched stop test written as "any row done" (`if eos in next_tokens: break`)
-    where "all rows done" is meant. Seams: runtime.generate.generate_batch (its loop, copied)
-    and its re-export pvlab.runtime.generate_batch."""
+    where "all rows done" is meant. Seams: runtime.generate.generate_batch and its re-export
+    pvlab.runtime.generate_batch. The original runs and its result is cut where the defective
+    loop would have stopped: every step before the first eos is the same in both loops."""
     import functools
     import importlib
 
-    import torch
-
     package, module = importlib.import_module("pvlab.runtime"), importlib.import_module("pvlab.runtime.generate")
     original = module.generate_batch
-    kernels, Generation, KVCache = module.kernels, module.Generation, module.KVCache
 
     @functools.wraps(original)
-    @torch.no_grad()
-    def generate_batch(model, prompts, *, max_new_tokens, temperature=0.0, top_k=None, seed=0,
-                       eos_token_id=None, pad_token_id=0, output_logits=False):
-        rows = [[int(t) for t in prompt] for prompt in prompts]
-        if not rows:
-            raise module.GenerationError("no prompts to generate from")
-        for prompt in rows:
-            module._check_request(model, prompt, max_new_tokens, temperature)
-        was_training = model.training
-        model.eval()
-        device = model.device
-        generator = torch.Generator(device=device).manual_seed(seed) if temperature > 0 else None
-        width = max(len(prompt) for prompt in rows)
-        step_input = torch.tensor([[pad_token_id] * (width - len(p)) + p for p in rows], device=device)
-        attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in rows], device=device)
-        results = [Generation(prompt_ids=prompt) for prompt in rows]
-        kept = [[] for _ in rows]
-        active = [True] * len(rows)
-        cache = KVCache(model.config.num_hidden_layers)
-        try:
-            for _ in range(max_new_tokens):
-                logits = model(step_input, cache, attention_mask=attention_mask)
-                next_tokens = kernels.pick_next_token(logits[:, -1, :], temperature, generator, top_k)
-                for row, token in enumerate(next_tokens.tolist()):
-                    if not active[row]:
-                        continue
-                    results[row].new_ids.append(int(token))
-                    if output_logits:
-                        kept[row].append(logits[row, -1].detach().to("cpu"))
-                    if eos_token_id is not None and token == eos_token_id:
-                        results[row].stopped_on_eos = True
-                        active[row] = False
-                if not all(active):   # the defect: any row done ends the batch (not any(active) is meant)
-                    break
-                still = torch.tensor(active, device=device)
-                step_input = torch.where(still, next_tokens, torch.full_like(next_tokens, pad_token_id))[:, None]
-                attention_mask = torch.cat((attention_mask, still.long()[:, None]), dim=1)
-        finally:
-            model.train(was_training)
-        if output_logits:
-            for result, rows_logits in zip(results, kept):
-                result.logits = torch.stack(rows_logits) if rows_logits else torch.empty(0, model.config.vocab_size)
+    def generate_batch(model, prompts, **kwargs):
+        results = original(model, prompts, **kwargs)
+        stops = [len(r.new_ids) for r in results if r.stopped_on_eos]
+        if not stops:
+            return results
+        first = min(stops)   # the step at which the first row emitted eos: the defective loop breaks there
+        for result in results:
+            result.stopped_on_eos = result.stopped_on_eos and len(result.new_ids) == first
+            result.new_ids = result.new_ids[:first]
+            if result.logits is not None:
+                result.logits = result.logits[:first]
         return results
 
     with plant("batch_generation_stops_at_first_eos", swap(module, "generate_batch", generate_batch),
