@@ -76,3 +76,31 @@ def eos_token_list_read_as_none():
 
     with plant("eos_token_list_read_as_none", swap(config, "_single_token_id", _single_token_id)):
         yield
+
+
+# ---- sixth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Sixth blind batch"; probes in tests/falsifiers/sixth_mutant_probes.py)
+
+
+@mutant("parameter_count_counts_tied_head")
+def parameter_count_counts_tied_head():
+    """ModelConfig.num_parameters counts a tied output head as parameters of its own: a tied
+    model reports vocab_size x hidden_size parameters too many (tiny: 164,416 instead of
+    131,648; qwen2-0.5b: 630,167,424 instead of 494,032,768), in runtime.json's results, the
+    inspect report and every figure derived from it (tokens per parameter, FLOPs). Untied
+    models (llama-370m) are unaffected.
+
+    Imitates the count written as embedding + layers + head, the untied formula, for every
+    model. Seam: runtime.config.ModelConfig.num_parameters (wrapped: the head added when tied)."""
+    from pvlab.runtime.config import ModelConfig
+
+    original = ModelConfig.num_parameters
+
+    def num_parameters(self):
+        count = original(self)
+        if self.tie_word_embeddings:
+            count += self.vocab_size * self.hidden_size   # the defect: the shared head counted twice
+        return count
+
+    with plant("parameter_count_counts_tied_head", swap(ModelConfig, "num_parameters", num_parameters)):
+        yield

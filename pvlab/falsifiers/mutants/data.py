@@ -256,3 +256,65 @@ def named_corpus_split_ignores_seed():
 
     with plant("named_corpus_split_ignores_seed", swap(corpus, "split_by_path", split_by_path)):
         yield
+
+
+# ---- sixth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Sixth blind batch"; probes in tests/falsifiers/sixth_mutant_probes.py)
+
+
+@mutant("packed_epochs_repeat_first_order")
+def packed_epochs_repeat_first_order():
+    """packed_batches shuffles the documents once: every later pass over the training documents
+    yields exactly the first pass's rows in the first pass's order, instead of an order
+    reshuffled from the seed every pass. Each pass is still a seeded permutation of all the
+    documents, so a single pass looks right; a run longer than one pass sees the same batches
+    in the same order again (epoch 2 repeats epoch 1).
+
+    Imitates the torch.Generator created and seeded inside the `while True` pass loop instead of
+    before it. Seam: runtime.data.packed_batches (wrapped: the original's first pass, replayed;
+    the pass length is the original's, len(rows) // batch_size)."""
+    import itertools
+
+    import torch
+
+    from pvlab.runtime import data
+
+    original = data.packed_batches
+
+    def packed_batches(encoded_documents, *, batch_size, seq_len, seed):
+        generator = torch.Generator(device="cpu").manual_seed(seed)
+        order = torch.randperm(len(encoded_documents), generator=generator).tolist()
+        per_pass = len(data.pack_documents([encoded_documents[i] for i in order], seq_len=seq_len)) // batch_size
+        if per_pass == 0:   # no documents, or too few rows for a batch: the original refuses
+            yield from original(encoded_documents, batch_size=batch_size, seq_len=seq_len, seed=seed)
+            return
+        while True:   # the defect: every pass restarts the seeded generator, so repeats pass one
+            yield from itertools.islice(original(encoded_documents, batch_size=batch_size, seq_len=seq_len,
+                                                 seed=seed), per_pass)
+
+    with plant("packed_epochs_repeat_first_order", swap(data, "packed_batches", packed_batches)):
+        yield
+
+
+@mutant("micro_batch_split_drops_short_remainder")
+def micro_batch_split_drops_short_remainder():
+    """LMBatch.split drops the short last micro-batch when the batch's rows are not a multiple
+    of the micro-batch size (and there is at least one full micro-batch): with
+    Trainer(micro_batch_size=m), the last B mod m rows of every batch are never trained on, and
+    the step's loss and gradients are those of the first B - (B mod m) rows only. Batches whose
+    rows divide evenly are unaffected.
+
+    Imitates `range(0, rows - size + 1, size)` (a drop_last loop) where every row is meant.
+    Seam: runtime.data.LMBatch.split (wrapped: the original's parts, the short last one cut)."""
+    from pvlab.runtime import data
+
+    original = data.LMBatch.split
+
+    def split(self, rows):
+        parts = original(self, rows)
+        if rows > 0 and self.inputs.shape[0] % rows and len(parts) > 1:
+            parts = parts[:-1]   # the defect: the remainder rows are dropped
+        return parts
+
+    with plant("micro_batch_split_drops_short_remainder", swap(data.LMBatch, "split", split)):
+        yield

@@ -219,3 +219,33 @@ def bias_draw_reseeded_per_tensor():
 
     with plant("bias_draw_reseeded_per_tensor", swap(pretrain, "draw_biases", draw_biases)):
         yield
+
+
+# ---- sixth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Sixth blind batch"; probes in tests/falsifiers/sixth_mutant_probes.py)
+
+
+@mutant("final_eval_skipped_off_cadence")
+def final_eval_skipped_off_cadence():
+    """The pretraining loop evaluates only every eval_every steps: when steps is not a multiple
+    of eval_every, the run ends without evaluating the final model, so runtime.json's
+    train_loss / val_loss (history[-1]) are those of an earlier step, not of the checkpoint
+    written (120 steps at eval_every 40 are unaffected; 50 at 40 report step 40's losses).
+    Both pretrain paths (single process and torchrun) share the loop.
+
+    Imitates `if step % recipe.eval_every == 0:` without `or step == recipe.steps`.
+    Seam: runtime.pretrain.train_steps (wrapped: its evaluate callback skips the off-cadence
+    last step)."""
+    pretrain = _pretrain_module()
+    original = pretrain.train_steps
+
+    def train_steps(trainer, batches, recipe, bar, evaluate):
+        def on_cadence(step):
+            if step == recipe.steps and step % recipe.eval_every:
+                return None   # the defect: the final step is evaluated only on the cadence
+            return evaluate(step)
+
+        return original(trainer, batches, recipe, bar, on_cadence)
+
+    with plant("final_eval_skipped_off_cadence", swap(pretrain, "train_steps", train_steps)):
+        yield

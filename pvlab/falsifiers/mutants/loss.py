@@ -161,3 +161,31 @@ def chunked_cross_entropy_without_max_subtraction():
     with plant("chunked_cross_entropy_without_max_subtraction",
                swap(kernels, "chunked_linear_cross_entropy", chunked_linear_cross_entropy)):
         yield
+
+
+# ---- sixth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Sixth blind batch"; probes in tests/falsifiers/sixth_mutant_probes.py)
+
+
+@mutant("fast_eval_loss_scores_padding")
+def fast_eval_loss_scores_padding():
+    """The fast path's loss-only pass (the fused chunked cross-entropy under no_grad: eval_batch,
+    evaluate and every eval on the fast path) scores the padding positions too, as predictions of
+    token 0, and still divides by the number of real targets: the eval loss of a padded batch
+    is too high (unpadded batches and training are unaffected; the gradient pass masks
+    correctly), so fast-path eval disagrees with the reference path exactly where batches are
+    ragged.
+
+    Imitates the loss-only chunk step written separately from the gradient step and without
+    its `* counted` mask. Seam: runtime.kernels.chunk_loss_sum (wrapped: every row counted)."""
+    import torch
+
+    from pvlab.runtime import kernels
+
+    original = kernels.chunk_loss_sum
+
+    def chunk_loss_sum(logits, targets, counted):
+        return original(logits, targets, torch.ones_like(counted))   # the defect: padding rows summed
+
+    with plant("fast_eval_loss_scores_padding", swap(kernels, "chunk_loss_sum", chunk_loss_sum)):
+        yield

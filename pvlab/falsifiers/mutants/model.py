@@ -320,3 +320,60 @@ def batch_generation_stops_at_first_eos():
     with plant("batch_generation_stops_at_first_eos", swap(module, "generate_batch", generate_batch),
                swap(package, "generate_batch", generate_batch)):
         yield
+
+
+# ---- sixth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Sixth blind batch"; probes in tests/falsifiers/sixth_mutant_probes.py)
+
+
+@mutant("batch_sampling_ignores_top_k")
+def batch_sampling_ignores_top_k():
+    """generate_batch accepts top_k and never uses it: sampled batched decoding (temperature > 0)
+    draws from the whole vocabulary instead of the k most likely tokens, so generate_batch and
+    generate_texts sample tokens outside the top k that generate() (one prompt) never would.
+    Greedy decoding (temperature 0) is unaffected.
+
+    Imitates a keyword accepted by the batched entry point and not passed on to
+    kernels.pick_next_token. Seams: runtime.generate.generate_batch and its re-export
+    pvlab.runtime.generate_batch (wrapped: top_k dropped)."""
+    import functools
+    import importlib
+
+    package, module = importlib.import_module("pvlab.runtime"), importlib.import_module("pvlab.runtime.generate")
+    original = module.generate_batch
+
+    @functools.wraps(original)
+    def generate_batch(model, prompts, **kwargs):
+        kwargs.pop("top_k", None)   # the defect: top_k never reaches the sampler
+        return original(model, prompts, **kwargs)
+
+    with plant("batch_sampling_ignores_top_k", swap(module, "generate_batch", generate_batch),
+               swap(package, "generate_batch", generate_batch)):
+        yield
+
+
+@mutant("batch_text_generation_ignores_stop_at_eos")
+def batch_text_generation_ignores_stop_at_eos():
+    """generate_texts(..., stop_at_eos=False) still stops each prompt at the model's eos id (and
+    drops it from the text): a caller who asks for the full max_new_tokens continuation (to
+    measure what follows end-of-text, or for a model whose eos is an ordinary token) gets texts
+    cut short, while generate_text with the same arguments does not stop. stop_at_eos=True (the
+    default) is unaffected.
+
+    Imitates the batched variant passing eos_token_id=model.config.eos_token_id unconditionally.
+    Seams: runtime.generate.generate_texts and its re-export pvlab.runtime.generate_texts
+    (wrapped: stop_at_eos forced on)."""
+    import functools
+    import importlib
+
+    package, module = importlib.import_module("pvlab.runtime"), importlib.import_module("pvlab.runtime.generate")
+    original = module.generate_texts
+
+    @functools.wraps(original)
+    def generate_texts(model, tokenizer, prompts, **kwargs):
+        kwargs["stop_at_eos"] = True   # the defect: the caller's choice is not honoured
+        return original(model, tokenizer, prompts, **kwargs)
+
+    with plant("batch_text_generation_ignores_stop_at_eos", swap(module, "generate_texts", generate_texts),
+               swap(package, "generate_texts", generate_texts)):
+        yield

@@ -350,3 +350,35 @@ def resume_forgets_lr_schedule():
 
     with plant("resume_forgets_lr_schedule", swap(Trainer, "resume", classmethod(resume))):
         yield
+
+
+# ---- sixth blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Sixth blind batch"; probes in tests/falsifiers/sixth_mutant_probes.py)
+
+
+@mutant("grad_clip_zero_zeroes_gradients")
+def grad_clip_zero_zeroes_gradients():
+    """grad_clip=0, documented as "no clipping", clips the gradients to a global norm of 0: every
+    gradient is multiplied by min(1, 0 / (norm + 1e-6)) = 0, so the optimizer steps on zero
+    gradients (only weight decay and the Adam moments of earlier steps move the weights) and the
+    loss stops improving. last_grad_norm still reports the unclipped norm. Any positive
+    grad_clip clips correctly.
+
+    Imitates the "off" guard written `if max_norm < 0: return` where `<= 0` is meant.
+    Seam: runtime.trainer.clip_gradients (wrapped: max_norm 0 takes the clipping formula)."""
+    import torch
+
+    from pvlab.runtime import trainer
+
+    original = trainer.clip_gradients
+
+    def clip_gradients(gradients, max_norm, total_norm):
+        if max_norm != 0:
+            return original(gradients, max_norm, total_norm)
+        scale = torch.clamp(max_norm / (total_norm + 1e-6), max=1.0)   # the defect: 0 is a limit, not "off"
+        for gradient in gradients:
+            gradient.mul_(scale.to(gradient.device, gradient.dtype))
+        return None
+
+    with plant("grad_clip_zero_zeroes_gradients", swap(trainer, "clip_gradients", clip_gradients)):
+        yield
