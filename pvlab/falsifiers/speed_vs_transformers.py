@@ -64,6 +64,7 @@ class RuntimeVariant:
     scope: Trainer(compile=...) — eager, layers (each decoder layer) or model (the decoder body);
     fused: CausalLM.set_fused_projections(True) — Q/K/V and gate/up as one product each;
     graph: step_graph.GraphedTrainer — the training step (and the eval step) replayed as one CUDA graph;
+    master: master_weights.MasterWeightTrainer — the decoder's matrices in bf16 with fp32 master weights;
     chunk: CausalLM.loss_chunk_tokens — tokens per chunk of the fused loss (default: ~512 MiB of
            fp32 logits a chunk, kernels.default_loss_chunk_tokens);
     mode:  Trainer(compile_mode=...) — torch.compile's mode for the compiled scope;
@@ -75,6 +76,7 @@ class RuntimeVariant:
     attention: str | None = None
     graph: bool = False
     chunk: int | None = None
+    master: bool = False
 
     @classmethod
     def parse(cls, spec: str) -> "RuntimeVariant":
@@ -84,13 +86,15 @@ class RuntimeVariant:
         scope = {"none": "eager"}.get(tokens[0], tokens[0])
         if scope not in ("eager", "layers", "model"):
             raise ValueError(f"runtime variant {spec!r}: starts with eager, layers or model, not {tokens[0]!r}")
-        fused, mode, attention, graph, chunk = False, None, None, False, None
+        fused, mode, attention, graph, chunk, master = False, None, None, False, None, False
         for token in tokens[1:]:
             key, _, value = token.partition("=")
             if token == "fused":
                 fused = True
             elif token == "graph":
                 graph = True
+            elif token == "master":
+                master = True
             elif key == "mode" and value in COMPILE_MODES and value:
                 mode = value
             elif key == "attn" and value:
@@ -98,17 +102,18 @@ class RuntimeVariant:
             elif key == "chunk" and value.isdigit() and int(value) > 0:
                 chunk = int(value)
             else:
-                raise ValueError(f"runtime variant {spec!r}: unknown option {token!r} (fused, graph, chunk=<tokens>, "
+                raise ValueError(f"runtime variant {spec!r}: unknown option {token!r} (fused, graph, master, chunk=<tokens>, "
                                  f"mode=<{'|'.join(m for m in COMPILE_MODES if m)}>, attn=<backend>)")
         if mode is not None and scope == "eager":
             raise ValueError(f"runtime variant {spec!r}: a compile mode needs a compiled scope (layers or model)")
-        return cls(scope, fused, mode, attention, graph, chunk)
+        return cls(scope, fused, mode, attention, graph, chunk, master)
 
     def spec(self) -> str:
         parts = [self.scope] + (["fused"] if self.fused else []) + (["graph"] if self.graph else [])
         parts += [f"mode={self.mode}"] if self.mode else []
         parts += [f"attn={self.attention}"] if self.attention else []
         parts += [f"chunk={self.chunk}"] if self.chunk else []
+        parts += ["master"] if self.master else []
         return "+".join(parts)
 
     def label(self) -> str:
@@ -124,6 +129,8 @@ class RuntimeVariant:
             words += f", {self.attention} attention"
         if self.chunk:
             words += f", loss chunks of {self.chunk} tokens"
+        if self.master:
+            words += ", bf16 weights with fp32 masters"
         return words
 
 
@@ -139,8 +146,12 @@ def runtime_steps(directory: Path, device: torch.device, batches: list, variant:
     if variant.chunk:
         model.loss_chunk_tokens = variant.chunk
     kind = runtime.Trainer
-    if variant.graph:
+    if variant.graph and variant.master:
+        from pvlab.runtime.master_weights import GraphedMasterTrainer as kind
+    elif variant.graph:
         from pvlab.runtime.step_graph import GraphedTrainer as kind
+    elif variant.master:
+        from pvlab.runtime.master_weights import MasterWeightTrainer as kind
     trainer = kind(model, lr=3e-4, weight_decay=0.1, betas=(0.9, 0.95), grad_clip=1.0,
                    compile=False if variant.scope == "eager" else variant.scope,
                    compile_mode=variant.mode, attention_backend=variant.attention)
