@@ -60,7 +60,7 @@ from pv.ledger import LedgerRecord, _sanitize
 from pv.testdigest import legacy_test_sha256, template_digests, test2_sha256, test4_sha256, test_sha256
 
 __all__ = ["EvidenceCheck", "NO_IDENTITY", "RENDERS_OTHER", "SIBLING_OTHER", "cells_option", "defined_texts",
-           "judged_differs", "legacy_test_sha256", "ran_test", "template_digests", "test2_sha256", "test4_sha256",
+           "judged_differs", "verdict_contradicts", "legacy_test_sha256", "ran_test", "template_digests", "test2_sha256", "test4_sha256",
            "test_sha256", "tolerance_numbers"]
 
 NO_IDENTITY = "recorded before pv recorded what ran (no test identity)"
@@ -109,6 +109,36 @@ def judged_differs(record: LedgerRecord, falsifier: Any, defined: tuple[str, str
     if differs:
         return f"the harness judged another {' and '.join(differs)} than the contract's"
     return None
+
+
+# How pv.ledger._sanitize keeps a non-finite observation (JSON has none): read back as the float.
+_NON_FINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def verdict_contradicts(record: LedgerRecord) -> str | None:
+    """Why a PASS or FAIL record's own observations contradict its verdict (None: they do not, or
+    they cannot be judged again). The harness decides PASS or FAIL by judging the prediction on
+    the observations it records, so judging the recorded prediction on them again gives the same
+    answer; a record whose verdict was edited (a FAIL made a PASS, a survivor made a kill) does
+    not. The recorded observations are a lossy copy (NaN kept as text, long text cut), so only a
+    definite contradiction counts: where the prediction cannot be judged again, None."""
+    if record.verdict.value not in ("PASS", "FAIL"):
+        return None
+    from pv import expr
+
+    observations = dict(record.observations)
+    try:
+        try:
+            holds = expr.judge(record.prediction, observations).holds
+        except (expr.EvalError, TypeError, ArithmeticError):
+            restored = {k: _NON_FINITE.get(v, v) if isinstance(v, str) else v for k, v in observations.items()}
+            holds = expr.judge(record.prediction, restored).holds
+    except (expr.ExprError, expr.EvalError, TypeError, ArithmeticError, RecursionError):
+        return None
+    if holds == (record.verdict.value == "PASS"):
+        return None
+    return (f"its recorded observations contradict its verdict {record.verdict.value}: judged again, the "
+            f"prediction {'holds' if holds else 'is false'} (the verdict was edited after the run?)")
 
 
 class EvidenceCheck:
@@ -243,7 +273,7 @@ class EvidenceCheck:
             return RENDERS_OTHER
         if id(falsifier) not in self._defined:
             self._defined[id(falsifier)] = (falsifier, defined_texts(falsifier))
-        return judged_differs(record, falsifier, self._defined[id(falsifier)][1])
+        return judged_differs(record, falsifier, self._defined[id(falsifier)][1]) or verdict_contradicts(record)
 
 
 def ran_test(workspace: Any, path: Path, name: str, function: str, contract: str | None, falsifier: str | None,
