@@ -60,7 +60,7 @@ from pv.ledger import LedgerRecord, _sanitize
 from pv.testdigest import legacy_test_sha256, template_digests, test2_sha256, test4_sha256, test_sha256
 
 __all__ = ["EvidenceCheck", "NO_IDENTITY", "RENDERS_OTHER", "SIBLING_OTHER", "cells_option", "defined_texts",
-           "judged_differs", "verdict_contradicts", "legacy_test_sha256", "ran_test", "template_digests", "test2_sha256", "test4_sha256",
+           "judged_differs", "node_differs", "verdict_contradicts", "legacy_test_sha256", "ran_test", "template_digests", "test2_sha256", "test4_sha256",
            "test_sha256", "tolerance_numbers"]
 
 NO_IDENTITY = "recorded before pv recorded what ran (no test identity)"
@@ -139,6 +139,26 @@ def verdict_contradicts(record: LedgerRecord) -> str | None:
         return None
     return (f"its recorded observations contradict its verdict {record.verdict.value}: judged again, the "
             f"prediction {'holds' if holds else 'is false'} (the verdict was edited after the run?)")
+
+
+def node_differs(record: LedgerRecord, prefix: str) -> str | None:
+    """Why the parameters in the record's test node (`...::test_x[cpu-tiny-trained-pvlab]`, device
+    first, then subject, then runtime: pv.codegen.test_name) are not the record's own `device`,
+    `subject` and `runtime` (None: they are). pytest named the test from the cell it ran, so a
+    record whose `device` says cuda while its node says `[cpu]` was relabelled after the run.
+    `prefix`: the node prefix the record matched (`<module>::<function>`)."""
+    from pv.subjects import is_path_subject
+
+    node = record.test_node or ""
+    ran = node[len(prefix):]
+    parts = [record.device, *(p for p in (record.subject, record.runtime) if p is not None)]
+    expected = f"[{'-'.join(parts)}]"
+    if ran == expected or (is_path_subject(record.subject) and ran.startswith(f"[{record.device}-")):
+        return None  # (pytest may spell a path subject's directory its own way in the id)
+    return (f"its test node {node} did not run the cell it names (device {record.device!r}"
+            + (f", subject {record.subject!r}" if record.subject is not None else "")
+            + (f", runtime {record.runtime!r}" if record.runtime is not None else "")
+            + f": the node would end {expected})")
 
 
 class EvidenceCheck:
@@ -260,6 +280,9 @@ class EvidenceCheck:
         node = record.test_node
         if not (node == prefix or node.startswith(prefix + "[")):
             return f"not run by the contract's generated test ({node} ran, not {prefix})"
+        differs = node_differs(record, prefix)
+        if differs is not None:
+            return differs
         if record.test_templates is not None:  # "test4": its own test whole, its siblings a subset
             own, templates = self.current(record.contract, falsifier.id)
             if record.test_sha256 != own:

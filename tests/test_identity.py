@@ -799,3 +799,24 @@ def test_a_record_whose_observations_cannot_be_judged_again_is_not_refused_for_i
     assert identity.verdict_contradicts(record.model_copy(update={"verdict": Verdict.PASS})) is not None
     unknown = record.model_copy(update={"verdict": Verdict.PASS, "observations": {}})
     assert identity.verdict_contradicts(unknown) is None
+
+
+def test_attack_a_cpu_pass_relabelled_cuda_never_fills_the_cuda_cell(tmp_path, monkeypatch):
+    """A falsifier required on cpu and cuda; the cpu PASS copied with `device: cuda` (no GPU
+    ran). Its test node still says `[cpu]`: the cuda cell stays unfilled."""
+    from pv.ledger import append
+
+    ws = make_workspace(tmp_path, mutants=False)
+    ws.add_contract("demo", [falsifier("FALSIFY-DEMO-001", prediction=HONEST, devices=("cpu", "cuda"))])
+    ws.generate()
+    ws.enter(monkeypatch)
+    assert ws.pytest("generated_tests", "-k", "demo_001 and cpu").returncode == 0
+    passed = ws.records()[0]
+    assert passed.test_node.endswith("[cpu]")
+    append(ws.ledger, [passed.model_copy(update={"device": "cuda", "record_id": "d" * 32,
+                                                 "device_name": "NVIDIA H100 80GB HBM3"})])
+    state = status_of(ws, "FALSIFY-DEMO-001")
+    assert state["devices"]["cpu"]["state"] == "PASS"
+    assert state["devices"]["cuda"]["state"] == "STALE"
+    assert "[cpu]" in state["devices"]["cuda"]["stale_because"][0]
+    assert state["state"] != "DISCHARGED"
