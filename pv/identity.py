@@ -60,7 +60,7 @@ from pv.ledger import LedgerRecord, _sanitize
 from pv.testdigest import legacy_test_sha256, template_digests, test2_sha256, test4_sha256, test_sha256
 
 __all__ = ["EvidenceCheck", "NO_IDENTITY", "RENDERS_OTHER", "SIBLING_OTHER", "cells_option", "defined_texts",
-           "judged_differs", "legacy_test_sha256", "ran_test", "template_digests", "test2_sha256", "test4_sha256",
+           "judged_differs", "node_differs", "verdict_contradicts", "legacy_test_sha256", "ran_test", "template_digests", "test2_sha256", "test4_sha256",
            "test_sha256", "tolerance_numbers"]
 
 NO_IDENTITY = "recorded before pv recorded what ran (no test identity)"
@@ -109,6 +109,56 @@ def judged_differs(record: LedgerRecord, falsifier: Any, defined: tuple[str, str
     if differs:
         return f"the harness judged another {' and '.join(differs)} than the contract's"
     return None
+
+
+# How pv.ledger._sanitize keeps a non-finite observation (JSON has none): read back as the float.
+_NON_FINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def verdict_contradicts(record: LedgerRecord) -> str | None:
+    """Why a PASS or FAIL record's own observations contradict its verdict (None: they do not, or
+    they cannot be judged again). The harness decides PASS or FAIL by judging the prediction on
+    the observations it records, so judging the recorded prediction on them again gives the same
+    answer; a record whose verdict was edited (a FAIL made a PASS, a survivor made a kill) does
+    not. The recorded observations are a lossy copy (NaN kept as text, long text cut), so only a
+    definite contradiction counts: where the prediction cannot be judged again, None."""
+    if record.verdict.value not in ("PASS", "FAIL"):
+        return None
+    from pv import expr
+
+    observations = dict(record.observations)
+    try:
+        try:
+            holds = expr.judge(record.prediction, observations).holds
+        except (expr.EvalError, TypeError, ArithmeticError):
+            restored = {k: _NON_FINITE.get(v, v) if isinstance(v, str) else v for k, v in observations.items()}
+            holds = expr.judge(record.prediction, restored).holds
+    except (expr.ExprError, expr.EvalError, TypeError, ArithmeticError, RecursionError):
+        return None
+    if holds == (record.verdict.value == "PASS"):
+        return None
+    return (f"its recorded observations contradict its verdict {record.verdict.value}: judged again, the "
+            f"prediction {'holds' if holds else 'is false'} (the verdict was edited after the run?)")
+
+
+def node_differs(record: LedgerRecord, prefix: str) -> str | None:
+    """Why the parameters in the record's test node (`...::test_x[cpu-tiny-trained-pvlab]`, device
+    first, then subject, then runtime: pv.codegen.test_name) are not the record's own `device`,
+    `subject` and `runtime` (None: they are). pytest named the test from the cell it ran, so a
+    record whose `device` says cuda while its node says `[cpu]` was relabelled after the run.
+    `prefix`: the node prefix the record matched (`<module>::<function>`)."""
+    from pv.subjects import is_path_subject
+
+    node = record.test_node or ""
+    ran = node[len(prefix):]
+    parts = [record.device, *(p for p in (record.subject, record.runtime) if p is not None)]
+    expected = f"[{'-'.join(parts)}]"
+    if ran == expected or (is_path_subject(record.subject) and ran.startswith(f"[{record.device}-")):
+        return None  # (pytest may spell a path subject's directory its own way in the id)
+    return (f"its test node {node} did not run the cell it names (device {record.device!r}"
+            + (f", subject {record.subject!r}" if record.subject is not None else "")
+            + (f", runtime {record.runtime!r}" if record.runtime is not None else "")
+            + f": the node would end {expected})")
 
 
 class EvidenceCheck:
@@ -230,6 +280,9 @@ class EvidenceCheck:
         node = record.test_node
         if not (node == prefix or node.startswith(prefix + "[")):
             return f"not run by the contract's generated test ({node} ran, not {prefix})"
+        differs = node_differs(record, prefix)
+        if differs is not None:
+            return differs
         if record.test_templates is not None:  # "test4": its own test whole, its siblings a subset
             own, templates = self.current(record.contract, falsifier.id)
             if record.test_sha256 != own:
@@ -243,7 +296,7 @@ class EvidenceCheck:
             return RENDERS_OTHER
         if id(falsifier) not in self._defined:
             self._defined[id(falsifier)] = (falsifier, defined_texts(falsifier))
-        return judged_differs(record, falsifier, self._defined[id(falsifier)][1])
+        return judged_differs(record, falsifier, self._defined[id(falsifier)][1]) or verdict_contradicts(record)
 
 
 def ran_test(workspace: Any, path: Path, name: str, function: str, contract: str | None, falsifier: str | None,

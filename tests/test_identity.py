@@ -750,3 +750,73 @@ def test_an_evidence_check_not_yet_built_has_no_attributes_instead_of_recursing(
     bare = object.__new__(identity.EvidenceCheck)  # as copy and pickle make one, before its state
     with pytest.raises(AttributeError):
         bare.changes_of_anything  # noqa: B018 - the lookup is the test
+
+
+# --- records that contradict themselves (red-team round: verdict, device) ----------------------
+
+
+def test_attack_a_fail_flipped_to_pass_in_a_copied_record_never_counts(ws):
+    """An honest FAIL (val_loss 9.0 observed) copied with `verdict: PASS` and a new record id: not
+    a replay (its content differs), and it carries the honest test identity and judged definition.
+    The observations it recorded falsify its own prediction: it is refused and the FAIL decides."""
+    from pv.ledger import append
+
+    assert ws.pytest("generated_tests", "-k", "demo_001").returncode == 1
+    fail = ws.records()[0]
+    assert fail.verdict.value == "FAIL" and fail.observations["val_loss"] == 9.0
+    append(ws.ledger, [fail.model_copy(update={"verdict": Verdict.PASS, "record_id": "f" * 32, "margin": 1.0,
+                                               "message": ""})])
+    state = status_of(ws, "FALSIFY-DEMO-001")
+    assert state["state"] == "FALSIFIED"
+    assert state["devices"]["cpu"]["record"]["record_id"] == fail.record_id
+    assert cli("status")("--require-fresh").exit_code == 1
+
+
+def test_attack_a_pass_flipped_to_fail_never_kills(ws):
+    """The other way round: a PASS made a FAIL (under a mutant that would be a kill). Refused,
+    and the reason says the observations contradict the verdict."""
+    assert ws.pytest("generated_tests", "-k", "demo_002").returncode == 0
+    passed = ws.records()[0]
+    flipped = passed.model_copy(update={"verdict": Verdict.FAIL, "record_id": "e" * 32})
+    from pv.loader import load_contract
+
+    loaded, _ = load_contract(ws.contracts / "demo-v1.yaml")
+    check = identity.EvidenceCheck(ws.workspace(), [loaded])
+    falsifier_ = loaded.contract.falsifier("FALSIFY-DEMO-002")
+    assert check.refuses(passed, falsifier_) is None
+    why = check.refuses(flipped, falsifier_)
+    assert why is not None and "recorded observations" in why and "FAIL" in why
+
+
+def test_a_record_whose_observations_cannot_be_judged_again_is_not_refused_for_it():
+    """Recorded observations are a lossy copy (NaN kept as text, long text cut): a contradiction
+    counts only where the prediction can be judged again; NaN is read back as NaN."""
+    record = make_record(contract="demo", contract_version="1", falsifier="F", falsifier_sha256="0",
+                         device="cpu", verdict="FAIL", prediction="x < 1", observations={"x": float("nan")},
+                         duration_s=0.1, time_utc="2026-01-01T00:00:00Z")
+    assert record.observations == {"x": "nan"}
+    assert identity.verdict_contradicts(record) is None
+    assert identity.verdict_contradicts(record.model_copy(update={"verdict": Verdict.PASS})) is not None
+    unknown = record.model_copy(update={"verdict": Verdict.PASS, "observations": {}})
+    assert identity.verdict_contradicts(unknown) is None
+
+
+def test_attack_a_cpu_pass_relabelled_cuda_never_fills_the_cuda_cell(tmp_path, monkeypatch):
+    """A falsifier required on cpu and cuda; the cpu PASS copied with `device: cuda` (no GPU
+    ran). Its test node still says `[cpu]`: the cuda cell stays unfilled."""
+    from pv.ledger import append
+
+    ws = make_workspace(tmp_path, mutants=False)
+    ws.add_contract("demo", [falsifier("FALSIFY-DEMO-001", prediction=HONEST, devices=("cpu", "cuda"))])
+    ws.generate()
+    ws.enter(monkeypatch)
+    assert ws.pytest("generated_tests", "-k", "demo_001 and cpu").returncode == 0
+    passed = ws.records()[0]
+    assert passed.test_node.endswith("[cpu]")
+    append(ws.ledger, [passed.model_copy(update={"device": "cuda", "record_id": "d" * 32,
+                                                 "device_name": "NVIDIA H100 80GB HBM3"})])
+    state = status_of(ws, "FALSIFY-DEMO-001")
+    assert state["devices"]["cpu"]["state"] == "PASS"
+    assert state["devices"]["cuda"]["state"] == "STALE"
+    assert "[cpu]" in state["devices"]["cuda"]["stale_because"][0]
+    assert state["state"] != "DISCHARGED"
