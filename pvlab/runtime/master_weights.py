@@ -278,6 +278,12 @@ class MasterWeightTrainer(trainer.Trainer):
         """The model with its fp32 masters in place of the bf16 weights, for the duration."""
         return self.optimizer.masters_in_model()
 
+    def _named_optimizer_state(self) -> dict[str, torch.Tensor]:
+        """Trainer's, each tensor a copy of its own: every parameter's "step" is the one
+        step_count tensor and the moments are views of flat buffers, which safetensors refuses to
+        write as shared memory (on the CPU, where Trainer's .to("cpu") copies nothing)."""
+        return {key: tensor.clone() for key, tensor in super()._named_optimizer_state().items()}
+
     def save(self, directory, *, runtime_meta: dict[str, Any] | None = None):
         """Trainer.save with the fp32 masters as the model's weights (never their bf16 rounding)."""
         with self.masters_in_model():

@@ -27,6 +27,7 @@ import entrypoint_mutant_probes  # probes of mutants/entrypoints.py
 import adapter_mutant_probes  # probes of mutants/adapters.py (the pack's transformers adapter)
 import behaviour_mutant_probes  # probes of mutants/behaviour.py (fast-path-on-cpu, documented-behaviour)
 import route_mutant_probes  # probes of mutants/routes.py (fast-routes)
+import master_weight_probes  # probes of the master-weight bugs of mutants/trainer.py (master-weights)
 import pytest
 import torch
 
@@ -533,7 +534,7 @@ PROBES = {name[len("probe_"):]: fn
                            **vars(fifth_mutant_probes), **vars(sixth_mutant_probes),
                            **vars(domain_mutant_probes),
                            **vars(entrypoint_mutant_probes), **vars(behaviour_mutant_probes),
-                           **vars(route_mutant_probes)}.items()
+                           **vars(route_mutant_probes), **vars(master_weight_probes)}.items()
           if name.startswith("probe_")}
 
 

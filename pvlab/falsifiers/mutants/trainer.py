@@ -382,3 +382,134 @@ def grad_clip_zero_zeroes_gradients():
 
     with plant("grad_clip_zero_zeroes_gradients", swap(trainer, "clip_gradients", clip_gradients)):
         yield
+
+
+# ---- master weights (issue #29)
+# runtime.master_weights (MasterWeightTrainer, MasterAdamW) and runtime.adamw_update, the fused update
+# behind them; contract master-weights.
+
+
+@mutant("master_bf16_copy_not_refreshed")
+def master_bf16_copy_not_refreshed():
+    """The update writes the fp32 master and the moments but leaves each bf16 weight as it was:
+    the model computes with the weights of the first step for ever, while the masters (and the
+    checkpoint) train on.
+
+    Imitates a fused update whose last store (weight = bf16(master)) was dropped or masked out.
+    Seam: runtime.master_weights._StateSet.update (wrapped: the bf16 weights written back as they
+    were before it, on the CPU's and the Triton path alike)."""
+    import torch
+
+    from pvlab.runtime import master_weights
+
+    original = master_weights._StateSet.update
+
+    def update(self, grads, masters, scalars):
+        stale = [p.detach().clone() for p in self.parameters] if self.has_master else []
+        original(self, grads, masters, scalars)
+        with torch.no_grad():
+            for parameter, old in zip(self.parameters, stale):   # the defect: the copy is not refreshed
+                parameter.copy_(old)
+
+    with plant("master_bf16_copy_not_refreshed", swap(master_weights._StateSet, "update", update)):
+        yield
+
+
+@mutant("master_checkpoint_saves_bf16_rounding")
+def master_checkpoint_saves_bf16_rounding():
+    """MasterWeightTrainer.save writes the bf16 weights widened to fp32 as the model's weights
+    instead of the fp32 masters: a resumed run (by either trainer) restarts from the rounding,
+    losing up to half a bf16 ulp of every matrix.
+
+    Imitates a save that writes `model.state_dict()` cast to fp32. Seam:
+    runtime.master_weights.MasterWeightTrainer.masters_in_model (what save swaps into the model:
+    bf16(master) widened instead of the master)."""
+    import contextlib
+
+    from pvlab.runtime.master_weights import MasterWeightTrainer
+
+    @contextlib.contextmanager
+    def masters_in_model(self):
+        swapped = []
+        try:
+            for state_set in self.optimizer.sets:
+                if state_set.has_master:
+                    for parameter in state_set.parameters:
+                        swapped.append((parameter, parameter.data))
+                        parameter.data = parameter.data.float()       # the defect: the rounding, widened
+            yield
+        finally:
+            for parameter, data in swapped:
+                parameter.data = data
+
+    with plant("master_checkpoint_saves_bf16_rounding", swap(MasterWeightTrainer, "masters_in_model", masters_in_model)):
+        yield
+
+
+@mutant("master_update_ignores_clip")
+def master_update_ignores_clip():
+    """The fused update multiplies every gradient by 1 instead of the clip factor: the gradient
+    clip, folded into the update, never happens (last_grad_norm still reports the norm).
+
+    Imitates the clip factor passed to a fused kernel as a constant (or the wrong pointer).
+    Seam: runtime.adamw_update.update_reference and update_triton (wrapped: scalars.clip = 1)."""
+    import dataclasses
+
+    import torch
+
+    from pvlab.runtime import adamw_update
+
+    def wrap(original):
+        def update(*args):
+            *rest, scalars = args
+            return original(*rest, dataclasses.replace(scalars, clip=torch.ones_like(scalars.clip)))  # the defect
+        return update
+
+    with plant("master_update_ignores_clip", swap(adamw_update, "update_reference", wrap(adamw_update.update_reference)),
+               swap(adamw_update, "update_triton", wrap(adamw_update.update_triton))):
+        yield
+
+
+@mutant("master_update_ignores_skip")
+def master_update_ignores_skip():
+    """The fused update ignores the skip flag: a step whose loss is non-finite writes its NaN
+    update into the masters, the moments and the bf16 weights (the step count alone stays).
+
+    Imitates a kernel whose store mask leaves out the found_inf / skip term. Seam:
+    runtime.adamw_update.update_reference and update_triton (wrapped: scalars.skip = 0)."""
+    import dataclasses
+
+    import torch
+
+    from pvlab.runtime import adamw_update
+
+    def wrap(original):
+        def update(*args):
+            *rest, scalars = args
+            return original(*rest, dataclasses.replace(scalars, skip=torch.zeros_like(scalars.skip)))  # the defect
+        return update
+
+    with plant("master_update_ignores_skip", swap(adamw_update, "update_reference", wrap(adamw_update.update_reference)),
+               swap(adamw_update, "update_triton", wrap(adamw_update.update_triton))):
+        yield
+
+
+@mutant("master_bias_correction_off_by_one")
+def master_bias_correction_off_by_one():
+    """The bias corrections use step + 1 (1 - beta ** (step + 1)): the early steps are too small
+    (with betas 0.9, 0.95 the first is 0.74 of its size, the fifth 0.95), the later ones closer.
+
+    Imitates the step count incremented before the corrections are taken where it was already
+    the count after the step. Seam: runtime.adamw_update.UpdateScalars.corrections (wrapped: it
+    reads step + 1), which both implementations call."""
+    import dataclasses
+
+    from pvlab.runtime import adamw_update
+
+    original = adamw_update.UpdateScalars.corrections
+
+    def corrections(self):
+        return original(dataclasses.replace(self, step=self.step + 1))   # the defect: one step ahead
+
+    with plant("master_bias_correction_off_by_one", swap(adamw_update.UpdateScalars, "corrections", corrections)):
+        yield
