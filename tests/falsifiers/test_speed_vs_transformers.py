@@ -57,6 +57,8 @@ def test_runtime_variants_parse_and_refuse_what_they_do_not_know():
     assert "CUDA graph" in g.label() and not v.graph
     c = svt.RuntimeVariant.parse("model+graph+chunk=1766")
     assert c.chunk == 1766 and svt.RuntimeVariant.parse(c.spec()) == c and "1766 tokens" in c.label()
+    m = svt.RuntimeVariant.parse("model+fused+graph+chunk=4096+master")
+    assert m.master and m.graph and svt.RuntimeVariant.parse(m.spec()) == m and "fp32 masters" in m.label()
     for bad in ("fast", "model+fusd", "model+mode=turbo", "eager+mode=reduce-overhead", "model+chunk=0", "model+chunk=x"):
         with pytest.raises(ValueError):
             svt.RuntimeVariant.parse(bad)
