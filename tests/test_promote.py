@@ -74,7 +74,9 @@ def evidence(root: Path, verdict: str, mutant: str | None = None) -> None:
     append(root / "evidence" / "ledger.jsonl", [make_record(
         contract="demo", contract_version=loaded.contract.metadata.version, falsifier=f.id,
         falsifier_sha256=f.definition_sha256(), device="cpu", mutant=mutant, verdict=verdict,
-        observations={"loss": 0.5}, prediction=f.prediction, margin=0.5, duration_s=0.1,
+        # observations that give the verdict (pv refuses a record they contradict: pv.identity)
+        observations={"loss": 0.5 if verdict == "PASS" else 1.5}, prediction=f.prediction,
+        margin=0.5 if verdict == "PASS" else -0.5, duration_s=0.1,
         time_utc=f"2026-02-01T00:{n // 60 % 60:02d}:{n % 60:02d}Z",
         code_digests={"demo_checks": digest_file(root / "demo_checks.py")},  # the code it ran: fresh
         **what_ran(root, loaded, f.id),  # its own generated test ran it

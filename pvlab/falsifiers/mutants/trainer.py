@@ -446,6 +446,23 @@ def master_checkpoint_saves_bf16_rounding():
         yield
 
 
+def _update_scalar_replaced(field, value):
+    """Both implementations of the fused update (runtime.adamw_update.update_reference and
+    update_triton) wrapped so that their UpdateScalars' `field` reads value(the true one)."""
+    import dataclasses
+
+    from pvlab.runtime import adamw_update
+
+    def wrap(original):
+        def update(*args):
+            *rest, scalars = args
+            return original(*rest, dataclasses.replace(scalars, **{field: value(getattr(scalars, field))}))
+        return update
+
+    return (swap(adamw_update, "update_reference", wrap(adamw_update.update_reference)),
+            swap(adamw_update, "update_triton", wrap(adamw_update.update_triton)))
+
+
 @mutant("master_update_ignores_clip")
 def master_update_ignores_clip():
     """The fused update multiplies every gradient by 1 instead of the clip factor: the gradient
@@ -453,20 +470,9 @@ def master_update_ignores_clip():
 
     Imitates the clip factor passed to a fused kernel as a constant (or the wrong pointer).
     Seam: runtime.adamw_update.update_reference and update_triton (wrapped: scalars.clip = 1)."""
-    import dataclasses
-
     import torch
 
-    from pvlab.runtime import adamw_update
-
-    def wrap(original):
-        def update(*args):
-            *rest, scalars = args
-            return original(*rest, dataclasses.replace(scalars, clip=torch.ones_like(scalars.clip)))  # the defect
-        return update
-
-    with plant("master_update_ignores_clip", swap(adamw_update, "update_reference", wrap(adamw_update.update_reference)),
-               swap(adamw_update, "update_triton", wrap(adamw_update.update_triton))):
+    with plant("master_update_ignores_clip", *_update_scalar_replaced("clip", torch.ones_like)):   # the defect
         yield
 
 
@@ -477,20 +483,9 @@ def master_update_ignores_skip():
 
     Imitates a kernel whose store mask leaves out the found_inf / skip term. Seam:
     runtime.adamw_update.update_reference and update_triton (wrapped: scalars.skip = 0)."""
-    import dataclasses
-
     import torch
 
-    from pvlab.runtime import adamw_update
-
-    def wrap(original):
-        def update(*args):
-            *rest, scalars = args
-            return original(*rest, dataclasses.replace(scalars, skip=torch.zeros_like(scalars.skip)))  # the defect
-        return update
-
-    with plant("master_update_ignores_skip", swap(adamw_update, "update_reference", wrap(adamw_update.update_reference)),
-               swap(adamw_update, "update_triton", wrap(adamw_update.update_triton))):
+    with plant("master_update_ignores_skip", *_update_scalar_replaced("skip", torch.zeros_like)):   # the defect
         yield
 
 
