@@ -292,3 +292,32 @@ def load_ignores_requested_path():
 
     with plant("load_ignores_requested_path", swap(checkpoint, "load", load), swap(package, "load", load)):
         yield
+
+
+# ---- seventh blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Seventh blind batch"; probes in tests/falsifiers/seventh_mutant_probes.py)
+
+
+@mutant("checkpoint_load_rounds_fp32_to_bf16")
+def checkpoint_load_rounds_fp32_to_bf16():
+    """Loading a checkpoint rounds every fp32 tensor to bf16 on its way into the fp32 model:
+    runtime.load, Trainer.resume and fine-tuning all start from weights that differ from the
+    saved ones in the low 16 bits (logits move by ~1e-3, a resumed run no longer continues the
+    saved one bit for bit). bf16 files load exactly as before.
+
+    Imitates a loader that reads tensors in a default half dtype (torch_dtype=bfloat16) and
+    upcasts afterwards. Seam: runtime.checkpoint.copy_tensor (wrapped: the tensor rounded
+    through bf16 first)."""
+    import torch
+
+    from pvlab.runtime import checkpoint
+
+    original = checkpoint.copy_tensor
+
+    def copy_tensor(parameter, tensor):
+        if tensor.dtype == torch.float32:
+            tensor = tensor.to(torch.bfloat16)   # the defect: read at half precision, then widened
+        return original(parameter, tensor)
+
+    with plant("checkpoint_load_rounds_fp32_to_bf16", swap(checkpoint, "copy_tensor", copy_tensor)):
+        yield

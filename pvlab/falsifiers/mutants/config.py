@@ -104,3 +104,31 @@ def parameter_count_counts_tied_head():
 
     with plant("parameter_count_counts_tied_head", swap(ModelConfig, "num_parameters", num_parameters)):
         yield
+
+
+# ---- seventh blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Seventh blind batch"; probes in tests/falsifiers/seventh_mutant_probes.py)
+
+
+@mutant("config_json_omits_rms_norm_eps")
+def config_json_omits_rms_norm_eps():
+    """config.json is written without rms_norm_eps: a reader falls back to its default, 1e-6
+    (ModelConfig.from_hf_dict, and transformers' Qwen2Config and LlamaConfig alike). Qwen2
+    models (1e-6) round-trip exactly; a Llama with rms_norm_eps 1e-5 (llama-370m) comes back
+    with 1e-6 from every checkpoint it saved, so the reloaded model's every norm, and its
+    logits, differ from the model that was trained.
+
+    Imitates a field left out of the hand-written config dict, unnoticed because the default
+    model family's value equals the reader's default. Seam: runtime.config.ModelConfig.to_hf_dict
+    (wrapped: the key removed)."""
+    from pvlab.runtime.config import ModelConfig
+
+    original = ModelConfig.to_hf_dict
+
+    def to_hf_dict(self):
+        hf = original(self)
+        hf.pop("rms_norm_eps", None)   # the defect: the field is never written
+        return hf
+
+    with plant("config_json_omits_rms_norm_eps", swap(ModelConfig, "to_hf_dict", to_hf_dict)):
+        yield

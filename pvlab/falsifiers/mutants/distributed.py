@@ -179,3 +179,30 @@ def rank_sampler_reuses_first_epoch_order():
 
     with plant("rank_sampler_reuses_first_epoch_order", swap(distributed, "shard_indices", shard_indices)):
         yield
+
+
+# ---- seventh blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Seventh blind batch"; probes in tests/falsifiers/seventh_mutant_probes.py)
+
+
+@mutant("ddp_grad_norm_left_squared")
+def ddp_grad_norm_left_squared():
+    """The distributed global gradient norm is returned squared when no gradient is sharded
+    (DDP, and any single-process run): DistributedTrainer's last_grad_norm reports norm**2 and
+    its clipping scales by max_norm / norm**2, clipping far too hard above a norm of 1 and not
+    at all below it. FSDP's sharded gradients are unaffected.
+
+    Imitates the final sqrt indented into the `if sharded:` block next to the all_reduce of the
+    squares. Seam: runtime.distributed.grad_norm (wrapped: squared when unsharded)."""
+    from pvlab.runtime import distributed
+
+    original = distributed.grad_norm
+
+    def grad_norm(gradients, ctx):
+        total = original(gradients, ctx)
+        if any(hasattr(g, "to_local") for g in gradients):
+            return total
+        return total * total   # the defect: the sqrt is taken on the sharded branch only
+
+    with plant("ddp_grad_norm_left_squared", swap(distributed, "grad_norm", grad_norm)):
+        yield

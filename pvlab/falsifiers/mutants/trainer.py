@@ -508,3 +508,81 @@ def master_bias_correction_off_by_one():
 
     with plant("master_bias_correction_off_by_one", swap(adamw_update.UpdateScalars, "corrections", corrections)):
         yield
+
+
+# ---- seventh blind batch: written from pvlab/runtime alone, before any kill was measured
+# (docs/mutants.md, "Seventh blind batch"; probes in tests/falsifiers/seventh_mutant_probes.py)
+
+
+@mutant("master_resume_restarts_bias_correction")
+def master_resume_restarts_bias_correction():
+    """MasterAdamW.load_state_dict restores the moments but leaves the step count at the fresh
+    optimizer's 0: a MasterWeightTrainer resumed at step n takes its next update with Adam's
+    bias corrections of step 1 (lr / (1 - beta1) on the restored first moment: about ten times
+    the step the uninterrupted run takes), and the checkpoint it saves next records the wrong
+    "step". Trainer.step and the lr schedule are restored, so nothing looks amiss.
+
+    Imitates the moments copied into the flat buffers and the step count, which lives outside
+    them in one tensor, forgotten. Seam: runtime.master_weights.MasterAdamW.load_state_dict
+    (wrapped: the step count reset after it)."""
+    from pvlab.runtime import master_weights
+
+    original = master_weights.MasterAdamW.load_state_dict
+
+    def load_state_dict(self, state_dict):
+        original(self, state_dict)
+        self.step_count.zero_()   # the defect: the step count is not restored
+
+    with plant("master_resume_restarts_bias_correction",
+               swap(master_weights.MasterAdamW, "load_state_dict", load_state_dict)):
+        yield
+
+
+@mutant("master_bf16_copy_truncated")
+def master_bf16_copy_truncated():
+    """After each update the bf16 weights are the fp32 masters truncated (rounded toward zero),
+    not rounded to nearest: every decoder matrix the model computes with is biased toward zero
+    by half a bf16 ulp on average, and differs from the autocast recipe's bf16(W) in about half
+    its elements. The masters, the moments and the checkpoint are right.
+
+    Imitates a fused kernel that stores the master's upper 16 bits (a bit-cast shortcut) as the
+    bf16 weight instead of a rounding conversion. Seam: runtime.master_weights._StateSet.update
+    (wrapped: the bf16 weights rewritten from the truncated masters, on the CPU's and the Triton
+    path alike)."""
+    import torch
+
+    from pvlab.runtime import master_weights
+
+    original = master_weights._StateSet.update
+
+    def update(self, grads, masters, scalars):
+        original(self, grads, masters, scalars)
+        if masters is None:
+            return
+        with torch.no_grad():
+            for parameter, master in zip(self.parameters, self.master_views(masters)):
+                bits = master.contiguous().view(torch.int32) & -65536   # the defect: low 16 bits dropped
+                parameter.copy_(bits.view(torch.float32).to(parameter.dtype))
+
+    with plant("master_bf16_copy_truncated", swap(master_weights._StateSet, "update", update)):
+        yield
+
+
+@mutant("warmup_skipped_without_total_steps")
+def warmup_skipped_without_total_steps():
+    """With total_steps None (a constant schedule) warmup_steps is ignored: the first step
+    already runs at the peak lr. With total_steps given, warmup and cosine are unchanged.
+
+    Imitates the constant-schedule early return (`if not total_steps: return peak`) placed
+    before the warmup branch. Seam: runtime.trainer.learning_rate (wrapped)."""
+    from pvlab.runtime import trainer
+
+    original = trainer.learning_rate
+
+    def learning_rate(step, *, peak, warmup_steps, total_steps, min_lr):
+        if not total_steps:
+            return peak   # the defect: returns before the warmup is applied
+        return original(step, peak=peak, warmup_steps=warmup_steps, total_steps=total_steps, min_lr=min_lr)
+
+    with plant("warmup_skipped_without_total_steps", swap(trainer, "learning_rate", learning_rate)):
+        yield
