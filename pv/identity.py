@@ -18,8 +18,10 @@ also carries what actually ran:
 `EvidenceCheck.refuses(record, falsifier)` says why a record does not count as evidence for the
 falsifier's current definition: its test is not the module `pv generate` renders from the
 current contract (rendered here from the contract, never imported), or the harness judged
-something other than the contract's prediction, params or tolerance. Records made before pv
-recorded these fields cannot show it, so they never count (STALE).
+something other than the contract's prediction, params or tolerance, or a record under a
+planted bug whose code binding does not hold that bug's `@mutant` function (mutant_not_run: an
+honest kill relabelled to another bug). Records made before pv recorded these fields cannot show
+it, so they never count (STALE).
 
 The digests are of the module's syntax tree with what cannot change a verdict left out:
 comments, docstrings, `if_fails=` and a tolerance's `source` text, the contract version
@@ -60,7 +62,7 @@ from pv.ledger import LedgerRecord, _sanitize
 from pv.testdigest import legacy_test_sha256, template_digests, test2_sha256, test4_sha256, test_sha256
 
 __all__ = ["EvidenceCheck", "NO_IDENTITY", "RENDERS_OTHER", "SIBLING_OTHER", "cells_option", "defined_texts",
-           "judged_differs", "node_differs", "verdict_contradicts", "legacy_test_sha256", "ran_test", "template_digests", "test2_sha256", "test4_sha256",
+           "judged_differs", "mutant_not_run", "node_differs", "verdict_contradicts", "legacy_test_sha256", "ran_test", "template_digests", "test2_sha256", "test4_sha256",
            "test_sha256", "tolerance_numbers"]
 
 NO_IDENTITY = "recorded before pv recorded what ran (no test identity)"
@@ -161,6 +163,31 @@ def node_differs(record: LedgerRecord, prefix: str) -> str | None:
             + f": the node would end {expected})")
 
 
+def mutant_not_run(record: LedgerRecord, defined: tuple[str, str | None] | None) -> str | None:
+    """Why the code a record is bound to cannot have planted its bug (None: it can, or the record
+    cannot show it). `defined`: (module, qualname) of the bug's `@mutant` function
+    (pv.staticcheck.ModuleIndex.mutant_defs; None: a name the mutants module does not declare).
+    Planting a bug runs its function, so a traced record under it executed that unit, and a
+    record bound to whole modules (`binding: modules`, pv.timing, or code_digests on a record
+    made before units) bound its module. An honest record made under another bug and copied
+    with this bug's name did neither. A record with no code binding cannot show it."""
+    if record.mutant is None or defined is None:
+        return None
+    module, qualname = defined
+    if record.executed_code is not None:
+        if qualname is None or qualname in record.executed_code.get(module, {}):
+            return None
+        ran = f"{module}:{qualname}"
+    elif record.code_digests is not None:
+        if module in record.code_digests:
+            return None
+        ran = module
+    else:
+        return None
+    return (f"the code of bug {record.mutant!r} ({ran}) did not run in it: it was made under another "
+            f"bug or none (the record relabelled after the run?)")
+
+
 class EvidenceCheck:
     """Whether a record's code is the tree's (`changes`, pv.codebind.TreeDigests) and whether
     the record ran the contract's generated test on the contract's definition (`refuses`).
@@ -182,6 +209,7 @@ class EvidenceCheck:
         # (contract, falsifier) -> ("test4" digest, the module's template digests) rendered now
         self._test4: dict[tuple[str, str], tuple[str | None, frozenset[str]]] = {}
         self._planted: dict[str, tuple[str, ...] | None] | None = None  # mutant -> its `runtimes=`
+        self._mutant_defs: dict[str, tuple[str, str | None]] = {}  # mutant -> (module, qualname)
         # id of a falsifier -> (the falsifier, kept so that its id stays its own; its defined_texts)
         self._defined: dict[int, tuple[Any, tuple[str, str, str]]] = {}
 
@@ -197,6 +225,13 @@ class EvidenceCheck:
         is judged by no runtime (pv validate reports it, PV309)."""
         from pv import mutation
 
+        self._scan_mutants()
+        if mutant not in self._planted:
+            return True
+        table = self.workspace.runtimes
+        return mutation.meets(mutation.planted_in(self._planted[mutant], table), runtime, table)
+
+    def _scan_mutants(self) -> None:
         if self._planted is None:  # read as pv validate reads it (pv.cache keeps it by the files' bytes)
             from pv.staticcheck import ModuleIndex
 
@@ -204,10 +239,7 @@ class EvidenceCheck:
             index = self._modules if self._modules is not None else ModuleIndex(self.workspace.root)
             found = index.mutant_runtimes(module) if module else None
             self._planted = {name: runtimes for name, (runtimes, _) in (found or {}).items()}
-        if mutant not in self._planted:
-            return True
-        table = self.workspace.runtimes
-        return mutation.meets(mutation.planted_in(self._planted[mutant], table), runtime, table)
+            self._mutant_defs = index.mutant_defs(module) if module else {}
 
     def __getattr__(self, name: str) -> Any:  # anything else the tree's digests answer
         if name == "tree":
@@ -296,7 +328,11 @@ class EvidenceCheck:
             return RENDERS_OTHER
         if id(falsifier) not in self._defined:
             self._defined[id(falsifier)] = (falsifier, defined_texts(falsifier))
-        return judged_differs(record, falsifier, self._defined[id(falsifier)][1]) or verdict_contradicts(record)
+        why = judged_differs(record, falsifier, self._defined[id(falsifier)][1]) or verdict_contradicts(record)
+        if why is None and record.mutant is not None:
+            self._scan_mutants()
+            why = mutant_not_run(record, self._mutant_defs.get(record.mutant))
+        return why
 
 
 def ran_test(workspace: Any, path: Path, name: str, function: str, contract: str | None, falsifier: str | None,

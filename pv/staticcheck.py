@@ -29,7 +29,7 @@ MAX_MODULE_BYTES = 2_000_000  # a check module is a few kilobytes; more is not w
 # in another, or deeper in the stack. pv parses with this many frames of headroom, whatever the
 # limit and depth are, so the same file always gives the same answer.
 PARSE_HEADROOM = 500
-MUTANT_SCAN_VERSION = f"mutant-names-3|{MAX_MODULE_BYTES}"  # pv.cache: change with the scan
+MUTANT_SCAN_VERSION = f"mutant-names-4|{MAX_MODULE_BYTES}"  # pv.cache: change with the scan
 FACTS_VERSION = f"module-facts-1|{MAX_MODULE_BYTES}"  # pv.cache: change with _signature/_top_level_binding
 MAX_NAME_BYTES = 255  # one path component, the longest most file systems allow
 
@@ -118,6 +118,7 @@ class ModuleIndex:
     autosave: bool = True
     _modules: dict[str, _Module | None] = field(default_factory=dict)
     _mutants: dict[str, dict[str, tuple[tuple[str, ...] | None, str | None]] | None] = field(default_factory=dict)
+    _mutant_defs: dict[str, dict[str, tuple[str, str | None]]] = field(default_factory=dict)
     _functions: dict[tuple[str, str], "Signature | Unresolved"] = field(default_factory=dict)
     _store: Any = None  # pv.cache.Cache of mutant names per file, opened on first use
     _facts: Any = None  # pv.cache.Cache of check signatures per file, opened on first use
@@ -343,20 +344,32 @@ class ModuleIndex:
         except Unresolved:
             found = None
         names: dict[str, tuple[tuple[str, ...] | None, str | None]] | None = None
+        defs: dict[str, tuple[str, str | None]] = {}
         if found is not None:
             path, is_package = found
             files = sorted(path.parent.rglob("*.py")) if is_package else [path]
             names = {}
             for file in files:
-                for name, runtimes, problem in self._file_mutant_names(file):
+                parts = list(file.relative_to(path.parent).with_suffix("").parts) if is_package else []
+                module = ".".join([dotted, *(parts[:-1] if parts[-1:] == ["__init__"] else parts)])
+                for name, runtimes, problem, qualname in self._file_mutant_names(file):
                     names[name] = (None if runtimes is None else tuple(runtimes), problem)
+                    defs[name] = (module, qualname)
             if self._store is not None and self.autosave:
                 self._store.save()
         self._mutants[dotted] = names
+        self._mutant_defs[dotted] = defs
         return names
 
+    def mutant_defs(self, dotted: str) -> dict[str, tuple[str, str | None]]:
+        """Name -> (the module that defines it, the `__qualname__` of its decorated function, as
+        pv.codeunits names a unit; None where it could not be read) of every mutant the module
+        (package) declares, read by the same scan as mutant_runtimes; {} when there is none."""
+        self.mutant_runtimes(dotted)
+        return self._mutant_defs.get(dotted, {})
+
     def _file_mutant_names(self, file: Path) -> list[list[Any]]:
-        """[name, runtimes or None, problem or None] of each mutant one file declares; remembered in pv.cache under the file's bytes
+        """[name, runtimes or None, problem or None, qualname of its function or None] of each mutant one file declares; remembered in pv.cache under the file's bytes
         (scanning parses the file, and a mutants package is scanned whole for every contract)."""
         try:
             data = file.read_bytes()
@@ -372,7 +385,7 @@ class ModuleIndex:
             if key in _SCANNED:  # this process read these bytes before (a contract's evidence each time)
                 return _SCANNED[key]
             found = self._store.get(key)
-            if isinstance(found, list) and all(isinstance(n, list) and len(n) == 3 for n in found):
+            if isinstance(found, list) and all(isinstance(n, list) and len(n) == 4 for n in found):
                 return found
         names: list[list[Any]] = []
         tree = parse_module(file, data)[0]
@@ -382,8 +395,9 @@ class ModuleIndex:
         if tree is not None:  # an unparsable module declares nothing pv can see
             try:
                 declared = mutation.scan_mutant_names(file) if data is None else mutation.scan_parsed(file, data, tree)
-                names = [[decl.name, None if decl.runtimes is None else list(decl.runtimes), decl.problem]
-                         for decl in declared]
+                qualnames = _decorator_qualnames(tree)
+                names = [[decl.name, None if decl.runtimes is None else list(decl.runtimes), decl.problem,
+                          qualnames.get((decl.line, decl.col))] for decl in declared]
             except mutation.MutationError:
                 names = []
         try:
@@ -394,6 +408,15 @@ class ModuleIndex:
             self._store.put(key, names)
             _SCANNED[key] = names
         return names
+
+
+def _decorator_qualnames(tree: ast.Module) -> dict[tuple[int, int], str]:
+    """(line, column counted from 1) of each decorator of a function -> the function's
+    `__qualname__` (pv.codeunits names units so): where pv.mutation found a `@mutant(...)`."""
+    from pv.codeunits import _functions
+
+    return {(deco.lineno, deco.col_offset + 1): qualname for qualname, node in _functions(tree)
+            for deco in node.decorator_list}  # type: ignore[attr-defined]
 
 
 def installed_module_file(parts: list[str]) -> tuple[Path, bool] | None:

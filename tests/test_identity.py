@@ -820,3 +820,70 @@ def test_attack_a_cpu_pass_relabelled_cuda_never_fills_the_cuda_cell(tmp_path, m
     assert state["devices"]["cuda"]["state"] == "STALE"
     assert "[cpu]" in state["devices"]["cuda"]["stale_because"][0]
     assert state["state"] != "DISCHARGED"
+
+
+# --- a kill relabelled to another planted bug (red-team round: mutant) ---------------------------
+
+
+@pytest.fixture
+def planted_ws(tmp_path, monkeypatch):
+    """FALSIFY-DEMO-001 declares two planted bugs: drops_bias (killed: the loss jumps) and
+    does_nothing (survives: nothing changes). Both records are real runs."""
+    ws = make_workspace(tmp_path)
+    ws.add_contract("demo", [falsifier("FALSIFY-DEMO-001", mutants=["drops_bias", "does_nothing"])])
+    ws.generate()
+    ws.enter(monkeypatch)
+    for mutant in ("drops_bias", "does_nothing"):
+        run = cli("run")("--contract", "demo", "--device", "cpu", "--mutant", mutant)
+        assert run.output and mutant in run.output
+    return ws
+
+
+def mutant_states(ws) -> dict[str, str]:
+    return {name: m["state"] for name, m in status_of(ws, "FALSIFY-DEMO-001")["mutants"].items()}
+
+
+def test_attack_a_kill_relabelled_to_another_planted_bug_never_counts(planted_ws):
+    """The honest FAIL made under drops_bias, copied with `mutant: does_nothing` and a new record
+    id: it carries the honest test identity, judged definition and observations, but the code it
+    executed is drops_bias's, not does_nothing's. does_nothing stays SURVIVED; drops_bias KILLED."""
+    from pv.ledger import append
+
+    ws = planted_ws
+    records = ws.records()
+    kill = next(r for r in records if r.mutant == "drops_bias")
+    assert kill.verdict.value == "FAIL" and "drops_bias" in kill.executed_code[f"{ws.package}.mutants"]
+    assert "does_nothing" not in kill.executed_code[f"{ws.package}.mutants"]
+    survivor = next(r for r in records if r.mutant == "does_nothing")
+    assert "does_nothing" in survivor.executed_code[f"{ws.package}.mutants"]  # planting runs the bug's function
+    assert mutant_states(ws) == {"drops_bias": "KILLED", "does_nothing": "SURVIVED"}
+    append(ws.ledger, [kill.model_copy(update={"mutant": "does_nothing", "record_id": "c" * 32})])
+    assert mutant_states(ws) == {"drops_bias": "KILLED", "does_nothing": "SURVIVED"}
+    from pv.loader import load_contract
+
+    loaded, _ = load_contract(ws.contracts / "demo-v1.yaml")
+    check = identity.EvidenceCheck(ws.workspace(), [loaded])
+    falsifier_ = loaded.contract.falsifier("FALSIFY-DEMO-001")
+    assert check.refuses(kill, falsifier_) is None
+    why = check.refuses(ws.records()[-1], falsifier_)
+    assert why is not None and "'does_nothing'" in why and "did not run" in why and "relabelled" in why
+
+
+def test_a_module_bound_record_under_a_bug_counts_only_if_the_bugs_module_is_bound(planted_ws):
+    """A timing record (`binding: modules`, pv.timing) binds whole modules, not units: under a
+    bug it counts when the module that defines the bug is among them, else it is refused."""
+    from pv.codebind import bind
+    from pv.ledger import append
+
+    ws = planted_ws
+    kill = next(r for r in ws.records() if r.mutant == "drops_bias")
+
+    def timed(modules: list[str], record_id: str):
+        digests = bind([f"{ws.package}.{m}" for m in modules], [ws.package], [ws.root], loaded={})
+        return kill.model_copy(update={"mutant": "does_nothing", "record_id": record_id, "binding": "modules",
+                                       "executed_code": None, "code_origins": None, "code_digests": digests})
+
+    append(ws.ledger, [timed(["basic"], "b" * 32)])
+    assert mutant_states(ws)["does_nothing"] == "SURVIVED"  # does_nothing's module was not bound
+    append(ws.ledger, [timed(["basic", "mutants"], "a" * 32)])
+    assert mutant_states(ws)["does_nothing"] == "KILLED"  # bound: the record can have planted it

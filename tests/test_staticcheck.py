@@ -65,3 +65,18 @@ def test_facts_a_worker_found_are_saved_by_the_index_they_are_handed_to(tmp_path
     assert worker.take_added() == ({}, {})  # handed over once
     parent.save()
     assert staticcheck.ModuleIndex(tmp_path)._remembered_def("m", "check") is not None
+
+
+def test_mutant_defs_name_each_bugs_module_and_function_as_code_units_name_them(tmp_path):
+    """The module and `__qualname__` of each `@mutant` function (pv.identity refuses a record
+    under a bug whose code did not run), read by the scan, never importing the package."""
+    pkg = tmp_path / "pkg" / "mutants"
+    pkg.mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("from pv import mutant\n\n@mutant('top')\ndef top():\n    yield\n")
+    (pkg / "loss.py").write_text("import torch_is_never_imported\nfrom pv import mutant\n\n"
+                                 "class Bugs:\n    @mutant('nested')\n    def drops(self):\n        yield\n")
+    expected = {"top": ("pkg.mutants", "top"), "nested": ("pkg.mutants.loss", "Bugs.drops")}
+    assert staticcheck.ModuleIndex(tmp_path).mutant_defs("pkg.mutants") == expected
+    assert staticcheck.ModuleIndex(tmp_path).mutant_defs("pkg.mutants") == expected  # read back from pv.cache
+    assert staticcheck.ModuleIndex(tmp_path).mutant_defs("pkg.absent") == {}
