@@ -357,21 +357,38 @@ def cell_subject(record: LedgerRecord, cell_sha: dict[str | None, str]) -> str |
     return next((s for s, sha in cell_sha.items() if sha == record.falsifier_sha256), None)
 
 
+Placed = tuple[int, LedgerRecord, "str | None", "str | None"]  # position, record, its subject, its runtime
+
+
+def place_records(falsifier: FalsificationTest, records: Sequence[Indexed], subject_param: str = "subject",
+                  ) -> tuple[list[tuple[str | None, str | None, str]], dict[str | None, str], list[Placed]]:
+    """The falsifier's required cells (runtime, subject, device), each subject's definition hash,
+    and the records that belong to a required cell, each with its subject and runtime."""
+    sha = falsifier.definition_sha256()
+    cells = falsifier.runtime_cells()
+    required = set(cells)
+    cell_sha = {s: sha if s is None else falsifier.definition_sha256(s, subject_param) for _, s, _ in cells}
+    placed = [(i, r, cell_subject(r, cell_sha), cell_runtime(r.runtime, falsifier.runtimes)) for i, r in records]
+    return cells, cell_sha, [(i, r, s, rt) for i, r, s, rt in placed if (rt, s, r.device) in required]
+
+
+def cell_records(cells: Sequence[tuple[str | None, str | None, str]], relevant: Sequence[Placed],
+                 ) -> list[tuple[str | None, str | None, str, list[Indexed]]]:
+    """Per required cell (runtime, subject, device), its non-mutant records: what `_cell` judges."""
+    runtime = [(i, r, s, rt) for i, r, s, rt in relevant if r.mutant is None]
+    return [(rt_, subject, device, [(i, r) for i, r, s, rt in runtime if (rt, s, r.device) == (rt_, subject, device)])
+            for rt_, subject, device in cells]
+
+
 def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Sequence[Indexed],
                      code: Any = None, subject_param: str = "subject") -> FalsifierStatus:
     """Status of one falsifier from the records of (contract id, falsifier id). `code`
     (pv.codebind.TreeDigests) says whether a record's code is the tree's; `subject_param`
     ([tool.pv]) names the parameter a subject fills, which its cell's definition hash covers."""
     sha = falsifier.definition_sha256()
-    cells = falsifier.runtime_cells()  # (runtime, subject, device)
-    required = set(cells)
-    cell_sha = {s: sha if s is None else falsifier.definition_sha256(s, subject_param) for _, s, _ in cells}
-    placed = [(i, r, cell_subject(r, cell_sha), cell_runtime(r.runtime, falsifier.runtimes)) for i, r in records]
-    relevant = [(i, r, s, rt) for i, r, s, rt in placed if (rt, s, r.device) in required]
-    runtime = [(i, r, s, rt) for i, r, s, rt in relevant if r.mutant is None]
-
-    devices = [_cell(device, subject, [(i, r) for i, r, s, rt in runtime if (rt, s, r.device) == (rt_, subject, device)],
-                     cell_sha[subject], code, falsifier, rt_) for rt_, subject, device in cells]
+    cells, cell_sha, relevant = place_records(falsifier, records, subject_param)
+    devices = [_cell(device, subject, here, cell_sha[subject], code, falsifier, rt_)
+               for rt_, subject, device, here in cell_records(cells, relevant)]
 
     states = {d.state for d in devices}
     if DeviceState.FAIL in states:
@@ -518,61 +535,3 @@ def compute(contracts: Iterable[Contract], records: Iterable[LedgerRecord], code
     groups = group_records(records)
     statuses = [contract_status(c, groups, code, subject_param) for c in contracts]
     return sorted(statuses, key=lambda s: s.id)
-
-
-# --- declared vs computed ----------------------------------------------------------------------
-
-
-def overclaim(status: ContractStatus) -> str | None:
-    """Why the declared status claims more than the evidence supports, or None.
-
-    Claiming more means: declaring anything but DRAFT_RED while the evidence is red (a
-    falsified or errored falsifier must not hide behind DRAFT or a green status), or declaring
-    DRAFT_PARTIAL_DISCHARGE / ACTIVE_RUNTIME above what the evidence supports. Declaring
-    less than the evidence (e.g. DRAFT with everything discharged) is allowed: it lags, and
-    `pv status --promote` catches it up. RETIRED/SUPERSEDED are set by hand and never flagged.
-    """
-    declared, evidence = status.declared, status.evidence
-    if declared in HAND_SET:
-        return None
-    if evidence is LifecycleStatus.DRAFT_RED and declared is not LifecycleStatus.DRAFT_RED:
-        red = [f"{f.id} {f.explain()}" for f in status.falsifiers if f.state in FAILING]
-        return f"the evidence is red ({'; '.join(red)})"
-    if declared in (LifecycleStatus.DRAFT_PARTIAL_DISCHARGE, LifecycleStatus.ACTIVE_RUNTIME):
-        if STATUS_RANK[declared] > STATUS_RANK[evidence]:
-            if evidence is LifecycleStatus.DRAFT:
-                return "there is no fresh evidence (every falsifier PENDING or STALE)"
-            return " / ".join(status.blockers) or "the evidence does not support it"
-    return None
-
-
-def declared_status_diagnostics(
-    loaded_contracts: Iterable[LoadedContract],
-    records: Iterable[LedgerRecord] | dict[tuple[str, str], list[Indexed]], code: Any = None,
-    subject_param: str = "subject",
-) -> list[Diagnostic]:
-    """PV501 for every contract whose declared `metadata.status` claims more than its evidence.
-
-    `loaded_contracts` are pv.loader results (those whose schema failed are skipped);
-    `records` are the ledger's records (`pv.ledger.read(ws.ledger).records`), or
-    `group_records(...)` of them (a caller judging contracts one at a time groups them once).
-    """
-    groups = records if isinstance(records, dict) else group_records(records)
-    out = []
-    for loaded in loaded_contracts:
-        if loaded is None or loaded.contract is None:
-            continue
-        status = contract_status(loaded.contract, groups, code, subject_param)
-        reason = overclaim(status)
-        if reason is None:
-            continue
-        line, col = loaded.position(K.STATUS.at())  # where pv.validation places a replayed finding too
-        demote = " --allow-demote" if STATUS_RANK.get(status.declared, 0) > STATUS_RANK[status.evidence] else ""
-        out.append(Diagnostic(
-            path=loaded.display_path, line=line, col=col, code="PV501",
-            message=(f"declared status {status.declared.value} claims more than the evidence, "
-                     f"which supports {status.evidence.value}: {reason}"),
-            hint=(f"run the falsifiers (pv run), or set the status from the evidence: "
-                  f"pv status --promote{demote} {status.id}"),
-        ))
-    return out

@@ -35,7 +35,8 @@ from typing import Any
 import yaml
 
 from pv.atomic import write_text
-from pv.lifecycle import HAND_SET, ContractStatus, overclaim
+from pv.declared import overclaim
+from pv.lifecycle import HAND_SET, ContractStatus
 from pv.loader import LoadedContract
 from pv.schema import SEMVER_PATTERN, STATUS_RANK, Contract, LifecycleStatus
 

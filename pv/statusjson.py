@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from pv.ledger import LedgerRecord
-from pv.lifecycle import ContractStatus, overclaim
+from pv.declared import overclaim
+from pv.lifecycle import ContractStatus
 
 
 def to_json(status: ContractStatus, display_path: str | None = None) -> dict[str, Any]:

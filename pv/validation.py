@@ -297,7 +297,7 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
             else:
                 found += _placed(*remembered, contract)
         if todo:
-            from pv import ledgerindex, lifecycle
+            from pv import declared, ledgerindex
             from pv.codebind import TreeDigests
             from pv.identity import EvidenceCheck
             from pv.staticcheck import ModuleIndex
@@ -316,7 +316,7 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
                     shared = None if part is not None else (tree, modules)
                     indexes.append(modules)
                     check = EvidenceCheck(workspace, [contract], tree, modules)
-                    share = lifecycle.declared_status_diagnostics([contract], groups, check, workspace.subject_param)
+                    share = declared.declared_status_diagnostics([contract], groups, check, workspace.subject_param)
                 finally:
                     readlog.stop(part)
                 replay.store_part(workspace.root, key, part, share, contract.sha256)
@@ -337,7 +337,7 @@ def _placed(diagnostics: list[Diagnostic], judged_sha256: str, loaded) -> list[D
     """A replayed PV501 share's findings where they are in `loaded`: the share was judged on the
     same data (pv.replay.part_key), but on bytes whose sha256 is `judged_sha256`. Where the bytes
     differ (a comment or the layout edited), each finding is at `metadata.status` as it is now
-    (pv.lifecycle.declared_status_diagnostics puts it there)."""
+    (pv.declared.declared_status_diagnostics puts it there)."""
     if not diagnostics or judged_sha256 == loaded.sha256:
         return diagnostics
     from dataclasses import replace

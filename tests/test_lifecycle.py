@@ -14,9 +14,8 @@ from pv.lifecycle import (
     MutantState,
     compute,
     contract_status,
-    declared_status_diagnostics,
-    overclaim,
 )
+from pv.declared import declared_status_diagnostics, overclaim
 from pv.loader import load_contract
 from pv.schema import Contract, LifecycleStatus
 

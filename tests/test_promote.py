@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from pv.cli import main
 from pv.codebind import digest_file
 from pv.ledger import append, make_record
-from pv.lifecycle import contract_status, declared_status_diagnostics
+from pv.declared import declared_status_diagnostics
+from pv.lifecycle import contract_status
 from pv.loader import load_contract
 from pv.promote import PromotionError, _verify, bump_minor, rewrite
 from pv.schema import LifecycleStatus

@@ -229,16 +229,16 @@ def test_inputs_read_in_worker_processes_are_recorded(vworkspace):
 @pytest.fixture
 def judged(monkeypatch) -> list[str]:
     """The ids of the contracts whose evidence (PV501) is judged, in order, across runs."""
-    from pv import lifecycle
+    from pv import declared
 
     ids: list[str] = []
-    real = lifecycle.declared_status_diagnostics
+    real = declared.declared_status_diagnostics
 
     def counting(loaded, *args, **kwargs):
         ids.extend(c.contract.metadata.id for c in loaded)
         return real(loaded, *args, **kwargs)
 
-    monkeypatch.setattr(lifecycle, "declared_status_diagnostics", counting)
+    monkeypatch.setattr(declared, "declared_status_diagnostics", counting)
     return ids
 
 

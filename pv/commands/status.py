@@ -36,8 +36,8 @@ from pv.lifecycle import (
     adhoc_cells,
     compute,
     orphans,
-    overclaim,
 )
+from pv.declared import overclaim
 from pv.statusjson import to_json
 from pv.loader import LoadedContract, load_contract
 from pv.markdown import fmt_value, md_code, md_text
