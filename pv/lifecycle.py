@@ -15,8 +15,9 @@ The rules (docs/internals.md, "Lifecycle"):
   (a user's `path:` checkpoint, a subject since dropped) never count toward a cell:
   `adhoc_cells` lists the path subjects' evidence separately.
 * Per falsifier x required cell, the latest fresh non-mutant record decides ("latest" is
-  the one appended last to the ledger; `time_utc` is shown, never used to order): PASS, FAIL, ERROR or SKIP; PENDING when there
-  is none; STALE when only records for an older definition exist on that device.
+  the one appended last to the ledger; `time_utc` is shown, never used to order): PASS, FAIL,
+  ERROR or SKIP; PENDING when there is none; STALE when only records for an older definition
+  exist on that device. A SKIP never hides the FAIL or ERROR before it (that failure decides).
   Records for devices the falsifier does not require are ignored.
 * Per falsifier: FALSIFIED if any device FAILs; ERROR if any device ERRORs (a failure too);
   DISCHARGED if PASS on every required device; PARTIAL if on some; STALE if the falsifier
@@ -334,6 +335,13 @@ def _cell(device: str, subject: str | None, here: list[Indexed], sha: str, code:
     record `refused` never decides; when only such records are left the cell is STALE."""
     current = [(i, r) for i, r in here if r.falsifier_sha256 == sha]
     fresh = _latest_counted(current, code, falsifier)
+    if fresh is not None and fresh.verdict is Verdict.SKIP:
+        # A SKIP says the device was absent and proves nothing, so it never hides a failure: a run
+        # on a machine without the device appended after a FAIL would otherwise turn the cell from
+        # red to SKIP with nothing run. The failure before it decides (STALE if its code changed).
+        before = _latest_counted([(i, r) for i, r in current if r.verdict is not Verdict.SKIP], code, falsifier)
+        if before is not None and before.verdict in (Verdict.FAIL, Verdict.ERROR):
+            fresh = before
     if fresh is None and current:
         latest = _latest(current)
         return DeviceEvidence(device, DeviceState.STALE, latest, (NOT_COUNTED + str(refused(latest, code, falsifier)),),

@@ -102,6 +102,39 @@ def test_skip_after_pass_hides_the_pass():
     assert s.falsifiers[0].state is not FalsifierState.DISCHARGED
 
 
+@pytest.mark.parametrize("red", ["FAIL", "ERROR"])
+def test_attack_a_skip_appended_after_a_failure_never_hides_it(red):
+    """Attack: a falsifier FAILs on cuda (a GPU machine's honest record); then `pv run --device
+    cuda` on a laptop appends an honest SKIP (no GPU). "Latest wins" made the cuda cell SKIP, the
+    falsifier merely PARTIAL and the contract DRAFT_PARTIAL_DISCHARGE, so a declared
+    DRAFT_PARTIAL_DISCHARGE passed PV501: the failure vanished without anything running. A SKIP
+    proves nothing: the failure it follows keeps deciding."""
+    c = contract(status="DRAFT_PARTIAL_DISCHARGE", falsifiers=[falsifier(devices=("cpu", "cuda"))])
+    records = [rec(c, "PASS", "cpu"), rec(c, red, "cuda"), rec(c, "SKIP", "cuda"), rec(c, "FAIL", "cuda", mutant="m_one")]
+    s = contract_status(c, records)
+    f = s.falsifiers[0]
+    assert f.device("cuda").state is DeviceState(red)
+    assert f.device("cuda").record is records[1]
+    assert f.state in (FalsifierState.FALSIFIED, FalsifierState.ERROR)
+    assert s.evidence is LifecycleStatus.DRAFT_RED
+    assert overclaim(s) is not None
+
+
+def test_a_skip_after_a_failure_that_a_pass_cleared_is_still_a_skip():
+    c = contract(falsifiers=[falsifier(devices=("cpu", "cuda"))])
+    s = contract_status(c, [rec(c, "FAIL", "cuda"), rec(c, "PASS", "cuda"), rec(c, "SKIP", "cuda")])
+    assert s.falsifiers[0].device("cuda").state is DeviceState.SKIP
+
+
+def test_a_skip_after_a_failure_on_code_changed_since_is_stale():
+    """The failure is no longer the tree's (a re-run is owed); the SKIP cannot say whether the new
+    code still fails: the cell is STALE (last FAIL), not a SKIP that reads as "nothing to see"."""
+    c = contract(falsifiers=[checked()])
+    records = [bound(rec(c, "FAIL"), checks="old"), bound(rec(c, "SKIP"), checks="new")]
+    d = contract_status(c, records, FakeTree(checks="new")).falsifiers[0].devices[0]
+    assert d.state is DeviceState.STALE and d.record is records[0] and d.stale_because == ("checks",)
+
+
 def test_error_counts_as_red():
     c = contract()
     s = contract_status(c, [rec(c, "ERROR"), rec(c, "FAIL", mutant="m_one")])
