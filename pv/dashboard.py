@@ -81,13 +81,17 @@ class Row:
 
 def rows(report: Any, records: list[Any]) -> list[Row]:
     """One row per falsifier cell of every contract, in the report's order."""
+    from pv.lifecycle import refused
+
+    code = getattr(report, "code", None)  # the EvidenceCheck the status was computed with
     out = []
     for entry in report.entries:
         for f in entry.status.falsifiers:
             for d in f.devices:
                 record = d.record
                 sha = record.falsifier_sha256 if record is not None else f.sha256
-                points = margins_mod.history(records, f.id, d.device, d.subject, sha)
+                points = margins_mod.history(records, f.id, d.device, d.subject, sha, d.runtime, f.falsifier.runtimes,
+                                             lambda r, f=f: refused(r, code, f.falsifier))
                 series = tuple(p.margin for p in points)
                 state = d.state.value
                 flagged = state not in ("FAIL", "ERROR") and margins_mod.shrinking(list(series))

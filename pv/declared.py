@@ -14,9 +14,10 @@ and the whole status is computed only where it cannot (then to explain the findi
   check above, plus the PASS records judged one by one until a fresh one is found;
 * ACTIVE_RUNTIME needs every cell and every planted bug: the whole status, always.
 
-A record that is refused (pv.identity: not the contract's generated test, not its definition)
-never decides here either: the deciding record of a cell is found exactly as `pv.lifecycle`
-finds it. tests/test_declared.py compares the shortcut with the whole computation.
+The shortcut only chooses which cells to judge: it finds each cell's deciding record as
+`pv.lifecycle` does (`deciding_record`: refused records never decide, a SKIP never hides the
+failure before it) and judges the cells that could decide the claim with `pv.lifecycle._cell`
+itself. tests/test_declared.py compares it with the whole computation.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 from pv import keypaths as K
 from pv.diagnostics import Diagnostic
 from pv.ledger import LedgerRecord, Verdict
-from pv.lifecycle import (FAILING, HAND_SET, ContractStatus, Indexed, _latest_counted, cell_records, code_changes,
-                          contract_status, group_records, place_records)
+from pv.lifecycle import (FAILING, HAND_SET, ContractStatus, DeviceState, Indexed, _cell, cell_records, contract_status,
+                          deciding_record, group_records, place_records)
 from pv.schema import STATUS_RANK, Contract, LifecycleStatus
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,16 +73,17 @@ def cannot_overclaim(contract: Contract, groups: dict[tuple[str, str], list[Inde
     cid = contract.metadata.id
     for falsifier in contract.falsification_tests:
         cells, cell_sha, relevant = place_records(falsifier, groups.get((cid, falsifier.id), []), subject_param)
-        for _, subject, _, here in cell_records(cells, relevant):
-            current = [(i, r) for i, r in here if r.falsifier_sha256 == cell_sha[subject]]
-            deciding = _latest_counted(current, code, falsifier)
-            if deciding is None:
-                continue  # STALE or PENDING: neither red nor fresh
-            if deciding.verdict in _RED:
-                if not code_changes(deciding, code, falsifier):
-                    return False  # red: the whole status says why
-            elif deciding.verdict is Verdict.PASS and need_fresh:
-                need_fresh = bool(code_changes(deciding, code, falsifier))
+        for runtime, subject, device, here in cell_records(cells, relevant):
+            sha = cell_sha[subject]
+            deciding = deciding_record([(i, r) for i, r in here if r.falsifier_sha256 == sha], code, falsifier)
+            # Only a cell decided by a failure can be red, and only one decided by a PASS fresh: those
+            # are judged as the whole status judges them (their code; a later record overruling them)
+            if deciding is None or not (deciding.verdict in _RED or (need_fresh and deciding.verdict is Verdict.PASS)):
+                continue
+            state = _cell(device, subject, here, sha, code, falsifier, runtime).state
+            if state in (DeviceState.FAIL, DeviceState.ERROR):
+                return False  # red: the whole status says why
+            need_fresh = need_fresh and state is not DeviceState.PASS
     return not need_fresh
 
 

@@ -15,8 +15,9 @@ The rules (docs/internals.md, "Lifecycle"):
   (a user's `path:` checkpoint, a subject since dropped) never count toward a cell:
   `adhoc_cells` lists the path subjects' evidence separately.
 * Per falsifier x required cell, the latest fresh non-mutant record decides ("latest" is
-  the one appended last to the ledger; `time_utc` is shown, never used to order): PASS, FAIL, ERROR or SKIP; PENDING when there
-  is none; STALE when only records for an older definition exist on that device.
+  the one appended last to the ledger; `time_utc` is shown, never used to order): PASS, FAIL,
+  ERROR or SKIP; PENDING when there is none; STALE when only records for an older definition
+  exist on that device. A SKIP never hides the FAIL or ERROR before it (that failure decides).
   Records for devices the falsifier does not require are ignored.
 * Per falsifier: FALSIFIED if any device FAILs; ERROR if any device ERRORs (a failure too);
   DISCHARGED if PASS on every required device; PARTIAL if on some; STALE if the falsifier
@@ -47,6 +48,7 @@ from pv import keypaths as K
 from pv.codebind import BEFORE_BINDING
 from pv.diagnostics import Diagnostic
 from pv.ledger import LedgerRecord, Verdict
+from pv.orphans import orphans  # noqa: F401 - re-exported: pv.lifecycle.orphans
 from pv.runtimes import cell_runtime
 from pv.schema import STATUS_RANK, Contract, FalsificationTest, LifecycleStatus
 from pv.timing import note
@@ -89,6 +91,8 @@ class MutantState(str, Enum):
 
 
 FAILING = frozenset({FalsifierState.FALSIFIED, FalsifierState.ERROR})
+_FAILURES = frozenset({Verdict.FAIL, Verdict.ERROR})  # a record of these after a PASS overrules it
+_SURVIVALS = frozenset({Verdict.PASS, Verdict.ERROR})  # under a planted bug: after a kill
 _VERDICT_STATE = {
     Verdict.PASS: DeviceState.PASS,
     Verdict.FAIL: DeviceState.FAIL,
@@ -279,14 +283,34 @@ def _latest(items: Iterable[Indexed]) -> LedgerRecord | None:
     return None if best is None else best[1]
 
 
-def _latest_counted(items: Iterable[Indexed], code: Any, falsifier: FalsificationTest) -> LedgerRecord | None:
+def _latest_counted(items: Iterable[Indexed], code: Any, falsifier: FalsificationTest,
+                    passed_over: list[tuple[LedgerRecord, str]] | None = None) -> LedgerRecord | None:
     """The record appended last among those not `refused`: the same record as
     `_latest(item for item in items if refused(...) is None)`, but asked of the latest first, so
     the records it supersedes are never judged (judging one renders and digests the contract's
-    generated test: it was most of a cold `pv validate` of this repository)."""
+    generated test: it was most of a cold `pv validate` of this repository). `passed_over`, when
+    given, receives (record, why refused) of each later record it passed over, latest first."""
     for _, record in sorted(items, key=lambda item: item[0], reverse=True):
-        if refused(record, code, falsifier) is None:
+        why = refused(record, code, falsifier)
+        if why is None:
             return record
+        if passed_over is not None:
+            passed_over.append((record, why))
+    return None
+
+
+def _overruled_by(deciding: LedgerRecord, passed_over: list[tuple[LedgerRecord, str]], adverse: frozenset[Verdict],
+                  code: Any, falsifier: FalsificationTest) -> tuple[LedgerRecord, str] | None:
+    """The latest record appended after `deciding` that does not count but would have decided
+    against it (`adverse`: a FAIL or ERROR after a PASS; a PASS or ERROR after a kill), on the
+    code of the tree: (it, why it is stale), else None. A record that no longer counts is no
+    evidence either way, so it cannot make the cell red; but it cannot leave the older record
+    deciding either. An honest FAIL made not to count by a later contract edit (a sibling
+    falsifier that ran beside it removed) would otherwise bring the PASS before it back."""
+    for record, why in passed_over:
+        if record.verdict in adverse and deciding.verdict not in adverse and not code_changes(record, code, falsifier):
+            return record, (f"{NOT_COUNTED}a later {record.verdict.value} of it does not count ({why}), so the "
+                            f"{deciding.verdict.value} before it cannot decide: run it again")
     return None
 
 
@@ -328,12 +352,33 @@ def mutant_meets(code: Any, mutant: str, runtime: str | None) -> bool:
     return True if meets is None else meets(mutant, runtime)
 
 
+def deciding_record(current: list[Indexed], code: Any, falsifier: FalsificationTest,
+                    passed_over: list[tuple[LedgerRecord, str]] | None = None) -> LedgerRecord | None:
+    """The record that decides a cell among its `current` records (those of the cell's definition),
+    before its code is judged: the latest that counts, or, where that is a SKIP, the failure before
+    it. `_cell` then judges its code and whether a later record that does not count overrules it."""
+    fresh = _latest_counted(current, code, falsifier, passed_over)
+    if fresh is not None and fresh.verdict is Verdict.SKIP:
+        # A SKIP says the device was absent and proves nothing, so it never hides a failure: a run
+        # on a machine without the device appended after a FAIL would otherwise turn the cell from
+        # red to SKIP with nothing run. The failure before it decides (STALE if its code changed).
+        before = _latest_counted([(i, r) for i, r in current if r.verdict is not Verdict.SKIP], code, falsifier,
+                                 passed_over)
+        if before is not None and before.verdict in _FAILURES:
+            fresh = before
+    return fresh
+
+
 def _cell(device: str, subject: str | None, here: list[Indexed], sha: str, code: Any,
           falsifier: FalsificationTest, runtime: str | None = None) -> DeviceEvidence:
     """The evidence of one cell from its records (`here`: the cell's non-mutant records). A
     record `refused` never decides; when only such records are left the cell is STALE."""
     current = [(i, r) for i, r in here if r.falsifier_sha256 == sha]
-    fresh = _latest_counted(current, code, falsifier)
+    passed_over: list[tuple[LedgerRecord, str]] = []
+    fresh = deciding_record(current, code, falsifier, passed_over)
+    overruled = None if fresh is None else _overruled_by(fresh, passed_over, _FAILURES, code, falsifier)
+    if overruled is not None:
+        return DeviceEvidence(device, DeviceState.STALE, overruled[0], (overruled[1],), subject, runtime)
     if fresh is None and current:
         latest = _latest(current)
         return DeviceEvidence(device, DeviceState.STALE, latest, (NOT_COUNTED + str(refused(latest, code, falsifier)),),
@@ -410,9 +455,13 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
         per_device = []
         met = [cell for cell in cells if mutant_meets(code, mutant, cell[0])]
         for rt_, subject, device in met:
+            passed_over: list[tuple[LedgerRecord, str]] = []
             latest = _latest_counted([(i, r) for i, r, s, rt in under if (rt, s, r.device) == (rt_, subject, device)],
-                                     code, falsifier)
-            if latest is not None:
+                                     code, falsifier, passed_over)
+            overruled = None if latest is None else _overruled_by(latest, passed_over, _SURVIVALS, code, falsifier)
+            if overruled is not None:  # a later survival that no longer counts: not a kill on the older run
+                per_device.append(DeviceEvidence(device, DeviceState.STALE, overruled[0], (overruled[1],), subject, rt_))
+            elif latest is not None:
                 changed = code_changes(latest, code, falsifier)
                 state_here = DeviceState.STALE if changed else _VERDICT_STATE[latest.verdict]
                 per_device.append(DeviceEvidence(device, state_here, latest, changed, subject, rt_))
@@ -500,33 +549,6 @@ def contract_status(
     else:
         evidence = LifecycleStatus.ACTIVE_RUNTIME
     return ContractStatus(contract, contract.metadata.status, evidence, falsifiers, tuple(blockers))
-
-
-def orphans(contracts: Iterable[Contract], records: Sequence[LedgerRecord],
-            incomplete: bool = False) -> list[tuple[int, LedgerRecord, str]]:
-    """(ledger index, record, why) for every record that names a falsifier no contract has.
-
-    Such a record (a FAIL included) decides nothing, so it must be shown, not dropped.
-    `incomplete`: some contract files did not load, so a record for an unknown *contract* may
-    belong to one of them and is not called an orphan (one for a known contract still is)."""
-    known: dict[str, set[str]] = {}
-    for contract in contracts:
-        known.setdefault(contract.metadata.id, set()).update(f.id for f in contract.falsification_tests)
-    owner = {fid: cid for cid, fids in known.items() for fid in fids}
-    out = []
-    for index, record in enumerate(records):
-        if record.falsifier in known.get(record.contract, ()):
-            continue
-        if record.contract in known:
-            why = f"contract {record.contract} has no falsifier {record.falsifier}"
-        elif incomplete:
-            continue
-        else:
-            why = f"no contract {record.contract}"
-        if record.falsifier in owner:
-            why += f" ({record.falsifier} belongs to {owner[record.falsifier]})"
-        out.append((index, record, why))
-    return out
 
 
 def compute(contracts: Iterable[Contract], records: Iterable[LedgerRecord], code: Any = None,

@@ -2,9 +2,10 @@
 toward zero: the early warning of the next silent bug (the bound still holds, by less each
 commit).
 
-A cell is (falsifier, subject, device). Its **history** is the margins of its records without a
-planted bug, in ledger (append) order, of the falsifier's current definition (the
-`falsifier_sha256` of the deciding record: a changed prediction measures something else), with
+A cell is (falsifier, subject, device, runtime). Its **history** is the margins of its records
+that count (pv.identity) without a planted bug, in ledger (append) order, of the falsifier's
+current definition (the `falsifier_sha256` of the deciding record: a changed prediction
+measures something else), with
 a number for the margin (a boolean-only prediction has none). Consecutive records of the same
 commit are one point (the last of them): a `pv run --repeat 3` is not a trend.
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 K = 5
 FRACTION = 0.5
@@ -36,14 +37,33 @@ class Point:
 
 
 def history(records: Iterable[Any], falsifier: str, device: str, subject: str | None,
-            sha256: str | None) -> list[Point]:
-    """The margin points of one cell (see the module doc); `records` in ledger order."""
+            sha256: str | None, runtime: str | None = None, runtimes: list[str] | None = None,
+            refuses: Callable[[Any], str | None] | None = None) -> list[Point]:
+    """The margin points of one cell (see the module doc); `records` in ledger order. `runtime`:
+    the cell's, of the falsifier's `runtimes` (a record naming none is the first one's, as in
+    pv.lifecycle): another runtime's margins are another cell's history. `refuses`: why a record
+    does not count as evidence (pv.identity.EvidenceCheck.refuses; None: it does): one that
+    does not (a copy relabelled, a test edited) is no point of the history, or it could break a
+    fall and keep the shrinking flag down. A record made before pv recorded what ran (no test
+    identity) is a point while no record of the cell that has one comes before it: pv has
+    written one on every record since, so such a record after it is not pv's."""
+    from pv.identity import NO_IDENTITY
+    from pv.runtimes import cell_runtime
+
     points: list[Point] = []
+    identified = False  # a record of the cell with a test identity came before
     for r in records:
         if (r.falsifier, r.device, r.subject) != (falsifier, device, subject) or r.mutant is not None:
             continue
         if sha256 is not None and r.falsifier_sha256 != sha256:
             continue
+        if runtimes and cell_runtime(r.runtime, runtimes) != runtime:
+            continue
+        if refuses is not None:
+            why = refuses(r)
+            if why is not None and (why != NO_IDENTITY or identified):
+                continue
+            identified = identified or r.test_sha256 is not None
         if r.margin is None or not math.isfinite(float(r.margin)):
             continue
         point = Point(float(r.margin), r.git_commit, r.time_utc)

@@ -97,3 +97,24 @@ def test_section_hooks_render_after_the_built_in_sections(tmp_path, monkeypatch)
     assert status("--html", str(out)).exit_code == 0
     page = (out / "index.html").read_text()
     assert page.index('id="extra"') > page.index('id="kill-matrix"')
+
+
+def test_attack_a_record_that_does_not_count_never_lowers_the_shrinking_flag(tmp_path, monkeypatch):
+    """The margin falls over ten commits (flagged); then a copy of the last record with margin 2.0
+    at a new commit, its test node relabelled (pv.identity refuses it: it decides nothing). It
+    broke the fall in the history, so the flag went down while the cell still held by 0.1."""
+    import json
+    import uuid
+
+    ws = planted_workspace(tmp_path, monkeypatch, SHRINKING)
+    last = json.loads(ws.ledger.read_text().splitlines()[-1])
+    forged = dict(last, margin=2.0, git_commit="f" * 40, record_id=uuid.uuid4().hex, run_id=uuid.uuid4().hex,
+                  observations=dict(last["observations"], val_loss=4.852 - 2.0),
+                  test_node=last["test_node"].replace("[cpu]", "[cuda]"))
+    with open(ws.ledger, "a") as handle:
+        handle.write(json.dumps(forged, sort_keys=True) + "\n")
+    out = tmp_path / "site"
+    assert status("--html", str(out)).exit_code == 0
+    page = (out / "index.html").read_text()
+    assert page.count('data-flag="shrinking"') == 1
+    assert "margin over 11 commits" in page

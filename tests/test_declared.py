@@ -136,3 +136,19 @@ def test_a_fresh_fail_is_never_cleared_and_a_stale_one_is():
 def test_active_runtime_is_always_judged_whole():
     c = contract("ACTIVE_RUNTIME")
     assert not cannot_overclaim(c, {}, Judge(set(), set()))
+
+
+def test_a_pass_overruled_by_a_later_failure_that_does_not_count_is_no_fresh_evidence():
+    """PASS, then a FAIL refused (e.g. its sibling falsifier since removed) on the same code: the
+    cell is STALE, so a DRAFT_PARTIAL_DISCHARGE resting on that PASS alone overclaims."""
+    c = contract("DRAFT_PARTIAL_DISCHARGE")
+    f = c.falsification_tests[0]
+    common = dict(contract="demo", contract_version="1.0.0", falsifier=f.id, falsifier_sha256=f.definition_sha256(),
+                  device="cpu", observations={"x": 0.5}, prediction="x < 1", margin=0.5, duration_s=0.1,
+                  time_utc="2026-01-01T00:00:00Z")
+    passed, failed = make_record(verdict="PASS", **common), make_record(verdict="FAIL", **common)
+    groups = group_records([passed, failed])
+    judge = Judge(set(), {failed.record_id})
+    assert overclaim(contract_status(c, groups, judge)) is not None
+    assert not cannot_overclaim(c, groups, judge)
+    assert declared_status_diagnostics([_Loaded(c)], groups, judge)

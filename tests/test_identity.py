@@ -887,3 +887,38 @@ def test_a_module_bound_record_under_a_bug_counts_only_if_the_bugs_module_is_bou
     assert mutant_states(ws)["does_nothing"] == "SURVIVED"  # does_nothing's module was not bound
     append(ws.ledger, [timed(["basic", "mutants"], "a" * 32)])
     assert mutant_states(ws)["does_nothing"] == "KILLED"  # bound: the record can have planted it
+
+
+# --- a later failure made not to count (red-team round 2) ------------------------------------------
+
+ENV_CHECK = '''
+
+def env_loss(*, device):
+    """observations: val_loss, vocab_size (the loss a machine gives: read from its environment)"""
+    import os
+
+    return {"val_loss": float(os.environ.get("DEMO_LOSS", "2.0")), "vocab_size": 1024}
+'''
+
+
+def test_attack_removing_a_sibling_falsifier_never_brings_back_a_pass_an_honest_fail_followed(ws):
+    """002 PASSes; a falsifier of a new check is added and, beside it, 002 FAILs honestly on the
+    same code and definition (another machine: here its environment); the new falsifier is then
+    removed from the contract. The FAIL no longer counts (its sibling's template is gone), but
+    the PASS made before that falsifier existed does: it decided, DISCHARGED. A failure that no
+    longer counts leaves the cell STALE: only a re-run says which verdict holds."""
+    with open(ws.root / ws.package / "basic.py", "a") as handle:
+        handle.write(ENV_CHECK)
+    on_machine = falsifier("FALSIFY-DEMO-002", prediction=HONEST, check="basic:env_loss")
+    regenerate(ws, [DEMO[0], on_machine])
+    assert ws.pytest("generated_tests", "-k", "demo_002").returncode == 0
+    regenerate(ws, [DEMO[0], on_machine, NEW_CHECK])
+    failed = ws.pytest("generated_tests", "-k", "demo_002", env=ws.env(PV_FORCE_NO_CUDA="1", DEMO_LOSS="9.0"))
+    assert failed.returncode == 1, failed.stdout
+    assert status_of(ws, "FALSIFY-DEMO-002")["state"] == "FALSIFIED"
+    regenerate(ws, [DEMO[0], on_machine])
+    state = status_of(ws, "FALSIFY-DEMO-002")
+    assert state["state"] == "STALE", state["state"]
+    why = state["devices"]["cpu"]["stale_because"][0]
+    assert "FAIL" in why and identity.SIBLING_OTHER in why
+    assert cli("status")("--require-fresh").exit_code == 1

@@ -101,6 +101,39 @@ def test_skip_after_pass_hides_the_pass():
     assert s.falsifiers[0].state is not FalsifierState.DISCHARGED
 
 
+@pytest.mark.parametrize("red", ["FAIL", "ERROR"])
+def test_attack_a_skip_appended_after_a_failure_never_hides_it(red):
+    """Attack: a falsifier FAILs on cuda (a GPU machine's honest record); then `pv run --device
+    cuda` on a laptop appends an honest SKIP (no GPU). "Latest wins" made the cuda cell SKIP, the
+    falsifier merely PARTIAL and the contract DRAFT_PARTIAL_DISCHARGE, so a declared
+    DRAFT_PARTIAL_DISCHARGE passed PV501: the failure vanished without anything running. A SKIP
+    proves nothing: the failure it follows keeps deciding."""
+    c = contract(status="DRAFT_PARTIAL_DISCHARGE", falsifiers=[falsifier(devices=("cpu", "cuda"))])
+    records = [rec(c, "PASS", "cpu"), rec(c, red, "cuda"), rec(c, "SKIP", "cuda"), rec(c, "FAIL", "cuda", mutant="m_one")]
+    s = contract_status(c, records)
+    f = s.falsifiers[0]
+    assert f.device("cuda").state is DeviceState(red)
+    assert f.device("cuda").record is records[1]
+    assert f.state in (FalsifierState.FALSIFIED, FalsifierState.ERROR)
+    assert s.evidence is LifecycleStatus.DRAFT_RED
+    assert overclaim(s) is not None
+
+
+def test_a_skip_after_a_failure_that_a_pass_cleared_is_still_a_skip():
+    c = contract(falsifiers=[falsifier(devices=("cpu", "cuda"))])
+    s = contract_status(c, [rec(c, "FAIL", "cuda"), rec(c, "PASS", "cuda"), rec(c, "SKIP", "cuda")])
+    assert s.falsifiers[0].device("cuda").state is DeviceState.SKIP
+
+
+def test_a_skip_after_a_failure_on_code_changed_since_is_stale():
+    """The failure is no longer the tree's (a re-run is owed); the SKIP cannot say whether the new
+    code still fails: the cell is STALE (last FAIL), not a SKIP that reads as "nothing to see"."""
+    c = contract(falsifiers=[checked()])
+    records = [bound(rec(c, "FAIL"), checks="old"), bound(rec(c, "SKIP"), checks="new")]
+    d = contract_status(c, records, FakeTree(checks="new")).falsifiers[0].devices[0]
+    assert d.state is DeviceState.STALE and d.record is records[0] and d.stale_because == ("checks",)
+
+
 def test_error_counts_as_red():
     c = contract()
     s = contract_status(c, [rec(c, "ERROR"), rec(c, "FAIL", mutant="m_one")])
@@ -537,3 +570,47 @@ def test_a_contract_that_did_not_load_gets_no_status_diagnostic(tmp_path: Path):
     loaded, problems = load_contract(path, "contracts/broken-v1.yaml")
     assert problems and loaded is not None and loaded.contract is None  # the schema refused it
     assert declared_status_diagnostics([loaded, None], []) == []
+
+
+class _Refusing:
+    """The `code` pv.lifecycle is given, refusing the records it is told to (as pv.identity's
+    EvidenceCheck refuses a record whose sibling test is no longer rendered); code always the tree's."""
+
+    def __init__(self, *refused):
+        self.refused = {r.record_id for r in refused}
+
+    def refuses(self, record, falsifier) -> str | None:
+        return "a sibling test that ran is not rendered from the current contract" if record.record_id in self.refused else None
+
+    def record_changes(self, record) -> tuple[str, ...]:
+        return ()
+
+
+@pytest.mark.parametrize("later", ["FAIL", "ERROR"])
+def test_attack_a_later_failure_that_no_longer_counts_never_revives_the_pass_before_it(later):
+    """Attack: a PASS, then an honest FAIL of the same definition on the same code (another
+    machine); then a contract edit that refuses the FAIL but not the PASS (a sibling falsifier
+    that ran beside the FAIL removed). "The latest record that counts decides" brought the older
+    PASS back: DISCHARGED, though the latest run failed. The cell is STALE (a re-run is owed)."""
+    c = contract(status="ACTIVE_RUNTIME")
+    records = [rec(c, "PASS"), rec(c, later), rec(c, "FAIL", mutant="m_one")]
+    s = contract_status(c, records, _Refusing(records[1]))
+    d = s.falsifiers[0].devices[0]
+    assert d.state is DeviceState.STALE and d.record is records[1]
+    assert "does not count" in d.stale_reason() and later in d.stale_reason() and "sibling" in d.stale_reason()
+    assert s.evidence is not LifecycleStatus.ACTIVE_RUNTIME and overclaim(s) is not None
+    # re-run, it counts again; a PASS appended that does not count keeps an honest FAIL deciding
+    assert contract_status(c, [*records, rec(c, "PASS")], _Refusing(records[1])).falsifiers[0].state is FalsifierState.DISCHARGED
+    fail_then_refused_pass = [rec(c, "FAIL"), rec(c, "PASS")]
+    assert contract_status(c, fail_then_refused_pass, _Refusing(fail_then_refused_pass[1])).falsifiers[0].state is \
+        FalsifierState.FALSIFIED
+
+
+def test_attack_a_later_survival_that_no_longer_counts_never_revives_the_kill_before_it():
+    """The same under a planted bug: a kill, then an honest survival (the bug not caught) that a
+    contract edit made not count: the bug is not KILLED on the strength of the older run."""
+    c = contract()
+    records = [rec(c, "PASS"), rec(c, "FAIL", mutant="m_one"), rec(c, "PASS", mutant="m_one")]
+    m = contract_status(c, records, _Refusing(records[2])).falsifiers[0].mutants[0]
+    assert m.state is MutantState.STALE and m.devices[0].record is records[2]
+    assert "does not count" in m.devices[0].stale_reason()

@@ -75,6 +75,9 @@ class Report:
     orphans: list[tuple[int, LedgerRecord, str]] = field(default_factory=list)
     # Evidence on users' own checkpoints (`pv run --subject-path`): shown, never counted.
     adhoc: list[AdhocCell] = field(default_factory=list)
+    # What judged the records (pv.identity.EvidenceCheck; None: nothing did): the HTML
+    # dashboard's margin histories leave out the records it refuses, as the cells do.
+    code: Any = None
 
     @property
     def live(self) -> list[Entry]:
@@ -98,7 +101,7 @@ def build_report(
     lines = lines if lines is not None else list(range(1, len(records) + 1))
     lost = [(lines[i], r, why) for i, r, why in orphans(contracts, records, incomplete=bool(failures))]  # type: ignore[arg-type]
     return Report(entries, ledger_path, sorted(ledger_problems, key=lambda p: p.line), sorted(failures), lost,
-                  adhoc_cells(contracts, records, code))  # type: ignore[arg-type]
+                  adhoc_cells(contracts, records, code), code)  # type: ignore[arg-type]
 
 
 def load_all(ws: Workspace) -> tuple[list[LoadedContract], list[tuple[str, str]]]:
