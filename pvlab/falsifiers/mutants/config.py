@@ -132,3 +132,29 @@ def config_json_omits_rms_norm_eps():
 
     with plant("config_json_omits_rms_norm_eps", swap(ModelConfig, "to_hf_dict", to_hf_dict)):
         yield
+
+
+# ---- eighth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured (docs/mutants.md,
+# "Eighth blind batch"; probes in tests/falsifiers/eighth_mutant_probes.py).
+
+
+@mutant("eos_token_list_reads_last_id")
+def eos_token_list_reads_last_id():
+    """An eos_token_id (or bos_token_id) given as a list in config.json is held as its LAST id,
+    not its first as documented: Llama 3's [128001, 128009] stops generation at 128009, a Qwen2
+    Instruct's [151645, 151643] at 151643. A single id (every config this runtime writes) is
+    unaffected.
+
+    Imitates picking `value[-1]` ("the chat end-of-turn id is the one that matters") when
+    collapsing the list. Quiet: generation still stops at a real end token, just another one.
+    Seam: runtime.config._single_token_id."""
+    from pvlab.runtime import config
+
+    def _single_token_id(value):
+        if isinstance(value, list):
+            return value[-1] if value else None   # the defect: last listed id
+        return value
+
+    with plant("eos_token_list_reads_last_id", swap(config, "_single_token_id", _single_token_id)):
+        yield

@@ -318,3 +318,32 @@ def micro_batch_split_drops_short_remainder():
 
     with plant("micro_batch_split_drops_short_remainder", swap(data.LMBatch, "split", split)):
         yield
+
+
+# ---- eighth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured (docs/mutants.md,
+# "Eighth blind batch"; probes in tests/falsifiers/eighth_mutant_probes.py).
+
+
+@mutant("heldout_last_short_batch_dropped")
+def heldout_last_short_batch_dropped():
+    """sequential_batches (held-out and train-eval windows, `eval`) drops its last batch when it
+    holds fewer than batch_size windows: the windows at the end of the held-out stream are never
+    scored, so val_loss is the loss of a prefix of the held-out documents and `eval`'s token count
+    is short. With max_batches below the number of full batches nothing changes.
+
+    Imitates the training loader's drop_last habit (full batches only) applied to the eval
+    loader. Quiet: the loss is a plausible held-out loss over fewer tokens. Seam:
+    runtime.data.sequential_batches (wrapped: a short final batch removed)."""
+    from pvlab.runtime import data
+
+    original = data.sequential_batches
+
+    def sequential_batches(stream, *, batch_size, seq_len, max_batches=None):
+        batches = original(stream, batch_size=batch_size, seq_len=seq_len)
+        if len(batches) > 1 and batches[-1].inputs.shape[0] < batch_size:
+            batches = batches[:-1]   # the defect: drop_last on the eval windows
+        return batches[:max_batches] if max_batches else batches
+
+    with plant("heldout_last_short_batch_dropped", swap(data, "sequential_batches", sequential_batches)):
+        yield

@@ -206,3 +206,34 @@ def ddp_grad_norm_left_squared():
 
     with plant("ddp_grad_norm_left_squared", swap(distributed, "grad_norm", grad_norm)):
         yield
+
+
+# ---- eighth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured (docs/mutants.md,
+# "Eighth blind batch"; probes in tests/falsifiers/eighth_mutant_probes.py).
+
+
+@mutant("rank_windows_keep_short_last_batch")
+def rank_windows_keep_short_last_batch():
+    """RankWindows (the torchrun sampler) counts an epoch's steps rounding up: when a rank's
+    shard is not a whole number of batches, the last step of every epoch trains on the
+    remainder, a short batch (fewer rows, fewer tokens, the same learning rate) instead of the
+    next epoch starting, and every later step's windows (and what a resumed `position` means)
+    shift. A shard that divides into batches is unaffected.
+
+    Imitates "don't drop the last partial batch" (ceil instead of floor division) in an
+    epoch-based sampler. Quiet: the short step is token-weighted and trains normally (with
+    accumulation_steps > 1 a remainder that does not split evenly is refused, which is loud). Seam:
+    runtime.distributed.RankWindows.__init__ (wrapped: steps_per_epoch rounded up)."""
+    from pvlab.runtime import distributed
+
+    original = distributed.RankWindows.__init__
+
+    def __init__(self, windows, *, rank, world_size, batch_size, seed, position=0):
+        original(self, windows, rank=rank, world_size=world_size, batch_size=batch_size, seed=seed,
+                 position=position)
+        shard = windows.shape[0] // world_size
+        self.steps_per_epoch = -(-shard // batch_size)   # the defect: ceil, the remainder kept as a short step
+
+    with plant("rank_windows_keep_short_last_batch", swap(distributed.RankWindows, "__init__", __init__)):
+        yield

@@ -421,3 +421,57 @@ def top_k_threshold_from_kthvalue():
 
     with plant("top_k_threshold_from_kthvalue", swap(kernels, "sample_pick", sample_pick)):
         yield
+
+
+# ---- eighth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured (docs/mutants.md,
+# "Eighth blind batch"; probes in tests/falsifiers/eighth_mutant_probes.py).
+
+
+@mutant("sampling_generator_reseeded_each_step")
+def sampling_generator_reseeded_each_step():
+    """Sampled decoding (temperature > 0) reseeds its generator with the request's seed before
+    every token: each step draws from the same uniform random numbers, so the tokens of one
+    continuation are correlated (a token at the same quantile of each step's distribution) rather
+    than independent draws. Still seeded and reproducible; greedy decoding unaffected.
+
+    Imitates building `torch.Generator().manual_seed(seed)` inside the per-token loop instead of
+    once per request. Quiet: every token is still drawn from softmax(logits / T), top-k
+    included, and the text looks sampled. Seam: runtime.kernels.sample_pick (wrapped: the
+    generator rewound to its seed first)."""
+    from pvlab.runtime import kernels
+
+    original = kernels.sample_pick
+
+    def sample_pick(logits, temperature, generator, top_k=None):
+        if generator is not None:
+            generator.manual_seed(generator.initial_seed())   # the defect: a fresh generator each step
+        return original(logits, temperature, generator, top_k)
+
+    with plant("sampling_generator_reseeded_each_step", swap(kernels, "sample_pick", sample_pick)):
+        yield
+
+
+@mutant("fast_path_autocasts_to_float16")
+def fast_path_autocasts_to_float16():
+    """The fast path autocasts to float16 instead of bfloat16 (on the CPU and on CUDA): every
+    projection, SDPA and the logits run in fp16. On a tiny model the numbers are close to bf16's
+    (fp16 has more mantissa, less range); there is no GradScaler, so on a real model small
+    gradients underflow and large activations can overflow. The fused loss (explicit bf16 compute
+    dtype) and the reference path are unaffected.
+
+    Imitates `dtype=torch.half` where `torch.bfloat16` was meant. Quiet: the parity gate's
+    cosine stays above 0.99 and training proceeds. Seam: runtime.kernels.autocast_for."""
+    import torch
+
+    from pvlab.runtime import kernels
+
+    original = kernels.autocast_for
+
+    def autocast_for(path, device_type):
+        if path == "fast":
+            return torch.autocast(device_type=device_type, dtype=torch.float16)   # the defect: fp16
+        return original(path, device_type)
+
+    with plant("fast_path_autocasts_to_float16", swap(kernels, "autocast_for", autocast_for)):
+        yield

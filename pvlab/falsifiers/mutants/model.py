@@ -377,3 +377,68 @@ def batch_text_generation_ignores_stop_at_eos():
     with plant("batch_text_generation_ignores_stop_at_eos", swap(module, "generate_texts", generate_texts),
                swap(package, "generate_texts", generate_texts)):
         yield
+
+
+# ---- eighth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured (docs/mutants.md,
+# "Eighth blind batch"; probes in tests/falsifiers/eighth_mutant_probes.py).
+
+
+@mutant("init_std_from_hidden_size")
+def init_std_from_hidden_size():
+    """Random initialisation draws every matrix (embedding, projections, an untied head) from
+    N(0, 1/sqrt(hidden_size)) instead of N(0, initializer_range): 0.125 instead of 0.02 for the
+    tiny preset, 0.033 for qwen2-0.5b. Norms (ones) and biases (zeros) are unchanged; the draws
+    come from the same seeded generator, so the model is still deterministic and trains.
+
+    Imitates a fan-in ("1/sqrt(d_model)") init carried over from another codebase in place of
+    transformers' initializer_range. Quiet: the model trains to a similar loss, only the start
+    (step-0 loss, early curve) differs. Seam: runtime.model.init_weights (wrapped: matrices rescaled)."""
+    import torch
+
+    from pvlab.runtime import model as models
+
+    original = models.init_weights
+
+    def init_weights(model, seed):
+        original(model, seed)
+        factor = model.config.hidden_size ** -0.5 / model.config.initializer_range
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                if not (name.endswith("norm.weight") or name.endswith(".bias")):
+                    parameter.mul_(factor)   # the defect: std 1/sqrt(C), not initializer_range
+
+    with plant("init_std_from_hidden_size", swap(models, "init_weights", init_weights)):
+        yield
+
+
+@mutant("generated_text_drops_last_token")
+def generated_text_drops_last_token():
+    """generate_text (and `run` with one --prompt) always drops the last generated token from
+    the text, not only when decoding stopped on the eos id: a continuation that ran to
+    max_new_tokens comes back one token short (and max_new_tokens=1 adds nothing). Stopped on
+    eos, the text is right. generate() and its token ids are unaffected.
+
+    Imitates stripping the eos with `new_ids[:-1]` without checking `stopped_on_eos`. Quiet: the
+    text is still a plausible continuation. Seams: runtime.generate.generate_text and its
+    re-export pvlab.runtime.generate_text (a copy of its body, the one condition removed)."""
+    import importlib
+
+    package, module = importlib.import_module("pvlab.runtime"), importlib.import_module("pvlab.runtime.generate")
+    GenerationError = importlib.import_module("pvlab.runtime.errors").GenerationError
+
+    def generate_text(model, tokenizer, prompt, *, max_new_tokens, temperature=0.0, top_k=None, seed=0,
+                      stop_at_eos=True):
+        if tokenizer is None:
+            raise GenerationError("this checkpoint has no tokenizer.json; pass token ids to generate() instead")
+        prompt_ids = tokenizer.encode(prompt).ids
+        if not prompt_ids:
+            raise GenerationError("the prompt is empty")
+        eos = model.config.eos_token_id if stop_at_eos else None
+        result = module.generate(model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
+                                 top_k=top_k, seed=seed, eos_token_id=eos)
+        return tokenizer.decode(prompt_ids + result.new_ids[:-1])   # the defect: dropped even without eos
+
+    with plant("generated_text_drops_last_token", swap(module, "generate_text", generate_text),
+               swap(package, "generate_text", generate_text)):
+        yield

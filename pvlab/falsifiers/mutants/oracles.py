@@ -196,3 +196,32 @@ def optimizer_moments_swapped_on_save():
 
     with plant("optimizer_moments_swapped_on_save", swap(Trainer, "_named_optimizer_state", _named_optimizer_state)):
         yield
+
+
+# ---- eighth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured (docs/mutants.md,
+# "Eighth blind batch"; probes in tests/falsifiers/eighth_mutant_probes.py).
+
+
+@mutant("adamw_eps_one_e_minus_six")
+def adamw_eps_one_e_minus_six():
+    """The AdamW built by build_optimizer (Trainer, DistributedTrainer; both paths) has eps 1e-6
+    instead of the documented 1e-8: every update is m / (sqrt(v) + 1e-6), damping the steps of
+    parameters with small gradients (late in training, norms, rarely seen embedding rows). The
+    master-weight optimizer is unaffected.
+
+    Imitates an optimizer eps copied from a BERT/RoBERTa fine-tuning recipe. Quiet: the loss
+    curve is nearly the same. Seam: runtime.trainer.build_optimizer (wrapped: each group's eps)."""
+    from pvlab.runtime import trainer
+
+    original = trainer.build_optimizer
+
+    def build_optimizer(named_parameters, *, lr, weight_decay, betas, path, device):
+        optimizer = original(named_parameters, lr=lr, weight_decay=weight_decay, betas=betas, path=path,
+                             device=device)
+        for group in optimizer.param_groups:
+            group["eps"] = 1e-6   # the defect: not 1e-8
+        return optimizer
+
+    with plant("adamw_eps_one_e_minus_six", swap(trainer, "build_optimizer", build_optimizer)):
+        yield
