@@ -66,6 +66,18 @@ def clip(parameters: Sequence[torch.nn.Parameter], max_norm: float) -> None:
         torch.nn.utils.clip_grad_norm_(parameters, max_norm)
 
 
+def checkpoint_names(model, tensors: dict) -> dict:
+    """`tensors` (by module name) under the names save_pretrained writes: transformers 5 renames
+    or fuses some checkpoint tensors as it loads them (GPT-NeoX's file `embed_out.weight` is the
+    module's `lm_head.weight`; Mixtral's per-expert w1/w2/w3 become fused expert tensors) and
+    reverts that on save. The protocol speaks checkpoint names."""
+    try:
+        from transformers.core_model_loading import revert_weight_conversion
+    except ImportError:  # transformers 4: a module's names are its checkpoint's names
+        return dict(tensors)
+    return dict(revert_weight_conversion(model, dict(tensors)))
+
+
 class TransformersModel(RuntimeModel):
     def __init__(self, model, device: torch.device, train: TrainSettings | None, path: str = REFERENCE):
         self.model, self.device, self.settings, self.path = model, device, train, path
@@ -144,10 +156,11 @@ class TransformersModel(RuntimeModel):
         return schedule(step, self.settings)
 
     def state(self):
-        return dict(self.model.state_dict())
+        return checkpoint_names(self.model, self.model.state_dict())
 
     def gradients(self):
-        return {name: p.grad for name, p in self.model.named_parameters() if p.grad is not None}
+        return checkpoint_names(self.model, {name: p.grad for name, p in self.model.named_parameters()
+                                             if p.grad is not None})
 
     def save(self, directory: Path) -> None:
         self.model.save_pretrained(str(directory), safe_serialization=True)
@@ -155,10 +168,13 @@ class TransformersModel(RuntimeModel):
     def generate(self, prompt: Sequence[int], max_new_tokens: int) -> list[int]:
         self.model.eval()
         inputs = torch.tensor([list(prompt)], dtype=torch.long, device=self.device)
+        eos = self.model.config.eos_token_id
+        # Llama 3 configs list several end-of-sequence ids; generate takes one pad id (any will do:
+        # one unpadded row is never padded), while decoding still stops at each listed eos id.
+        pad = eos[0] if isinstance(eos, (list, tuple)) and eos else eos
         with torch.no_grad(), self.precision():
             out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), do_sample=False,
-                                      max_new_tokens=max_new_tokens,
-                                      pad_token_id=self.model.config.eos_token_id or 0)
+                                      max_new_tokens=max_new_tokens, pad_token_id=pad if isinstance(pad, int) else 0)
         return out[0, len(prompt):].tolist()
 
     def close(self) -> None:

@@ -73,8 +73,19 @@ def expected_tensors(checkpoint) -> dict[str, tuple[int, ...]]:
     with torch.device("meta"):
         reference = AutoModelForCausalLM.from_config(config)
     tied = bool(getattr(config, "tie_word_embeddings", False))
-    return {key: tuple(t.shape) for key, t in reference.state_dict().items()
+    return {key: tuple(t.shape) for key, t in _as_saved(reference).items()
             if not (tied and key == "lm_head.weight")}
+
+
+def _as_saved(reference) -> dict:
+    """The reference's tensors by the names its checkpoint files hold: transformers 5 renames
+    some on load and back on save (GPT-NeoX: file `embed_out.weight`, module `lm_head.weight`),
+    so module names alone would call a correct file's tensors missing and extra."""
+    try:
+        from transformers.core_model_loading import revert_weight_conversion
+    except ImportError:  # transformers 4: module names are the file's names
+        return reference.state_dict()
+    return revert_weight_conversion(reference, dict(reference.state_dict()))
 
 
 @uses(LOAD, STATE)
