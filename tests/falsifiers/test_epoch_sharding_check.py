@@ -1,5 +1,6 @@
 """pvlab.falsifiers.epoch_sharding (FALSIFY-EPOCH-SHARDING-001): holds on the runtime, false under
-rank_sampler_reuses_first_epoch_order, and reports other sampler defects by their property."""
+rank_sampler_reuses_first_epoch_order and rank_windows_keep_short_last_batch, and reports other
+sampler defects by their property."""
 
 from __future__ import annotations
 
@@ -17,9 +18,19 @@ def test_holds_on_the_runtime_and_fails_under_its_planted_bug():
 def test_it_sees_every_epoch_replaying_the_first():
     with registry()[BUG]():
         observations, _ = observe(CONTRACT, FALSIFIER)
-    # 4 cases x 6 pairs of epochs, each pair repeated both as an order and as a batch sequence
-    assert observations["repeated_epochs"] == 48
+    # 6 cases x 6 pairs of epochs, each pair repeated both as an order and as a batch sequence
+    assert observations["repeated_epochs"] == 72
     assert observations["overlaps"] == observations["coverage_errors"] == observations["nondeterministic"] == 0
+
+
+def test_it_sees_a_short_last_batch_kept_in_the_epoch():
+    """The eighth blind batch's rank_windows_keep_short_last_batch: the two cases whose shard is
+    not a whole number of batches train the remainder as a short batch (ceil for floor)."""
+    with registry()["rank_windows_keep_short_last_batch"]():
+        observations, judgement = observe(CONTRACT, FALSIFIER)
+    assert not judgement.holds
+    assert observations["batch_errors"] > 0
+    assert observations["overlaps"] == observations["coverage_errors"] == observations["repeated_epochs"] == 0
 
 
 def test_it_sees_two_ranks_given_overlapping_shards(monkeypatch):
