@@ -38,6 +38,8 @@ from pv.lifecycle import (
     orphans,
 )
 from pv.declared import overclaim
+from pv.dropped import failures_outside_cells
+from pv.dropped import warning_lines as dropped_warning
 from pv.statusjson import to_json
 from pv.loader import LoadedContract, load_contract
 from pv.markdown import fmt_value, md_code, md_text
@@ -75,6 +77,8 @@ class Report:
     orphans: list[tuple[int, LedgerRecord, str]] = field(default_factory=list)
     # Evidence on users' own checkpoints (`pv run --subject-path`): shown, never counted.
     adhoc: list[AdhocCell] = field(default_factory=list)
+    # FAILs and ERRORs on cells no falsifier requires any more (pv.dropped): shown, never counted.
+    dropped: list = field(default_factory=list)
     # What judged the records (pv.identity.EvidenceCheck; None: nothing did): the HTML
     # dashboard's margin histories leave out the records it refuses, as the cells do.
     code: Any = None
@@ -101,7 +105,8 @@ def build_report(
     lines = lines if lines is not None else list(range(1, len(records) + 1))
     lost = [(lines[i], r, why) for i, r, why in orphans(contracts, records, incomplete=bool(failures))]  # type: ignore[arg-type]
     return Report(entries, ledger_path, sorted(ledger_problems, key=lambda p: p.line), sorted(failures), lost,
-                  adhoc_cells(contracts, records, code), code)  # type: ignore[arg-type]
+                  adhoc_cells(contracts, records, code),  # type: ignore[arg-type]
+                  failures_outside_cells(contracts, records, code, subject_param), code)  # type: ignore[arg-type]
 
 
 def load_all(ws: Workspace) -> tuple[list[LoadedContract], list[tuple[str, str]]]:
@@ -260,6 +265,7 @@ def summary(report: Report) -> dict[str, Any]:
         "stale": [{"falsifier": f.id, "subject": d.subject, "device": d.device, "why": list(d.stale_because)}
                   for _, f, d in stale_rows(report)],
         "orphan_records": len(report.orphans),
+        "failures_outside_required_cells": len(report.dropped),
         "checkpoint_rows": len(report.adhoc),
     }
 
@@ -299,6 +305,7 @@ def render_markdown(report: Report) -> str:
             *([f"> - … and {len(report.orphans) - 50} more"] if len(report.orphans) > 50 else []),
             "",
         ]
+    out += dropped_warning(report.dropped)
     if report.load_failures:
         out += [
             f"> **Warning:** {len(report.load_failures)} contract file(s) could not be loaded and are not "
@@ -410,6 +417,10 @@ def render_json(report: Report, ids: set[str] | None = None) -> str:
         "load_failures": [{"path": p, "problem": m} for p, m in report.load_failures],
         "orphans": [{"line": line, "record_id": r.record_id, "falsifier": r.falsifier, "contract": r.contract,
                      "device": r.device, "subject": r.subject, "verdict": r.verdict.value, "why": why} for line, r, why in report.orphans],
+        "failures_outside_required_cells": [
+            {"contract": d.contract, "falsifier": d.falsifier, "runtime": d.runtime, "subject": d.subject,
+             "device": d.device, "verdict": d.record.verdict.value, "record_id": d.record.record_id}
+            for d in report.dropped],
         "summary": summary(report),
         "checkpoints": [{"subject": c.subject, "subject_digest": c.subject_digest, "contract": c.contract,
                          "falsifier": c.falsifier.id, "device": c.evidence.device, "state": c.evidence.state.value,
