@@ -16,7 +16,7 @@ and the whole status is computed only where it cannot (then to explain the findi
 
 The shortcut only chooses which cells to judge: it finds each cell's deciding record as
 `pv.lifecycle` does (`deciding_record`: refused records never decide, a SKIP never hides the
-failure before it) and judges the cells that could decide the claim with `pv.lifecycle._cell`
+failure before it) and judges the cells that could decide the claim with `pv.lifecycle.cell_evidence`
 itself. tests/test_declared.py compares it with the whole computation.
 """
 
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from pv import keypaths as K
 from pv.diagnostics import Diagnostic
 from pv.ledger import LedgerRecord, Verdict
-from pv.lifecycle import (FAILING, HAND_SET, ContractStatus, DeviceState, Indexed, _cell, cell_records, contract_status,
+from pv.lifecycle import (FAILING, HAND_SET, ContractStatus, DeviceState, Indexed, cell_evidence, cell_records, contract_status,
                           deciding_record, group_records, place_records)
 from pv.schema import STATUS_RANK, Contract, LifecycleStatus
 
@@ -80,7 +80,7 @@ def cannot_overclaim(contract: Contract, groups: dict[tuple[str, str], list[Inde
             # are judged as the whole status judges them (their code; a later record overruling them)
             if deciding is None or not (deciding.verdict in _RED or (need_fresh and deciding.verdict is Verdict.PASS)):
                 continue
-            state = _cell(device, subject, here, sha, code, falsifier, runtime).state
+            state = cell_evidence(device, subject, here, sha, code, falsifier, runtime).state
             if state in (DeviceState.FAIL, DeviceState.ERROR):
                 return False  # red: the whole status says why
             need_fresh = need_fresh and state is not DeviceState.PASS

@@ -8,7 +8,7 @@ fresh FAIL on the cell it dropped is still an observation of the runtime: droppi
 it failed would turn the dashboard green with nothing fixed. So, as records of an unknown
 falsifier are listed (pv.orphans), a cell outside the required ones whose deciding record is a
 FAIL or an ERROR of the falsifier's current definition, on the tree's code, is listed with the
-contract: judged exactly as a required cell is (`pv.lifecycle._cell`: refused records never
+contract: judged exactly as a required cell is (`pv.lifecycle.cell_evidence`: refused records never
 decide, a SKIP never hides the failure before it, a record of changed code is stale). Records
 under a planted bug and records of a user's checkpoint (`path:` subjects, listed apart) are not
 cells of this kind.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from pv.ledger import LedgerRecord
-from pv.lifecycle import DeviceState, _cell, cell_subject, group_records
+from pv.lifecycle import DeviceState, cell_evidence, cell_subject, group_records
 from pv.runtimes import cell_runtime
 from pv.schema import Contract
 
@@ -65,7 +65,7 @@ def failures_outside_cells(contracts: Iterable[Contract], records: Sequence[Ledg
                     outside.setdefault(key, []).append((index, record))
             for (runtime, subject, device), here in sorted(outside.items(), key=lambda kv: str(kv[0])):
                 sha = base if subject is None else falsifier.definition_sha256(subject, subject_param)
-                evidence = _cell(device, subject, here, sha, code, falsifier, runtime)
+                evidence = cell_evidence(device, subject, here, sha, code, falsifier, runtime)
                 if evidence.state in (DeviceState.FAIL, DeviceState.ERROR):
                     out.append(DroppedFailure(cid, falsifier.id, runtime, subject, device, evidence.record))
     return out

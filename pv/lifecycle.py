@@ -356,7 +356,7 @@ def deciding_record(current: list[Indexed], code: Any, falsifier: FalsificationT
                     passed_over: list[tuple[LedgerRecord, str]] | None = None) -> LedgerRecord | None:
     """The record that decides a cell among its `current` records (those of the cell's definition),
     before its code is judged: the latest that counts, or, where that is a SKIP, the failure before
-    it. `_cell` then judges its code and whether a later record that does not count overrules it."""
+    it. `cell_evidence` then judges its code and whether a later record that does not count overrules it."""
     fresh = _latest_counted(current, code, falsifier, passed_over)
     if fresh is not None and fresh.verdict is Verdict.SKIP:
         # A SKIP says the device was absent and proves nothing, so it never hides a failure: a run
@@ -369,7 +369,7 @@ def deciding_record(current: list[Indexed], code: Any, falsifier: FalsificationT
     return fresh
 
 
-def _cell(device: str, subject: str | None, here: list[Indexed], sha: str, code: Any,
+def cell_evidence(device: str, subject: str | None, here: list[Indexed], sha: str, code: Any,
           falsifier: FalsificationTest, runtime: str | None = None) -> DeviceEvidence:
     """The evidence of one cell from its records (`here`: the cell's non-mutant records). A
     record `refused` never decides; when only such records are left the cell is STALE."""
@@ -419,7 +419,7 @@ def place_records(falsifier: FalsificationTest, records: Sequence[Indexed], subj
 
 def cell_records(cells: Sequence[tuple[str | None, str | None, str]], relevant: Sequence[Placed],
                  ) -> list[tuple[str | None, str | None, str, list[Indexed]]]:
-    """Per required cell (runtime, subject, device), its non-mutant records: what `_cell` judges."""
+    """Per required cell (runtime, subject, device), its non-mutant records: what `cell_evidence` judges."""
     runtime = [(i, r, s, rt) for i, r, s, rt in relevant if r.mutant is None]
     return [(rt_, subject, device, [(i, r) for i, r, s, rt in runtime if (rt, s, r.device) == (rt_, subject, device)])
             for rt_, subject, device in cells]
@@ -432,7 +432,7 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
     ([tool.pv]) names the parameter a subject fills, which its cell's definition hash covers."""
     sha = falsifier.definition_sha256()
     cells, cell_sha, relevant = place_records(falsifier, records, subject_param)
-    devices = [_cell(device, subject, here, cell_sha[subject], code, falsifier, rt_)
+    devices = [cell_evidence(device, subject, here, cell_sha[subject], code, falsifier, rt_)
                for rt_, subject, device, here in cell_records(cells, relevant)]
 
     states = {d.state for d in devices}
@@ -510,7 +510,7 @@ def adhoc_cells(contracts: Iterable[Contract], records: Sequence[LedgerRecord], 
     for (cid, fid, subject, digest, device), here in sorted(groups.items(), key=lambda kv: (
             kv[0][2], kv[0][3] or "", kv[0][0], kv[0][1], kv[0][4])):
         falsifier = by_id[(cid, fid)]
-        cell = _cell(device, subject, here, falsifier.definition_sha256(), code, falsifier)
+        cell = cell_evidence(device, subject, here, falsifier.definition_sha256(), code, falsifier)
         out.append(AdhocCell(cid, falsifier, subject, digest, cell))
     return out
 
