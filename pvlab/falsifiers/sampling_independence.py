@@ -17,8 +17,8 @@ repeat one another. Here the runtime's own generation loops (`runtime.generate`,
   row 0's, so C - sum p_(t,r)(x_(t,0)) is a martingale of the same kind (the rows' draws of a step
   taken in row order).
 
-p_t is written out in float64 in this check from the logits the runtime recorded (no sampler code,
-no torch.multinomial); the bound is derived, not tuned: each of the three statistics (the single
+p_t is written out in float64 from the logits the runtime recorded (sampling_law's oracle, no
+sampler code, no torch.multinomial); the bound is derived, not tuned: each of the three statistics (the single
 API's repeats, the batch's repeats, the batch's coincidences) gets delta / 3, so a correct
 sampler fails with probability at most `failure_probability` whatever the model and temperature.
 A near-uniform law (a random-weights model at T > 1) makes the expected repeat count small and a
@@ -30,15 +30,7 @@ from __future__ import annotations
 import math
 
 from ._util import torch_device
-
-
-def _probabilities64(logits_row, temperature: float) -> list[float]:
-    """softmax(logits / T) in float64, written out (the law each draw must follow)."""
-    scaled = [float(x) / temperature for x in logits_row]
-    top = max(scaled)
-    weights = [math.exp(z - top) for z in scaled]
-    total = math.fsum(weights)
-    return [w / total for w in weights]
+from .sampling_law import _softmax64
 
 
 def _azuma(increments: int, failure_probability: float) -> float:
@@ -85,7 +77,7 @@ def continuation_draws_are_independent(*, device: str, config: str = "tiny", pro
     for generation in continuations:
         if generation.logits is None or len(generation.logits) != len(generation.new_ids):
             raise RuntimeError("output_logits=True did not keep one logits row per generated token")
-    laws = [[_probabilities64(row.tolist(), temperature) for row in g.logits.double()] for g in continuations]
+    laws = [[_softmax64(row.tolist(), temperature) for row in g.logits.double()] for g in continuations]  # the law each draw must follow
 
     single_repeats, single_expected = _repeats(single.new_ids, laws[0])
     batch_repeats, batch_expected = 0, 0.0
