@@ -35,10 +35,7 @@ import math
 import torch
 
 from ._util import torch_device
-
-Z = 18.0                 # every tail bound below is exp(-Z) or 2 exp(-Z) per event
-CORRELATION_SIGMAS = 6.0  # |c| <= 6 / sqrt(n): 2 exp(-36 / 2) = 2 exp(-Z)
-MEAN_SIGMAS = 6.0
+from .normal_draws import CORRELATION_SIGMAS, ks_to_standard_normal, pairs, spread, std_bounds
 
 
 def _configs():
@@ -81,16 +78,6 @@ def _drawn(config, std: float, seed: int) -> tuple[dict[str, torch.Tensor], dict
     return before, after
 
 
-def _std_bounds(n: int) -> tuple[float, float]:
-    lower = math.sqrt(max(0.0, 1.0 - 2.0 * math.sqrt(Z / n)))
-    upper = math.sqrt(1.0 + 2.0 * math.sqrt(Z / n) + 2.0 * Z / n)
-    return lower, upper
-
-
-def _normal_cdf(x: torch.Tensor) -> torch.Tensor:
-    return 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
-
-
 def biases_drawn_independently(*, device: str, std: float = 0.5, seed: int = 3) -> dict:
     """draw_biases(model, std, seed) on a 4-layer Qwen2 and a 2-layer Llama with every bias
     (models built by checkpoint.init_model from `seed`, as pretrain builds them), judged from
@@ -125,19 +112,14 @@ def biases_drawn_independently(*, device: str, std: float = 0.5, seed: int = 3) 
             x = values[n]
             biases[f"{family}:{n}"] = x
             out["undrawn"] += int(bool((x == 0).any()))
-            ratio = float(x.square().mean().sqrt()) / std
-            lower, upper = _std_bounds(x.numel())
-            out["std_errors"] += int(not lower <= ratio <= upper)
-            out["mean_errors"] += int(abs(float(x.mean())) * math.sqrt(x.numel()) / std > MEAN_SIGMAS)
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                n = min(values[a].numel(), values[b].numel())
-                x, y = values[a][:n], values[b][:n]
-                shortest = n if shortest is None else min(shortest, n)
-                out["equal_pairs"] += int(torch.equal(x, y))
-                cosine = float(x @ y) / max(float(x.norm() * y.norm()), 1e-300)
-                out["max_abs_correlation"] = max(out["max_abs_correlation"], abs(cosine))
-                out["correlated_pairs"] += int(abs(cosine) > CORRELATION_SIGMAS / math.sqrt(n))
+            _, std_error, mean_error = spread(x, std)
+            out["std_errors"] += int(std_error)
+            out["mean_errors"] += int(mean_error)
+        equal, correlated, largest, least = pairs(values)
+        out["equal_pairs"] += equal
+        out["correlated_pairs"] += correlated
+        out["max_abs_correlation"] = max(out["max_abs_correlation"], largest)
+        shortest = least if shortest is None else min(shortest, least or shortest)
         _, again = _drawn(config, std, seed)
         out["nondeterministic"] += sum(not torch.equal(after[n], again[n]) for n in after)
         _, other = _drawn(config, std, seed + 1)
@@ -146,12 +128,9 @@ def biases_drawn_independently(*, device: str, std: float = 0.5, seed: int = 3) 
         out["zero_std_nonzero"] += sum(bool((zero[n] != 0).any()) for n in names)
     pooled = torch.cat(list(biases.values())) / std
     n_pooled = pooled.numel()
-    lower, upper = _std_bounds(n_pooled)
-    ordered = pooled.sort().values
-    cdf = _normal_cdf(ordered)
-    ranks = torch.arange(1, n_pooled + 1, dtype=torch.float64)
-    ks = float(torch.maximum(ranks / n_pooled - cdf, cdf - (ranks - 1) / n_pooled).max())
+    lower, upper = std_bounds(n_pooled)
+    ks, ks_bound = ks_to_standard_normal(pooled)
     out.update(correlation_bound=CORRELATION_SIGMAS / math.sqrt(shortest or 1),
                pooled_std_ratio=float(pooled.square().mean().sqrt()), pooled_std_low=lower, pooled_std_high=upper,
-               ks_distance=ks, ks_bound=3.0 / math.sqrt(n_pooled), pooled_values=n_pooled)
+               ks_distance=ks, ks_bound=ks_bound, pooled_values=n_pooled)
     return out

@@ -10,7 +10,7 @@ from the first step while everything still runs.
 
 Oracle, independent of the runtime's generator use: the statistics of independent normal samples
 computed here in float64 from the drawn values alone, with the bounds of
-pvlab.falsifiers.bias_initialisation (Laurent-Massart for the second moment, the normal tail for
+pvlab.falsifiers.normal_draws (Laurent-Massart for the second moment, the normal tail for
 the mean, concentration on the sphere for the cosine of two independent vectors, DKW for the
 pooled values against the standard normal CDF), each event failing a correct draw with
 probability at most 2 exp(-18); summed over every tensor and pair of the models below (under
@@ -23,12 +23,11 @@ docs/runtime.md's model table).
 from __future__ import annotations
 
 import importlib
-import math
 
 import torch
 
 from ._util import torch_device
-from .bias_initialisation import CORRELATION_SIGMAS, MEAN_SIGMAS, _normal_cdf, _std_bounds
+from .normal_draws import ks_to_standard_normal, pairs, spread
 
 
 def _configs():
@@ -76,29 +75,20 @@ def random_init_as_documented(*, device: str, seed: int = 5) -> dict:
         out["matrices"] += len(matrices)
         values = {n: drawn[n].flatten() for n in matrices}
         for n in matrices:
-            x = values[n]
-            ratio = float(x.square().mean().sqrt()) / std
-            lower, upper = _std_bounds(x.numel())
-            out["std_errors"] += int(not lower <= ratio <= upper)
+            ratio, std_error, mean_error = spread(values[n], std)
+            out["std_errors"] += int(std_error)
+            out["mean_errors"] += int(mean_error)
             if abs(ratio - 1) > abs(out["worst_std_ratio"] - 1):
                 out["worst_std_ratio"] = ratio
-            out["mean_errors"] += int(abs(float(x.mean())) * math.sqrt(x.numel()) / std > MEAN_SIGMAS)
-            pooled.append(x / std)
-        for i, a in enumerate(matrices):
-            for b in matrices[i + 1:]:
-                n = min(values[a].numel(), values[b].numel())
-                x, y = values[a][:n], values[b][:n]
-                out["equal_pairs"] += int(torch.equal(x, y))
-                cosine = float(x @ y) / max(float(x.norm() * y.norm()), 1e-300)
-                out["correlated_pairs"] += int(abs(cosine) > CORRELATION_SIGMAS / math.sqrt(n))
+            pooled.append(values[n] / std)
+        equal, correlated, _, _ = pairs(values)
+        out["equal_pairs"] += equal
+        out["correlated_pairs"] += correlated
         again = _init(config, seed)
         out["nondeterministic"] += sum(not torch.equal(drawn[n], again[n]) for n in drawn)
         other = _init(config, seed + 1)
         out["seed_insensitive"] += sum(torch.equal(drawn[n], other[n]) for n in matrices)
     values = torch.cat(pooled)
-    ordered = values.sort().values
-    cdf = _normal_cdf(ordered)
-    ranks = torch.arange(1, values.numel() + 1, dtype=torch.float64)
-    out.update(ks_distance=float(torch.maximum(ranks / values.numel() - cdf, cdf - (ranks - 1) / values.numel()).max()),
-               ks_bound=3.0 / math.sqrt(values.numel()), pooled_values=values.numel())
+    ks, ks_bound = ks_to_standard_normal(values)
+    out.update(ks_distance=ks, ks_bound=ks_bound, pooled_values=values.numel())
     return out
