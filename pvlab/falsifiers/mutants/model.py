@@ -421,23 +421,25 @@ def generated_text_drops_last_token():
 
     Imitates stripping the eos with `new_ids[:-1]` without checking `stopped_on_eos`. Quiet: the
     text is still a plausible continuation. Seams: runtime.generate.generate_text and its
-    re-export pvlab.runtime.generate_text (a copy of its body, the one condition removed)."""
+    re-export pvlab.runtime.generate_text (wrapped: the original runs with every generation
+    reported as stopped on eos, so it strips the last token whatever happened)."""
+    import dataclasses
     import importlib
 
     package, module = importlib.import_module("pvlab.runtime"), importlib.import_module("pvlab.runtime.generate")
-    GenerationError = importlib.import_module("pvlab.runtime.errors").GenerationError
+    original = module.generate_text
 
-    def generate_text(model, tokenizer, prompt, *, max_new_tokens, temperature=0.0, top_k=None, seed=0,
-                      stop_at_eos=True):
-        if tokenizer is None:
-            raise GenerationError("this checkpoint has no tokenizer.json; pass token ids to generate() instead")
-        prompt_ids = tokenizer.encode(prompt).ids
-        if not prompt_ids:
-            raise GenerationError("the prompt is empty")
-        eos = model.config.eos_token_id if stop_at_eos else None
-        result = module.generate(model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
-                                 top_k=top_k, seed=seed, eos_token_id=eos)
-        return tokenizer.decode(prompt_ids + result.new_ids[:-1])   # the defect: dropped even without eos
+    def generate_text(*args, **kwargs):
+        real = module.generate
+
+        def generate(*a, **k):
+            return dataclasses.replace(real(*a, **k), stopped_on_eos=True)   # the defect: always "stopped"
+
+        module.generate = generate
+        try:
+            return original(*args, **kwargs)
+        finally:
+            module.generate = real
 
     with plant("generated_text_drops_last_token", swap(module, "generate_text", generate_text),
                swap(package, "generate_text", generate_text)):
