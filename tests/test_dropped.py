@@ -20,6 +20,8 @@ def test_attack_dropping_the_failing_device_lists_its_failure():
     found = failures_outside_cells([narrow], records)
     assert [(d.falsifier, d.device, d.record.verdict.value) for d in found] == [("FALSIFY-DEMO-001", "cuda", "FAIL")]
     assert found[0].where() == "cuda"
+    errored = [rec(wide, "PASS", "cpu"), rec(wide, "ERROR", "cuda")]   # an ERROR is a failure too
+    assert [d.record.verdict.value for d in failures_outside_cells([narrow], errored)] == ["ERROR"]
 
 
 def test_a_failure_fixed_since_or_of_another_definition_is_not_listed():
