@@ -8,11 +8,12 @@ scaling here) lands inside a bf16 tolerance on a tiny model while it overflows o
 real one; a reference path that quietly runs under an outer autocast region is no fp32 oracle.
 
 What is observed is what the kernels were handed: a TorchDispatchMode (below autocast, so it sees
-the products after autocast's casts) records the dtype of every matrix product and attention
-call of a forward, and of a training loss and its backward, on each path (after one unrecorded
-pass: the runtime probes once per process whether a mixed-precision GEMM is available, with an
-fp32 product that is no part of the model's computation). The oracle is the
-documented table itself; nothing of the runtime decides what is expected.
+the products after autocast's casts) records the dtype of the factors of every matrix product
+and attention call (not of the term a product is added to: see product_dtype) of a forward, and
+of a training loss and its backward, on each path (after one unrecorded pass: the runtime probes
+once per process whether a mixed-precision GEMM is available, with an fp32 product that is no
+part of the model's computation). The oracle is the documented table itself; nothing of the
+runtime decides what is expected.
 """
 
 from __future__ import annotations
@@ -27,18 +28,39 @@ _PRODUCTS = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_scaled_dot_p
              "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_attention_math")
 
 
+# Products whose first argument is the term added to the product, not a factor of it: the
+# factors are the next two (addmm(input, mat1, mat2) = beta * input + alpha * mat1 @ mat2).
+_ADDED_FIRST = ("addmm", "baddbmm")
+
+
+def product_dtype(name: str, args: tuple) -> str | None:
+    """The dtype a product or attention call `name` computes in: that of its factors (the two
+    matrices of a product, the query and key of an attention), "mixed:a+b" when they differ,
+    None when it has no tensor factors. The term a product is added to is not a factor: on CUDA
+    the fused loss adds bf16 products into an fp32 gradient buffer in one GEMM
+    (`torch.addmm(acc, a, b, out_dtype=float32, out=acc)`), which multiplies in bf16 with fp32
+    accumulation, as every bf16 GEMM accumulates; an H200 run that classified that call by its
+    first tensor argument reported it as an fp32 product."""
+    candidates = args[1:] if name in _ADDED_FIRST else args
+    factors = [a for a in candidates if isinstance(a, torch.Tensor)][:2]
+    dtypes = sorted({str(f.dtype).replace("torch.", "") for f in factors})
+    if not dtypes:
+        return None
+    return dtypes[0] if len(dtypes) == 1 else "mixed:" + "+".join(dtypes)
+
+
 def _dtypes_of_products(run) -> dict[str, int]:
-    """{dtype name: number of product/attention calls whose first tensor argument has it}, over `run()`."""
+    """{dtype name: number of product/attention calls computing in it (product_dtype)}, over `run()`."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     counts: dict[str, int] = {}
 
     class Products(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func.overloadpacket.__name__ in _PRODUCTS:
-                first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-                if first is not None:
-                    key = str(first.dtype).replace("torch.", "")
+            name = func.overloadpacket.__name__
+            if name in _PRODUCTS:
+                key = product_dtype(name, args)
+                if key is not None:
                     counts[key] = counts.get(key, 0) + 1
             return func(*args, **(kwargs or {}))
 

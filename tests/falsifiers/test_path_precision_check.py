@@ -36,3 +36,20 @@ def test_it_reports_a_reference_path_under_autocast(monkeypatch):
     observations, judgement = observe(CONTRACT, FALSIFIER)
     assert not judgement.holds
     assert observations["reference_other_products"] > 0
+
+
+def test_a_product_is_classified_by_its_factors_not_the_term_it_is_added_to():
+    """On CUDA the fused loss adds bf16 products into its fp32 gradient buffer in one GEMM
+    (addmm(acc, a, b, out_dtype=float32, out=acc)): a bf16 product. Classified by its first
+    tensor argument it counted as fp32 on an H200 (a false FAIL of the fast path)."""
+    from pvlab.falsifiers.path_precision import product_dtype
+
+    bf16, fp32 = torch.zeros(2, 2, dtype=torch.bfloat16), torch.zeros(2, 2)
+    assert product_dtype("addmm", (fp32, bf16, bf16)) == "bfloat16"
+    assert product_dtype("baddbmm", (fp32, bf16[None], bf16[None])) == "bfloat16"
+    # a genuine fp32 product added to anything stays fp32, and unequal factors are named
+    assert product_dtype("addmm", (bf16, fp32, fp32)) == "float32"
+    assert product_dtype("mm", (bf16, fp32)) == "mixed:bfloat16+float32"
+    assert product_dtype("linear", (fp32, fp32, bf16)) == "float32"   # input and weight; the bias is added
+    assert product_dtype("_scaled_dot_product_efficient_attention", (bf16, bf16, bf16, None)) == "bfloat16"
+    assert product_dtype("mm", ()) is None
