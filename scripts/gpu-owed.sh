@@ -34,6 +34,10 @@ mkdir -p "$logs" "$done_dir"
 . scripts/gpu-env.sh
 
 left() { echo $(( deadline - $(date +%s) )); }
+# A step the deadline cut: timeout's 124, or 137 when it had to kill (--kill-after). A cut step
+# leaves no marker, so the next call runs it again (an H200 session lost its planted-bug pairs
+# when a killed `pv strength`, exit 137, was marked done).
+cut() { (( $1 == 124 || $1 == 137 )); }
 pack() { tar -czf "$out/logs.tar.gz" -C "$out" logs 2>/dev/null; }
 cell() {  # DEVICE SUBJECT ID LEDGER: one named cell, skipped when a marker says it ran
   local device=$1 s=$2 id=$3 ledger=$4 marker="$done_dir/$3@$2@$1"
@@ -44,7 +48,7 @@ cell() {  # DEVICE SUBJECT ID LEDGER: one named cell, skipped when a marker says
     "$py" -m pv.cli run "$id" --device "$device" --subject "$s" --ledger "$ledger" >> "$logs/$device-$s.log" 2>&1
   local rc=$?
   echo "$id $s $device: exit $rc after $(( $(date +%s) - t0 )) s" >> "$logs/steps.txt"
-  (( rc == 124 )) || touch "$marker"
+  cut "$rc" || touch "$marker"
 }
 
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
@@ -69,7 +73,7 @@ if [ -n "${TINY_IDS:-}${STRENGTH_IDS:-}" ] && [ ! -e "$done_dir/strength" ]; the
     timeout --signal=INT --kill-after=10 "$(( $(left) - 5 ))" "$py" -m pv.cli strength $STRENGTH_IDS --device cuda -j "${STRENGTH_JOBS:-2}" \
       --skip-subject "$subject" --skip-subject "$subject-random" --ledger "$out/strength-ledger.jsonl" \
       > "$logs/strength.log" 2>&1; rc=$?; echo "strength: exit $rc" >> "$logs/steps.txt"
-    (( rc == 124 )) || touch "$done_dir/strength" ) &
+    cut "$rc" || touch "$done_dir/strength" ) &
   strength=$!
 fi
 
