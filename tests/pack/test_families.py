@@ -217,10 +217,8 @@ def test_token_weighting_passes_and_an_eval_of_batch_means_fails(family, trained
     assert outcome.verdict == "FAIL" and outcome.observations["rel_diff"] > 1e-3, outcome.message
 
 
-# --- a known false FAIL, not fixed (it would stale the parity evidence recorded on GPUs) ----------
+# --- identical all-zero logits are agreement (a false FAIL until 2026-12-02) ------------------------
 
-@pytest.mark.xfail(strict=True, reason="logits_parity counts identical all-zero logits as cosine 0: a row that "
-                                       "opens with a pad token whose embedding transformers zeroed")
 def test_identical_zero_logits_at_a_padded_opening_are_not_a_parity_failure(tmp_path):
     from transformers import Phi3Config, Phi3ForCausalLM
     from pvpack import subjects as writer
