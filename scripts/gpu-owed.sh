@@ -8,13 +8,13 @@
 # RANDOM_IDS or STRENGTH_IDS name the falsifiers; SCALE_BUGS adds FALSIFIER:BUG[:matrix] pairs
 # planted under the subject's cuda cells.
 #
-# Alongside each other, until SECONDS (default 560) from the start:
+# Until SECONDS (default 560) from the start:
 # - the GPU: the small subjects' cuda cells of TINY_IDS, then their planted bugs of STRENGTH_IDS on cuda (`pv strength`, -j STRENGTH_JOBS, default 2), while
 #   the production-scale subject is built (or found in the cache), then each of CUDA_IDS on the
 #   subject's cuda cells (every runtime the falsifier names), the scale bugs, RANDOM_IDS on the
 #   random twin's cuda cells;
-# - the CPU: CPU_PROCS workers (default 3) share CPU_IDS (then RANDOM_IDS) on the subject's cpu
-#   cells once the build is there, each with its share of the cores.
+# - then the CPU: CPU_PROCS workers (default 3) share CPU_IDS (then RANDOM_IDS) on the subject's
+#   cpu cells once the cuda cells are done, each with its share of the cores.
 # Each cell is one `pv run`, named (so a deadline never cuts the same first cells every time), and
 # leaves a marker in $PV_CACHE_DIR/owed-done when it ends: the next call on a warm machine goes on
 # where this one stopped. Records go straight into OUT/*-ledger.jsonl (a cut call keeps what
@@ -85,18 +85,6 @@ if [ ! -e "$done_dir/build-$subject" ]; then
 fi
 [ -e "$done_dir/build-$subject" ] || { echo "the subject did not build"; wait; pack; cat "$logs/steps.txt"; exit 1; }
 
-procs=${CPU_PROCS:-3}
-threads=$(( (cores - 4) / procs )); (( threads < 1 )) && threads=1
-cpu_ids=(${CPU_IDS:-}); random_ids=(${RANDOM_IDS:-})
-workers=()
-for (( w = 0; w < procs && ${#cpu_ids[@]} + ${#random_ids[@]} > 0; w++ )); do
-  ( export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads CUDA_VISIBLE_DEVICES=
-    for (( i = w; i < ${#cpu_ids[@]}; i += procs )); do cell cpu "$subject" "${cpu_ids[i]}" "$out/cpu$w-ledger.jsonl"; done
-    for (( i = w; i < ${#random_ids[@]}; i += procs )); do cell cpu "$subject-random" "${random_ids[i]}" "$out/cpu$w-ledger.jsonl"; done
-  ) &
-  workers+=($!)
-done
-
 for id in ${CUDA_IDS:-}; do cell cuda "$subject" "$id" "$out/cuda-ledger.jsonl"; done
 if [ -n "${SCALE_BUGS:-}" ] && [ ! -e "$done_dir/scale-bugs" ] && (( $(left) > 60 )); then
   for pair in $SCALE_BUGS; do  # FALSIFIER:BUG[:matrix]
@@ -108,6 +96,21 @@ if [ -n "${SCALE_BUGS:-}" ] && [ ! -e "$done_dir/scale-bugs" ] && (( $(left) > 6
   touch "$done_dir/scale-bugs"
 fi
 for id in ${RANDOM_IDS:-}; do cell cuda "$subject-random" "$id" "$out/cuda-ledger.jsonl"; done
+
+# The cpu cells only once the cuda cells are done: a cuda cell of the 0.5B subject also runs the
+# reference backend on the CPU, and beside three cpu workers an H200 session's CPU-GPU-001 cell
+# was cut twice (354 s, 461 s; 65 s alone on an H100).
+procs=${CPU_PROCS:-3}
+threads=$(( (cores - 4) / procs )); (( threads < 1 )) && threads=1
+cpu_ids=(${CPU_IDS:-}); random_ids=(${RANDOM_IDS:-})
+workers=()
+for (( w = 0; w < procs && ${#cpu_ids[@]} + ${#random_ids[@]} > 0; w++ )); do
+  ( export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads CUDA_VISIBLE_DEVICES=
+    for (( i = w; i < ${#cpu_ids[@]}; i += procs )); do cell cpu "$subject" "${cpu_ids[i]}" "$out/cpu$w-ledger.jsonl"; done
+    for (( i = w; i < ${#random_ids[@]}; i += procs )); do cell cpu "$subject-random" "${random_ids[i]}" "$out/cpu$w-ledger.jsonl"; done
+  ) &
+  workers+=($!)
+done
 
 wait "${workers[@]}" $strength 2>/dev/null
 pack
