@@ -97,8 +97,7 @@ def plan_targets(workspace: Workspace, plan: Any, chosen: list[Any], only_module
         out.contract_of[fid] = target.contract.metadata.id
         if falsifier.timing_observations:
             out.timing.add(fid)
-        out.definitions[fid] = "+".join(falsifier.definition_sha256(s, workspace.subject_param)
-                                        for s in (falsifier.subjects or [None]))
+        out.definitions[fid] = store.definition_of(falsifier, workspace.subject_param)
         if not falsifier.check:
             out.unbound.append(fid)
             continue

@@ -1,9 +1,11 @@
 """The mutation section of `pv status` (docs/STATUS.md) and of `pv mutate`'s summary.
 
-A pure function of the results file, the marked equivalents and the tree: a result whose
-module has changed since (another syntax-tree digest) is not shown, only counted as stale, so
-the dashboard never scores code that is no longer there. No libcst, no torch: `pv status`
-stays fast.
+A pure function of the results file, the marked equivalents, the tree and the contracts: a
+result whose module has changed since (another syntax-tree digest) is not shown, only counted as
+stale, so the dashboard never scores code that is no longer there; nor is a kill whose killer is
+no longer defined as it was when it killed (results.is_fresh's rule for a KILLED line, which
+`pv mutate` resumes by): a prediction loosened since, or the falsifier removed, may let the
+mutant through. No libcst, no torch: `pv status` stays fast.
 """
 
 from __future__ import annotations
@@ -26,16 +28,22 @@ def default_paths(workspace: Any) -> tuple[Path, Path]:
     return folder / RESULTS_NAME, folder / EQUIVALENTS_NAME
 
 
-def current_lines(results: store.Results, tree: TreeDigests) -> tuple[list[dict[str, Any]], int]:
-    """(the latest line of every mutant whose module is unchanged, the number left out as stale)."""
-    fresh, stale = [], 0
+def current_lines(results: store.Results, tree: TreeDigests,
+                  definitions: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], int, int]:
+    """(the latest line of every mutant whose module is unchanged, the number left out as stale,
+    the number of kills left out because their killer changed since). `definitions`: falsifier ->
+    its definition now (store.definition_of); None: kills are not judged by their killer."""
+    fresh, stale, killer_changed = [], 0, 0
     for mutant_id in sorted(results.mutants):
         line = results.mutants[mutant_id]
-        if tree.digest(str(line.get("module"))) == line.get("module_digest"):
-            fresh.append(line)
-        else:
+        if tree.digest(str(line.get("module"))) != line.get("module_digest"):
             stale += 1
-    return fresh, stale
+        elif definitions is not None and line.get("result") == store.KILLED and not store.killer_unchanged(
+                line, definitions):
+            killer_changed += 1  # the falsifier that killed it is defined otherwise now, or gone
+        else:
+            fresh.append(line)
+    return fresh, stale, killer_changed
 
 
 def _score(tally: store.Tally) -> str:
@@ -52,8 +60,10 @@ def _rows(tallies: dict[str, store.Tally], code: bool = True) -> list[list[str]]
 HEADER = ["", "score", "killed", "survived", "timeout", "error", "not applied", "equivalent"]
 
 
-def section(results_path: Path, equivalents_path: Path, workspace_root: Path, rel: Any = str) -> list[str]:
-    """Markdown lines of the `## Mutation score` section (empty when nothing was ever run)."""
+def section(results_path: Path, equivalents_path: Path, workspace_root: Path, rel: Any = str,
+            definitions: dict[str, str] | None = None) -> list[str]:
+    """Markdown lines of the `## Mutation score` section (empty when nothing was ever run).
+    `definitions`: every contract falsifier's definition now (store.definition_of)."""
     try:
         results = store.read(results_path)
         equivalents = store.read_equivalents(equivalents_path)
@@ -61,13 +71,15 @@ def section(results_path: Path, equivalents_path: Path, workspace_root: Path, re
         return ["## Mutation score", "", f"Cannot be shown: {exc}", ""]
     if not results.mutants:
         return []
-    lines, stale = current_lines(results, TreeDigests(workspace_root))
+    lines, stale, killer_changed = current_lines(results, TreeDigests(workspace_root), definitions)
     out = ["## Mutation score", "",
            f"Automatic source mutants of the code the contracts bind (`pv mutate`, docs/mutants.md), from "
            f"{md_code(rel(results_path))}. Score = killed / (killed + survived); a timeout, an error (the code "
            "crashed under the mutant) or a mutant not applied is not judged; mutants marked equivalent in "
            f"{md_code(rel(equivalents_path))} are left out."
-           + (f" {stale} result(s) on code that has changed since are not shown (rerun `pv mutate`)." if stale else ""),
+           + (f" {stale} result(s) on code that has changed since are not shown (rerun `pv mutate`)." if stale else "")
+           + (f" {killer_changed} kill(s) by a falsifier defined otherwise since (or in no contract now) are not "
+              "counted (rerun `pv mutate`)." if killer_changed else ""),
            ""]
     total = store.Tally()
     for line in lines:
@@ -96,8 +108,11 @@ def section(results_path: Path, equivalents_path: Path, workspace_root: Path, re
     return out
 
 
-def status_markdown(workspace: Any) -> str:
-    """The section as text to append to docs/STATUS.md ("" when `pv mutate` never ran)."""
+def status_markdown(workspace: Any, contracts: Any = ()) -> str:
+    """The section as text to append to docs/STATUS.md ("" when `pv mutate` never ran).
+    `contracts`: the workspace's contracts, whose falsifiers' definitions judge the kills."""
     results_path, equivalents_path = default_paths(workspace)
-    lines = section(results_path, equivalents_path, workspace.root, workspace.rel)
+    definitions = {f.id: store.definition_of(f, workspace.subject_param)
+                   for c in contracts for f in c.falsification_tests}
+    lines = section(results_path, equivalents_path, workspace.root, workspace.rel, definitions)
     return ("\n" + "\n".join(lines)) if lines else ""

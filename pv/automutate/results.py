@@ -120,13 +120,25 @@ def read(path: Path) -> Results:
     return out
 
 
+def definition_of(falsifier: Any, subject_param: str) -> str:
+    """A falsifier's definition as a mutant's line records it (`definitions`): its definition hash,
+    one per subject."""
+    return "+".join(falsifier.definition_sha256(s, subject_param) for s in (falsifier.subjects or [None]))
+
+
+def killer_unchanged(line: dict[str, Any], definitions: dict[str, str]) -> bool:
+    """Whether the falsifier that killed a KILLED line is still defined as it was when it killed."""
+    killer = line.get("killed_by")
+    return bool(killer) and definitions.get(killer) is not None and \
+        definitions.get(killer) == (line.get("definitions") or {}).get(killer)
+
+
 def is_fresh(line: dict[str, Any], module_digest: str | None, suite: str, definitions: dict[str, str]) -> bool:
     """Whether a recorded result still holds for today's code and falsifiers."""
     if module_digest is None or line.get("module_digest") != module_digest:
         return False
     if line.get("result") == KILLED:
-        killer = line.get("killed_by")
-        return bool(killer) and definitions.get(killer) == (line.get("definitions") or {}).get(killer)
+        return killer_unchanged(line, definitions)
     return line.get("suite") == suite
 
 

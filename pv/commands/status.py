@@ -528,7 +528,7 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
                 raise (click.UsageError if exc.usage else click.ClickException)(str(exc)) from None
             click.echo(f"wrote {Path(html_dir) / 'index.html'} ({flagged} margin(s) shrinking toward zero)")
             return
-        markdown = render_markdown(report) + mutation_section(ws)
+        markdown = render_markdown(report) + mutation_section(ws, [lc.contract for lc in loaded])
         if to_stdout:
             click.echo(markdown, nl=False)
             return
@@ -558,7 +558,7 @@ def command(contract_ids: tuple[str, ...], check: bool, to_stdout: bool, fmt: st
 
             refused = promote_entries(report.entries, loaded, ids, allow_demote, target, click.echo)
             report, loaded = gather(ws)  # declared statuses changed
-            markdown = render_markdown(report) + mutation_section(ws)
+            markdown = render_markdown(report) + mutation_section(ws, [lc.contract for lc in loaded])
 
         click.echo(terminal_summary(report, ids))
         current = ws.status_file.read_text(encoding="utf-8") if ws.status_file.is_file() else None
