@@ -163,16 +163,23 @@ def node_differs(record: LedgerRecord, prefix: str) -> str | None:
             + f": the node would end {expected})")
 
 
-def mutant_not_run(record: LedgerRecord, defined: tuple[str, str | None] | None) -> str | None:
+def mutant_not_run(record: LedgerRecord, defined: tuple[str, str | None] | None, registry: bool = True) -> str | None:
     """Why the code a record is bound to cannot have planted its bug (None: it can, or the record
     cannot show it). `defined`: (module, qualname) of the bug's `@mutant` function
     (pv.staticcheck.ModuleIndex.mutant_defs; None: a name the mutants module does not declare).
     Planting a bug runs its function, so a traced record under it executed that unit, and a
     record bound to whole modules (`binding: modules`, pv.timing, or code_digests on a record
     made before units) bound its module. An honest record made under another bug and copied
-    with this bug's name did neither. A record with no code binding cannot show it."""
-    if record.mutant is None or defined is None:
+    with this bug's name did neither. A record with no code binding cannot show it. A bug the
+    mutants module does not declare (PV309) was planted by nothing there is to compare with: an
+    honest kill copied under such a name would otherwise count, so no record under it does.
+    `registry`: the project names a mutants module ([tool.pv] mutants_module); without one pv
+    plants no bug and judges no record's bug (as pv.lifecycle.mutant_meets)."""
+    if record.mutant is None or (defined is None and not registry):
         return None
+    if defined is None:
+        return (f"bug {record.mutant!r} is not declared in the mutants module ([tool.pv] mutants_module), so "
+                "nothing shows it was planted (the record relabelled after the run?)")
     module, qualname = defined
     if record.executed_code is not None:
         if qualname is None or qualname in record.executed_code.get(module, {}):
@@ -331,7 +338,7 @@ class EvidenceCheck:
         why = judged_differs(record, falsifier, self._defined[id(falsifier)][1]) or verdict_contradicts(record)
         if why is None and record.mutant is not None:
             self._scan_mutants()
-            why = mutant_not_run(record, self._mutant_defs.get(record.mutant))
+            why = mutant_not_run(record, self._mutant_defs.get(record.mutant), bool(self.workspace.mutants_module))
         return why
 
 

@@ -889,6 +889,32 @@ def test_a_module_bound_record_under_a_bug_counts_only_if_the_bugs_module_is_bou
     assert mutant_states(ws)["does_nothing"] == "KILLED"  # bound: the record can have planted it
 
 
+
+def test_attack_a_kill_relabelled_to_a_bug_no_mutants_module_declares_never_counts(planted_ws):
+    """The honest drops_bias kill copied with `mutant: ghost_bug`, a name the contract now declares
+    but the mutants module does not (pv validate: PV309). mutant_not_run had nothing to compare the
+    record's code with, so it accepted the copy: the dashboard showed ghost_bug KILLED and the
+    contract ACTIVE_RUNTIME, on a bug that was never planted anywhere. A record under a bug the
+    mutants module does not declare cannot show it was planted: it never counts."""
+    from pv.ledger import append
+
+    ws = planted_ws
+    ws.add_contract("demo", [falsifier("FALSIFY-DEMO-001", mutants=["drops_bias", "ghost_bug"])])
+    ws.generate()
+    assert cli("run")("--contract", "demo", "--device", "cpu").exit_code == 0  # the runtime's own PASS
+    kill = next(r for r in ws.records() if r.mutant == "drops_bias")
+    append(ws.ledger, [kill.model_copy(update={"mutant": "ghost_bug", "record_id": "d" * 32})])
+    assert mutant_states(ws) == {"drops_bias": "KILLED", "ghost_bug": "NOT_RUN"}
+    data = json.loads(cli("status")("--format", "json").stdout)
+    assert data["contracts"][0]["evidence"] == "DRAFT_PARTIAL_DISCHARGE"
+    from pv.loader import load_contract
+
+    loaded, _ = load_contract(ws.contracts / "demo-v1.yaml")
+    why = identity.EvidenceCheck(ws.workspace(), [loaded]).refuses(ws.records()[-1], loaded.contract.falsifier(
+        "FALSIFY-DEMO-001"))
+    assert why is not None and "'ghost_bug'" in why and "not declared" in why
+
+
 # --- a later failure made not to count (red-team round 2) ------------------------------------------
 
 ENV_CHECK = '''
