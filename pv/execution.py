@@ -24,7 +24,8 @@ measurement in any Python started while COVERAGE_PROCESS_CONFIG is set, which th
 for the duration of the check (torchrun ranks, `python -m ...` subprocesses), with
 pv.childtrace as a plugin (measure from the child's first bound import); each child writes its
 lines to this check's private directory when it exits. A child that leaves with `os._exit`
-calls `save_before_hard_exit()` first.
+calls `save_before_hard_exit()` first. A forked child (multiprocessing, DataLoader workers)
+starts no interpreter: pv.forktrace saves what it ran, or says the record cannot show it.
 
 If coverage.py cannot be imported or fails, the record says so in `problems` (never fresh).
 """
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from pv import childtrace, codebind, compiledtrace, importbind
+from pv import childtrace, codebind, compiledtrace, forktrace, importbind
 from pv.codeunits import MODULE_UNIT, ModuleUnits, raw_units, stored_units
 
 # Warnings coverage would print for packages a check never imports: not ours to show.
@@ -81,6 +82,7 @@ class _Collector:
         self.checks = 0
         self.active = False
         self.context = ""
+        self.children = ""  # the measured check's private directory (child processes' data)
 
     def next_context(self) -> str:
         self.checks += 1
@@ -91,6 +93,15 @@ class _Collector:
 _collectors: dict[tuple[str, ...], _Collector] = {}
 _untraced_imports: tuple[str, ...] = ()
 _measuring: list[_Collector] = []  # the collectors measuring now, outermost first
+
+
+def _measured_now() -> tuple[object, str, str] | None:
+    """(Coverage, context, private directory) of the check measured now, innermost first; what
+    a child forked now measures under and saves into (pv.forktrace)."""
+    if not _measuring:
+        return None
+    collector = _measuring[-1]
+    return collector.cov, collector.context, collector.children
 
 
 def set_untraced_imports(modules: Iterable[str]) -> None:
@@ -145,6 +156,8 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
     traced = compiledtrace.open_sink()
     try:
         collector.active = True
+        collector.children = children
+        forktrace.install(_measured_now)
         _measuring.append(collector)
         os.environ[_ENV] = child_config.serialize()
         cov.start()
@@ -224,6 +237,7 @@ def save_before_hard_exit() -> None:
     measured in it, if anything measures it."""
     if _ENV not in os.environ:
         return
+    forktrace.save_now()  # a forked child: its lines under the check's context (pv.forktrace)
     try:
         import coverage
 

@@ -311,3 +311,4 @@ def test_a_check_run_inside_another_check_binds_what_each_ran(pkg):
     assert "Box.area" in outer_units and "used" not in outer_units
     assert set(inner_units) == {"<module>", "used"}
     assert not outer.problem and not inner.problem
+
