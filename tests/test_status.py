@@ -269,6 +269,23 @@ def test_unloadable_contract_is_reported(ws: Path):
         assert pv(*mode).exit_code == 1, mode
 
 
+def test_two_files_declaring_one_contract_id_are_neither_judged(ws: Path):
+    """An attack: a second file declares `beta` again with a looser prediction. pv validate
+    rejects it (PV301), but pv status judged the records against whichever file loaded last, so
+    beta's honest FAIL showed as STALE (a re-run would do) instead of FALSIFIED."""
+    add(ws, record(ws, "beta", "FALSIFY-BETA-001", "FAIL", "cpu", observations={"err": 0.5}))
+    (ws / "contracts" / "beta-v3.yaml").write_text(BETA.replace("err <= 0.001", "err <= 10"))
+    result = pv("--stdout")
+    assert result.exit_code == 1
+    for path in ("contracts/beta-v2.yaml", "contracts/beta-v3.yaml"):
+        assert f"`{path}`" in result.output
+    assert "PV301" in result.output
+    assert not [line for line in result.output.splitlines() if "FALSIFY-BETA-001" in line and "STALE" in line]
+    data = json.loads(pv("--format", "json").stdout)   # the warnings go to stderr
+    assert {f["path"] for f in data["load_failures"]} == {"contracts/beta-v2.yaml", "contracts/beta-v3.yaml"}
+    assert pv("--require-fresh").exit_code == 1
+
+
 def test_format_json(ws: Path):
     evidence_all_green(ws)
     result = CliRunner().invoke(main, ["status", "--format", "json", "beta"])
