@@ -143,6 +143,34 @@ def verdict_contradicts(record: LedgerRecord) -> str | None:
             f"prediction {'holds' if holds else 'is false'} (the verdict was edited after the run?)")
 
 
+def executed_code_cut(record: LedgerRecord, falsifier: Any) -> str | None:
+    """Why a PASS or FAIL record bound to the units it executed cannot be the whole of what its
+    run executed (None: it can be, or it cannot show it). The harness calls the check, so the
+    check's own unit is among what ran; and a module is listed because its code ran, after its
+    module-level code ran at import, which is bound too (pv.execution). A record without either
+    was cut down after the run, e.g. the entry of a module edited since emptied so that no digest
+    is left to compare and it looks fresh. (Deleting a whole module the check does not define
+    cannot be told from a run that never reached it: that would need signed records.)"""
+    if record.verdict.value not in ("PASS", "FAIL") or not isinstance(record.executed_code, dict) \
+            or record.binding == "modules":
+        return None
+    from pv.codeunits import MODULE_UNIT
+
+    cut = sorted(module for module, units in record.executed_code.items() if MODULE_UNIT not in units)
+    if cut:
+        return (f"its executed code lists {', '.join(cut)} without the module-level code every module that "
+                "ran executed (the record was cut down after the run?)")
+    check = getattr(falsifier, "check", None)
+    if check and ":" in check:
+        qualname = check.split(":", 1)[1]
+        # under the module that defines it, which is not the one the check names where that
+        # module re-exports it (`from .impl import loss`)
+        if not any(qualname in units for units in record.executed_code.values()):
+            return (f"its executed code does not include its own check {check}, which every run calls (the "
+                    "record was cut down after the run?)")
+    return None
+
+
 def node_differs(record: LedgerRecord, prefix: str) -> str | None:
     """Why the parameters in the record's test node (`...::test_x[cpu-tiny-trained-pvlab]`, device
     first, then subject, then runtime: pv.codegen.test_name) are not the record's own `device`,
@@ -335,7 +363,8 @@ class EvidenceCheck:
             return RENDERS_OTHER
         if id(falsifier) not in self._defined:
             self._defined[id(falsifier)] = (falsifier, defined_texts(falsifier))
-        why = judged_differs(record, falsifier, self._defined[id(falsifier)][1]) or verdict_contradicts(record)
+        why = (judged_differs(record, falsifier, self._defined[id(falsifier)][1]) or verdict_contradicts(record)
+               or executed_code_cut(record, falsifier))
         if why is None and record.mutant is not None:
             self._scan_mutants()
             why = mutant_not_run(record, self._mutant_defs.get(record.mutant), bool(self.workspace.mutants_module))

@@ -915,6 +915,43 @@ def test_attack_a_kill_relabelled_to_a_bug_no_mutants_module_declares_never_coun
     assert why is not None and "'ghost_bug'" in why and "not declared" in why
 
 
+# --- executed code cut down to look fresh (red-team round 3) ---------------------------------------
+
+
+def test_attack_executed_code_cut_down_to_look_fresh_never_counts(planted_ws):
+    """An honest PASS; then the check's code is edited, so the record is STALE. A copy of it whose
+    executed code has the edited module's entry emptied (`{module: {}}`), or the check's own unit
+    removed, has no digest left to compare, and counted as fresh. Every honest record names its
+    check among what ran and the module-level code of every module it lists (2,012 records and
+    48,569 module entries in this repository's ledger on 2026-12-02): a record that does not was
+    cut down after the run."""
+    from pv.ledger import append
+    from pv.loader import load_contract
+
+    ws = planted_ws
+    assert cli("run")("--contract", "demo", "--device", "cpu").exit_code == 0
+    honest = ws.records()[-1]
+    module = f"{ws.package}.basic"
+    assert honest.verdict.value == "PASS" and {"<module>", "loss"} <= set(honest.executed_code[module])
+    basic = ws.root / ws.package / "basic.py"
+    basic.write_text(basic.read_text().replace("loss = 18.55", "loss = 18.56"))
+    assert status_of(ws, "FALSIFY-DEMO-001")["devices"]["cpu"]["state"] == "STALE"
+    emptied = honest.model_copy(update={"record_id": "e" * 32, "time_utc": "2030-01-01T00:00:00Z",
+                                        "executed_code": {**honest.executed_code, module: {}}})
+    append(ws.ledger, [emptied])
+    assert status_of(ws, "FALSIFY-DEMO-001")["devices"]["cpu"]["state"] == "STALE"
+    loaded, _ = load_contract(ws.contracts / "demo-v1.yaml")
+    check = identity.EvidenceCheck(ws.workspace(), [loaded])
+    falsifier_ = loaded.contract.falsifier("FALSIFY-DEMO-001")
+    assert check.refuses(honest, falsifier_) is None
+    why = check.refuses(emptied, falsifier_)
+    assert why is not None and "module-level code" in why and module in why
+    without_check = {**honest.executed_code, module: {k: v for k, v in honest.executed_code[module].items()
+                                                      if k != "loss"}}
+    why = check.refuses(honest.model_copy(update={"executed_code": without_check}), falsifier_)
+    assert why is not None and "its own check" in why and f"{module}:loss" in why
+
+
 # --- a later failure made not to count (red-team round 2) ------------------------------------------
 
 ENV_CHECK = '''
