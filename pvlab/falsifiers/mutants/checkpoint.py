@@ -321,3 +321,33 @@ def checkpoint_load_rounds_fp32_to_bf16():
 
     with plant("checkpoint_load_rounds_fp32_to_bf16", swap(checkpoint, "copy_tensor", copy_tensor)):
         yield
+
+
+# ---- ninth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured (docs/mutants.md,
+# "Ninth blind batch"; probes in tests/falsifiers/ninth_mutant_probes.py).
+
+
+@mutant("saved_meta_prefers_loaded_model_meta")
+def saved_meta_prefers_loaded_model_meta():
+    """Trainer.save merges the runtime metadata the other way round: the runtime.json the model
+    was loaded with (model.runtime_meta) overrides the runtime_meta given to save. A model
+    trained from scratch has no loaded metadata and saves as before; a run started from a
+    checkpoint (pretrain init=, a fine-tune) writes the base checkpoint's recipe, recipe digest
+    and results into its own runtime.json, so `eval` rebuilds the base run's held-out split and
+    the recorded losses are the base run's.
+
+    Imitates `meta = dict(new); meta.update(old)`: a dict merge with its precedence reversed.
+    Quiet: the weights, optimizer state and trainer.json are right; runtime.json is well-formed
+    and plausible. Seam: runtime.trainer.Trainer.save (wrapped: the loaded metadata wins)."""
+    from pvlab.runtime import trainer
+
+    original = vars(trainer.Trainer)["save"]
+
+    def save(self, directory, *, runtime_meta=None):
+        merged = dict(runtime_meta or {})
+        merged.update(getattr(self.model, "runtime_meta", None) or {})   # the defect: the old metadata wins
+        return original(self, directory, runtime_meta=merged)
+
+    with plant("saved_meta_prefers_loaded_model_meta", swap(trainer.Trainer, "save", save)):
+        yield

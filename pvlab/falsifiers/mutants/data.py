@@ -347,3 +347,66 @@ def heldout_last_short_batch_dropped():
 
     with plant("heldout_last_short_batch_dropped", swap(data, "sequential_batches", sequential_batches)):
         yield
+
+
+# ---- ninth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured (docs/mutants.md,
+# "Ninth blind batch"; probes in tests/falsifiers/ninth_mutant_probes.py).
+
+
+@mutant("leak_check_compares_text_with_digests")
+def leak_check_compares_text_with_digests():
+    """overlapping_documents intersects the training split's content digests with the held-out
+    documents' raw text instead of their digests: the two sets never share an element, so it
+    always reports no overlap and verify_disjoint never refuses a leaky split (a named corpus
+    whose split is by path can hold the same text under two paths).
+
+    Imitates hashing one side of a comparison and forgetting the other. Quiet: the check passes
+    (it passes for every sound split too), training and eval run as before; a held-out document
+    that also sits in training lowers val_loss without any error. Seam:
+    runtime.data.overlapping_documents (replaced: the held-out side left unhashed)."""
+    from pvlab.runtime import data
+
+    def overlapping_documents(train, held_out):
+        train_digests = {data.document_digest(d) for d in train}
+        return sorted(set(held_out) & train_digests)   # the defect: raw text against digests
+
+    with plant("leak_check_compares_text_with_digests", swap(data, "overlapping_documents", overlapping_documents)):
+        yield
+
+
+@mutant("heldout_split_seeded_by_model_seed")
+def heldout_split_seeded_by_model_seed():
+    """pretrain's corpus split (split_corpus: synthetic or directory corpus by content hash, a
+    named corpus by path) is seeded with recipe.seed (model init and batch order) instead of
+    recipe.data_seed (corpus and held-out split). The synthetic corpus itself still follows
+    data_seed. With both seeds 0 (the default recipes) nothing changes; two runs that differ only
+    in their model seed are evaluated on different held-out documents and trained on different
+    training documents, and a run with data_seed != seed holds out another split than asked.
+
+    Imitates reaching for the recipe's one obvious "seed" field. Quiet: every split is disjoint
+    and of the asked size, eval rebuilds the same (wrong) split from runtime.json's recipe, and
+    losses are plausible. Seam: runtime.pretrain.split_corpus (replaced: seed=recipe.seed)."""
+    import importlib
+
+    from pvlab.runtime import corpus, data
+
+    pretrain = importlib.import_module("pvlab.runtime.pretrain")   # the module (the package exports a function of its name)
+
+    def split_corpus(recipe):
+        if recipe.corpus is not None:
+            train, held_out, named = corpus.documents_for(recipe.corpus, val_fraction=recipe.val_fraction,
+                                                          seed=recipe.seed, expected_digest=recipe.corpus_digest)
+            data.verify_disjoint(train, held_out)
+            return train, held_out, named.summary()
+        if recipe.corpus_dir is not None:
+            documents = data.read_corpus(recipe.corpus_dir)
+        else:
+            documents = data.synthetic_python_corpus(recipe.num_documents, recipe.data_seed)
+        # the defect: the split follows the model seed, not data_seed
+        train, held_out = data.split_documents(documents, val_fraction=recipe.val_fraction, seed=recipe.seed)
+        data.verify_disjoint(train, held_out)
+        return train, held_out, None
+
+    with plant("heldout_split_seeded_by_model_seed", swap(pretrain, "split_corpus", split_corpus)):
+        yield

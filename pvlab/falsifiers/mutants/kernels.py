@@ -475,3 +475,55 @@ def fast_path_autocasts_to_float16():
 
     with plant("fast_path_autocasts_to_float16", swap(kernels, "autocast_for", autocast_for)):
         yield
+
+
+# ---- ninth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured (docs/mutants.md,
+# "Ninth blind batch"; probes in tests/falsifiers/ninth_mutant_probes.py).
+
+
+@mutant("rope_rotates_backwards")
+def rope_rotates_backwards():
+    """apply_rope rotates queries and keys by minus their position angle: x*cos - rotate_half(x)*sin
+    instead of x*cos + rotate_half(x)*sin. The rotation is still a rotation (norms kept) and still
+    depends on relative position only, so attention is a valid relative encoding - the mirror
+    image of the one Qwen2 and Llama checkpoints were trained with.
+
+    Imitates mixing two sign conventions of the rotate-half layout ((x2, -x1) vs (-x2, x1)) and
+    "fixing" it on the wrong side. Quiet: a model trained from scratch trains exactly as well
+    (the flipped rotation is as good a position code), cached and uncached decoding agree, and
+    nothing is NaN; only the logits of a real HF checkpoint (or any reference RoPE) differ.
+    Seam: runtime.kernels.apply_rope (wrapped: the sin table negated)."""
+    from pvlab.runtime import kernels
+
+    original = kernels.apply_rope
+
+    def apply_rope(x, cos, sin):
+        return original(x, cos, -sin)   # the defect: rotation by -angle
+
+    with plant("rope_rotates_backwards", swap(kernels, "apply_rope", apply_rope)):
+        yield
+
+
+@mutant("greedy_pick_in_bfloat16")
+def greedy_pick_in_bfloat16():
+    """greedy_pick takes the argmax of the logits rounded to bfloat16: logits closer than bf16's
+    resolution (8 bits of mantissa: 0.06 at a logit of 10) tie, and the tie goes to the lowest
+    token id, not to the truly most likely token. Sampling is unaffected.
+
+    Imitates computing the decoding choice in the model's low-precision compute dtype ("the
+    logits are bf16 on the fast path anyway") although the runtime hands fp32 logits over.
+    Quiet: the chosen token is always one of the near-best; text stays fluent, cached and uncached
+    greedy decoding agree with each other; only exact agreement with an fp32 argmax breaks on
+    near-ties. Seam: runtime.kernels.greedy_pick (wrapped: logits cast to bf16 first)."""
+    import torch
+
+    from pvlab.runtime import kernels
+
+    original = kernels.greedy_pick
+
+    def greedy_pick(logits):
+        return original(logits.to(torch.bfloat16))   # the defect: argmax after bf16 rounding
+
+    with plant("greedy_pick_in_bfloat16", swap(kernels, "greedy_pick", greedy_pick)):
+        yield

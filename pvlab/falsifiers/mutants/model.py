@@ -444,3 +444,38 @@ def generated_text_drops_last_token():
     with plant("generated_text_drops_last_token", swap(module, "generate_text", generate_text),
                swap(package, "generate_text", generate_text)):
         yield
+
+
+# ---- ninth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured (docs/mutants.md,
+# "Ninth blind batch"; probes in tests/falsifiers/ninth_mutant_probes.py).
+
+
+@mutant("generation_runs_past_context")
+def generation_runs_past_context():
+    """The generation request check compares max_new_tokens with the context on its own instead
+    of prompt + max_new_tokens: a prompt that fits leaves room for up to a whole context of new
+    tokens, and decoding goes on past max_position_embeddings (RoPE angles are computed for any
+    position, so nothing breaks) instead of raising PromptTooLongError. A prompt longer than the
+    context is still refused, as are empty prompts, bad ids and negative settings.
+
+    Imitates checking each argument against the limit separately ("the prompt fits, the number of
+    new tokens fits"). Quiet: no exception, no NaN, plausible tokens; only a request that should be
+    refused is served, at positions the model never trained on. Seam:
+    runtime.generate._check_request (wrapped: the prompt + max_new_tokens check replaced)."""
+    import importlib
+
+    from pvlab.runtime.errors import PromptTooLongError
+
+    generation = importlib.import_module("pvlab.runtime.generate")   # the module, not the package's generate()
+
+    original = generation._check_request
+
+    def _check_request(model, prompt, max_new_tokens, temperature):
+        original(model, prompt, min(max_new_tokens, 0), temperature)   # every check but the sum
+        context = model.config.max_position_embeddings
+        if max_new_tokens > context:   # the defect: new tokens against the context alone
+            raise PromptTooLongError(f"max_new_tokens ({max_new_tokens}) exceeds the model's context of {context}")
+
+    with plant("generation_runs_past_context", swap(generation, "_check_request", _check_request)):
+        yield
