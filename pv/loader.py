@@ -49,20 +49,3 @@ def load_contract(path: Path, display: str | None = None,
         problems.extend(schema_diagnostics(loaded, exc))
     return loaded, problems
 
-
-def declared_twice(loaded: list[LoadedContract]) -> dict[str, str]:
-    """display path -> why, for every file whose contract id another loaded file declares too
-    (pv validate's PV301). Evidence names a contract by id: judged against one of two files it
-    would be judged against whichever loaded last, so neither is judged until one is renamed."""
-    by_id: dict[str, list[str]] = {}
-    for lc in loaded:
-        if lc.contract is not None:
-            by_id.setdefault(lc.contract.metadata.id, []).append(lc.display_path)
-    out: dict[str, str] = {}
-    for contract_id, paths in by_id.items():
-        if len(paths) > 1:
-            for path in paths:
-                others = ", ".join(p for p in paths if p != path)
-                out[path] = (f"PV301 contract id {contract_id!r} is declared again in {others}: neither file is "
-                             "judged until one is renamed")
-    return out

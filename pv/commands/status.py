@@ -41,7 +41,7 @@ from pv.declared import overclaim
 from pv.dropped import failures_outside_cells
 from pv.dropped import warning_lines as dropped_warning
 from pv.statusjson import to_json
-from pv.loader import LoadedContract, declared_twice, load_contract
+from pv.loader import LoadedContract, load_contract
 from pv.markdown import fmt_value, md_code, md_text
 from pv.markdown import table as _table
 from pv.releasegate import ship_blockers
@@ -119,8 +119,12 @@ def load_all(ws: Workspace) -> tuple[list[LoadedContract], list[tuple[str, str]]
             failures.append((ws.rel(path), first))
         else:
             loaded.append(lc)
-    twice = declared_twice(loaded)
-    failures += [(lc.display_path, twice[lc.display_path]) for lc in loaded if lc.display_path in twice]
+    # Records name a contract by its id: judged against one of two files declaring it (pv validate's
+    # PV301), they would be judged against whichever loaded last, so neither is judged.
+    from pv.crosscheck import unique_ids
+
+    twice = {d.path: d.format().splitlines()[0] for d in unique_ids(loaded) if d.code == "PV301"}
+    failures += [(path, problem) for path, problem in twice.items()]
     return [lc for lc in loaded if lc.display_path not in twice], failures
 
 
