@@ -6,7 +6,8 @@ from are fp32 (the ones output_logits=True hands back). A pick made from a round
 near-best token, and text stays fluent: only exact agreement with an fp32 argmax breaks, on
 near-ties. So the pick is judged where it can break: on rows built with near-ties of 1 to 256
 fp32 ulps at several magnitudes, the winner always after the runner-up (a tie resolved to the
-lowest index picks the wrong one). It is also judged at every step of real greedy decodes, each
+lowest index picks the wrong one), and on exact ties, where the documented argmax is the first
+maximum (torch.argmax's rule; a pick of the last one would break it). It is also judged at every step of real greedy decodes, each
 token against the logits the runtime recorded for that step.
 
 The oracle is the first index of the maximum, found by a Python loop over the values widened to
@@ -30,11 +31,12 @@ def _first_argmax(row: list[float]) -> int:
 
 def _near_tie_rows(vocab: int, seed: int) -> torch.Tensor:
     """Rows of fp32 logits: background noise below -1, a runner-up at a lower index and the
-    winner at a higher one, 1, 2, 16 or 256 ulps above it, at magnitudes 0.5, 3, 10 and 40."""
+    winner at a higher one, 0 (an exact tie: the first, lower index wins), 1, 2, 16 or 256 ulps
+    above it, at magnitudes 0.5, 3, 10 and 40."""
     generator = torch.Generator().manual_seed(seed)
     rows = []
     for magnitude in (0.5, 3.0, 10.0, 40.0):
-        for ulps in (1, 2, 16, 256):
+        for ulps in (0, 1, 2, 16, 256):
             row = -1.0 - torch.rand(vocab, generator=generator)
             runner_up, winner = sorted(torch.randperm(vocab, generator=generator)[:2].tolist())
             value = torch.tensor(magnitude, dtype=torch.float32)
@@ -48,11 +50,11 @@ def _near_tie_rows(vocab: int, seed: int) -> torch.Tensor:
 
 
 def greedy_is_exact_argmax(*, device: str = "cpu", seed: int = 0, prompts: int = 4, new_tokens: int = 24) -> dict:
-    """runtime.kernels.greedy_pick on 16 near-tie rows, then `prompts` greedy decodes of
+    """runtime.kernels.greedy_pick on 20 rows of near and exact ties, then `prompts` greedy decodes of
     `new_tokens` tokens through runtime.generate (output_logits=True, eos disabled) on the tiny
     preset with random weights, each token judged against its step's recorded logits.
 
-    Observations: tie_rows (16), tie_mismatches (rows whose pick is not the first maximum);
+    Observations: tie_rows (20), tie_mismatches (rows whose pick is not the first maximum);
     decode_steps (tokens judged), decode_mismatches (tokens that are not their step's first
     maximum)."""
     from . import fixtures

@@ -1,6 +1,6 @@
 """pvlab.falsifiers.greedy_exact (FALSIFY-SAMPLING-LAW-004): holds on the runtime, false under
-greedy_pick_in_bfloat16, and reports a second defect of the class: generate picking the argmax of
-the previous step's logits."""
+greedy_pick_in_bfloat16, and reports two more defects of the class: ties broken to the last maximum,
+and a pick from fp16 logits."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def test_holds_on_the_runtime_and_fails_under_its_planted_bug():
 
 
 def test_it_reports_a_pick_that_breaks_ties_to_the_last_index(monkeypatch):
-    """Another defect: the last maximum instead of the first (argmax of the flipped row)."""
+    """Another defect: the last maximum instead of the first (an argmax of the flipped row).
+    Only the exact-tie rows tell it apart; the near-tie rows and the decodes do not."""
     kernels = importlib.import_module("pvlab.runtime.kernels")
 
     def last_maximum(logits):
@@ -27,10 +28,12 @@ def test_it_reports_a_pick_that_breaks_ties_to_the_last_index(monkeypatch):
 
     monkeypatch.setattr(kernels, "greedy_pick", last_maximum)
     observations, judgement = observe(CONTRACT, FALSIFIER)
-    # near-ties are not ties: only a decode step with an exact tie could tell; the check must
-    # still hold here (no false FAIL from a tie rule the rows never exercise) ...
-    assert judgement.holds, observations
-    # ... and a pick from rounded logits is caught on the rows alone
+    assert not judgement.holds
+    assert observations["tie_mismatches"] == 4 and observations["decode_mismatches"] == 0
+
+
+def test_it_reports_a_pick_from_half_precision_logits(monkeypatch):
+    kernels = importlib.import_module("pvlab.runtime.kernels")
     monkeypatch.setattr(kernels, "greedy_pick", lambda logits: torch.argmax(logits.half(), dim=-1))
     observations, judgement = observe(CONTRACT, FALSIFIER)
     assert not judgement.holds and observations["tie_mismatches"] > 0
