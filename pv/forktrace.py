@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -70,8 +71,6 @@ def _in_child() -> None:
 
         _pending[:] = [save]
         atexit.register(save)
-        import sys
-
         if "multiprocessing" in sys.modules:
             from multiprocessing import util
 
