@@ -16,8 +16,10 @@ row says why when it cannot run). The runtime runs each --runtime configuration
 in its row; the others still run. The steps and the measurement are
 pvlab.falsifiers.speed_vs_transformers' (FALSIFY-PERF-HF-001 runs the same comparison as a
 contract). Each figure is the median of >= 5 timed windows after a warm-up
-(pvlab.falsifiers.throughput.measure); a spread over --max-spread fails that configuration
-instead of printing a figure. Peak memory is torch.cuda.max_memory_allocated() of each
+(pvlab.falsifiers.throughput.measure); a runtime configuration whose spread is over --max-spread
+fails instead of printing a figure; a transformers peer's figure is printed with its spread, and
+the ratios leave it out only where even its fastest window is slower than the slowest window of
+the strongest steady peer (speed_vs_transformers.fastest_steady), else no ratio is printed. Peak memory is torch.cuda.max_memory_allocated() of each
 configuration alone (the others freed first). MFU is against the GPU's dense bf16 peak, printed
 only for GPUs whose peak is known. Ratios are against the strongest peer for each figure.
 """
@@ -94,12 +96,22 @@ def main() -> int:
             rows.append((kind, key, side))
             print_row(kind, key, side, params=params, config=config, seq=args.seq, device_name=name)
             if args.json:
-                write_json(args, rows, name, params, ratios_of(rows))
+                try:
+                    partial = ratios_of(rows, args.max_spread)
+                except throughput.UnstableMeasurement:
+                    partial = {}   # said once all rows are in
+                write_json(args, rows, name, params, partial)
 
-    ratios = ratios_of(rows)
+    try:
+        ratios = ratios_of(rows, args.max_spread)
+    except throughput.UnstableMeasurement as error:
+        print(f"\nno ratios: {error}")
+        if args.json:
+            write_json(args, rows, name, params, {})
+        return 1
     measured_peers = {key: side for kind, key, side in rows if kind == "peer" and "train_tok_s" in side}
     if measured_peers:
-        best = svt.strongest(measured_peers)
+        best = svt.strongest(measured_peers, args.max_spread)
         print(f"\nstrongest transformers configuration: train {svt.PEER_LABELS[best['train']]}, "
               f"eval {svt.PEER_LABELS[best['eval']]}; peak memory is compared with the strongest training "
               f"configuration's, the leanest being {svt.PEER_LABELS[best['memory']]}")
@@ -130,12 +142,13 @@ def print_row(kind: str, key: str, side: dict, *, params: int, config, seq: int,
           f"{side['eval_tok_s']:,.0f} (±{side['eval_spread']:.0%}) | {side['seconds']:.0f} |", flush=True)
 
 
-def ratios_of(rows: list) -> dict:
-    """Each measured runtime configuration over the strongest peer, per figure."""
+def ratios_of(rows: list, max_spread: float) -> dict:
+    """Each measured runtime configuration over the strongest peer, per figure (raises
+    UnstableMeasurement where an unsteady peer may be the strongest)."""
     peers = {key: side for kind, key, side in rows if kind == "peer" and "train_tok_s" in side}
     if not peers:
         return {}
-    best = svt.strongest(peers)
+    best = svt.strongest(peers, max_spread)
     return {key: {"train": side["train_tok_s"] / peers[best["train"]]["train_tok_s"],
                   "eval": side["eval_tok_s"] / peers[best["eval"]]["eval_tok_s"],
                   "memory": side["peak_gib"] / peers[best["train"]]["peak_gib"],
@@ -149,7 +162,7 @@ def write_json(args, rows: list, device_name: str, params: int, ratios: dict) ->
         "config": args.config, "device": device_name, "torch": torch.__version__, "params": params,
         "batch": args.batch, "seq": args.seq, "peers": {k: s for kind, k, s in rows if kind == "peer"},
         "runtime": {k: s for kind, k, s in rows if kind == "runtime"},
-        "strongest": svt.strongest(peers) if peers else None, "ratios": ratios,
+        "strongest": svt.strongest(peers) if peers else None, "ratios": ratios,  # medians, spreads aside
         "dense_bf16_peak": svt.throughput.dense_bf16_peak(device_name)}, indent=1, default=str))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from types import SimpleNamespace
 import torch
 
 from pvlab.falsifiers import speed_vs_transformers as svt
@@ -147,7 +148,74 @@ def test_a_sides_peak_excludes_what_was_allocated_before_it(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *args: None)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *args: 20 * 2**30)
-    monkeypatch.setattr(svt.throughput, "measure", lambda step, **kwargs: SimpleNamespace(median=100.0, spread=0.01))
+    monkeypatch.setattr(svt.throughput, "measure", lambda step, **kwargs: SimpleNamespace(median=100.0, spread=0.01, repeats=[100.0] * 5))
     figures = svt.measure_side((None, None, None), torch.device("cuda"), 8, what="x", resident_before=5.5)
     assert figures["peak_allocated_gib"] == 20.0 and figures["resident_before_gib"] == 5.5
     assert figures["peak_gib"] == 14.5
+
+
+def _side(train: list[float], evaluation: list[float], peak: float = 20.0) -> dict:
+    """A peer's figures as measure_side reports them, from its windows."""
+    import statistics
+
+    def spread(windows):
+        return (max(windows) - min(windows)) / statistics.median(windows)
+
+    return {"train_tok_s": statistics.median(train), "train_spread": spread(train), "train_windows": train,
+            "eval_tok_s": statistics.median(evaluation), "eval_spread": spread(evaluation),
+            "eval_windows": evaluation, "peak_gib": peak}
+
+
+STEADY_COMPILE = _side([90.0, 92.0, 91.0, 93.0, 92.0], [250.0, 252.0, 255.0, 249.0, 251.0])
+
+
+def test_an_unsteady_peer_every_window_of_which_is_outpaced_is_left_out_of_that_figure():
+    """H200, FALSIFY-PERF-HF-002's planted-bug runs: transformers eager's eval windows spread 30 %
+    (202k to 151k tokens/s) and Liger's 25 %, while torch.compile ran at 250k in every window. A
+    peer slower in its fastest window than the strongest steady peer in its slowest cannot be the
+    strongest: the figure is judged against the steady one, and the record says who was left out."""
+    peers = {"eager": _side([55.0, 56.0, 54.0, 55.0, 56.0], [202.0, 172.0, 162.0, 151.0, 188.0], peak=30.0),
+             "compile": STEADY_COMPILE}
+    assert svt.fastest_steady(peers, "eval", 0.25) == ("compile", ["eager"])
+    assert svt.fastest_steady(peers, "train", 0.25) == ("compile", [])
+    assert svt.strongest(peers, 0.25) == {"train": "compile", "eval": "compile", "memory": "compile"}
+
+
+def test_an_unsteady_peer_that_might_be_the_strongest_leaves_the_comparison_unjudged():
+    """One window of the unsteady peer as fast as the steady peer's slowest: its true rate may be
+    the highest, so no ratio is taken (an ERROR, never a verdict)."""
+    peers = {"eager": _side([55.0] * 5, [249.0, 172.0, 162.0, 151.0, 188.0]), "compile": STEADY_COMPILE}
+    with pytest.raises(svt.throughput.UnstableMeasurement, match="may be the strongest"):
+        svt.strongest(peers, 0.25)
+    # Unsteady in every figure and every peer: nothing to compare with.
+    with pytest.raises(svt.throughput.UnstableMeasurement, match="no peer was measured steadily"):
+        svt.strongest({"eager": _side([50.0, 80.0, 60.0, 70.0, 65.0], [200.0] * 5)}, 0.25)
+    # The bound is the claim's: the same windows pass under a looser one.
+    assert svt.strongest(peers, 0.6)["eval"] == "compile"
+
+
+def test_a_peer_is_measured_without_the_spread_bound_and_the_runtime_with_it(monkeypatch):
+    """The bound is applied to peers by `strongest`, which sees them all; the runtime's own
+    windows are held to it where they are measured (throughput.measure raises)."""
+    seen = {}
+
+    def fake_alone(build, device, what, tokens, **timing):
+        seen[what] = timing["max_spread"]
+        return {}
+
+    monkeypatch.setattr(svt, "_measured_alone", fake_alone)
+    svt.measure_peer(None, torch.device("cpu"), [SimpleNamespace(num_target_tokens=8)], "eager", max_spread=0.25)
+    svt.measure_runtime(None, torch.device("cpu"), [SimpleNamespace(num_target_tokens=8)],
+                        svt.RuntimeVariant.parse("eager"), max_spread=0.25)
+    assert seen == {svt.PEER_LABELS["eager"]: math.inf, svt.RuntimeVariant.parse("eager").label(): 0.25}
+
+
+def test_the_record_names_the_unsteady_peers_left_out(monkeypatch):
+    sides = {"eager": _side([55.0] * 5, [202.0, 172.0, 162.0, 151.0, 188.0], peak=30.0), "compile": STEADY_COMPILE}
+    monkeypatch.setattr(svt, "measure_peer", lambda directory, device, batches, peer, **timing: sides[peer])
+    monkeypatch.setattr(svt, "measure_runtime", lambda directory, device, batches, variant, **timing:
+                        {"train_tok_s": 120.0, "eval_tok_s": 300.0, "peak_gib": 12.0})
+    observed = svt.compare(device=torch.device("cpu"), device_name="cpu", config="tiny", batch=1, seq=8,
+                           runtime="eager", peers="eager,compile", max_spread=0.25)
+    assert observed["strongest_eval_peer"] == "compile" and observed["outpaced_unsteady_peers"] == "eager eval"
+    assert observed["eval_ratio"] == pytest.approx(300.0 / 251.0)
