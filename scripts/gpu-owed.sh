@@ -5,7 +5,7 @@
 #   scripts/gpu-owed.sh OUT [SECONDS]
 #
 # What it runs is what `pv status` says is owed (scripts/owed_cells.py), unless CUDA_IDS, CPU_IDS,
-# RANDOM_IDS or STRENGTH_IDS name the falsifiers; SCALE_BUGS adds FALSIFIER:BUG[:matrix] pairs
+# RANDOM_IDS, TINY_IDS or STRENGTH_IDS name the falsifiers; SCALE_BUGS adds FALSIFIER:BUG[:matrix] pairs
 # planted under the subject's cuda cells.
 #
 # Until SECONDS (default 560) from the start:
@@ -56,10 +56,10 @@ cell() {  # DEVICE SUBJECT ID LEDGER: one named cell, skipped when a marker says
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 
-if [ -z "${CUDA_IDS+x}${CPU_IDS+x}${RANDOM_IDS+x}${STRENGTH_IDS+x}" ]; then  # none named: what the dashboard owes
+if [ -z "${CUDA_IDS+x}${CPU_IDS+x}${RANDOM_IDS+x}${TINY_IDS+x}${STRENGTH_IDS+x}" ]; then  # none named: what the dashboard owes
   eval "$("$py" -m pv.cli status --format json | "$py" scripts/owed_cells.py "$subject")" || exit 1
 fi
-echo "owed: cuda ${CUDA_IDS:-} | cpu ${CPU_IDS:-} | random ${RANDOM_IDS:-} | strength ${STRENGTH_IDS:-}" | tee "$logs/owed.txt"
+echo "owed: cuda ${CUDA_IDS:-} | cpu ${CPU_IDS:-} | random ${RANDOM_IDS:-} | tiny ${TINY_IDS:-} | strength ${STRENGTH_IDS:-}" | tee "$logs/owed.txt"
 
 strength=
 if [ -n "${TINY_IDS:-}${STRENGTH_IDS:-}" ] && [ ! -e "$done_dir/strength" ]; then

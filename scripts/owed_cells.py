@@ -3,7 +3,8 @@
     python3 scripts/owed_cells.py SUBJECT   (reads `pv status --format json` from stdin)
 
 Prints CUDA_IDS, CPU_IDS, RANDOM_IDS (falsifiers with a cell of SUBJECT, or of its random twin,
-that is not a fresh PASS) and STRENGTH_IDS (falsifiers with a declared planted bug whose cuda
+that is not a fresh PASS), TINY_IDS (falsifiers with a cuda cell of a small subject, or of none,
+that is not a fresh PASS: a check edited since its last GPU run) and STRENGTH_IDS (falsifiers with a declared planted bug whose cuda
 record on a small subject is not fresh). Falsifiers of the distributed-training contract are
 left out: they need two GPUs in one host (scripts/gpu-distributed.sh).
 """
@@ -19,7 +20,7 @@ NEEDS_TWO_GPUS = {"distributed-training"}
 
 
 def owed(status: dict, subject: str) -> dict[str, list[str]]:
-    lists: dict[str, list[str]] = {"CUDA_IDS": [], "CPU_IDS": [], "RANDOM_IDS": [], "STRENGTH_IDS": []}
+    lists: dict[str, list[str]] = {"CUDA_IDS": [], "CPU_IDS": [], "RANDOM_IDS": [], "TINY_IDS": [], "STRENGTH_IDS": []}
 
     def add(name: str, falsifier: str) -> None:
         if falsifier not in lists[name]:
@@ -37,6 +38,8 @@ def owed(status: dict, subject: str) -> dict[str, list[str]]:
                     add("CUDA_IDS" if match["device"] == "cuda" else "CPU_IDS", falsifier["id"])
                 elif match["subject"] == f"{subject}-random":
                     add("RANDOM_IDS", falsifier["id"])
+                elif match["device"] == "cuda":
+                    add("TINY_IDS", falsifier["id"])
             for planted in (falsifier.get("mutants") or {}).values():
                 for key, state in planted["devices"].items():
                     match = CELL.match(key)

@@ -43,6 +43,7 @@ def test_owed_cells_per_device_subject_and_planted_bug():
     assert lists["CUDA_IDS"] == ["F-1"]            # a STALE runtime of the scale subject; F-2 is all PASS
     assert lists["CPU_IDS"] == ["F-1"]
     assert lists["RANDOM_IDS"] == ["F-3"]
+    assert lists["TINY_IDS"] == ["F-3"]           # its subjectless cuda cell is STALE; F-1's tiny cell is cpu
     # F-1: a stale tiny cuda pair; F-3: a surviving (PASS) cuda pair; F-2's stale pair is of the scale
     # subject (planted by SCALE_BUGS, not by the small subjects' strength run); F-DIST needs two GPUs
     assert lists["STRENGTH_IDS"] == ["F-1", "F-3"]
