@@ -11,7 +11,7 @@ from pv.markdown import table as _table
 
 
 def kill_matrix_section(entries: list[Any]) -> list[str]:
-    """Markdown lines of `## Kill matrix` for the dashboard's entries (pv.commands.status.Entry)."""
+    """Markdown lines of `## Kill matrix` for the dashboard's entries (pv.statusreport.Entry)."""
     out = ["## Kill matrix", ""]
     mutants = sorted({m for e in entries for f in e.status.falsifiers for m in f.falsifier.mutants})
     falsifiers = [(e, f) for e in entries for f in e.status.falsifiers]

@@ -32,7 +32,7 @@ def test_status_shows_the_mutation_section(tmp_path, monkeypatch):
     assert without.exit_code == 0 and "## Mutation score" not in without.output
 
     digest = digest_source(CODE.encode())
-    from pv.commands.status import load_all
+    from pv.statusreport import load_all
 
     [loaded] = load_all(ws.workspace())[0]   # the killer's definition, as `pv mutate` records it
     killer = {"FALSIFY-DEMO-001": loaded.contract.falsification_tests[0].definition_sha256()}
@@ -68,7 +68,7 @@ def test_attack_a_kill_by_a_falsifier_defined_otherwise_since_is_not_counted(tmp
     (ws.root / "lib" / "core.py").write_text(CODE, encoding="utf-8")
     ws.enter(monkeypatch)
     tight = ws.workspace()
-    from pv.commands.status import load_all
+    from pv.statusreport import load_all
 
     [loaded] = load_all(tight)[0]
     then = loaded.contract.falsification_tests[0].definition_sha256()

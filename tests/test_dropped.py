@@ -3,7 +3,8 @@ narrowing the claim; judged as a required cell is (refused, stale and SKIP recor
 
 from __future__ import annotations
 
-from pv.commands.status import build_report, render_markdown, summary
+from pv.statusmarkdown import render_markdown
+from pv.statusreport import build_report, summary
 from pv.dropped import failures_outside_cells
 from test_lifecycle import FakeTree, bound, checked, contract, falsifier, rec
 

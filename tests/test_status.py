@@ -14,7 +14,9 @@ from click.testing import CliRunner
 from pv.cli import main
 from pv.ledger import append, make_record
 from pv.loader import load_contract
-from pv.commands.status import build_report, md_code, md_text, render_markdown
+from pv.markdown import md_code, md_text
+from pv.statusmarkdown import render_markdown
+from pv.statusreport import build_report
 from pv_workspace import what_ran
 
 PYPROJECT = """\
@@ -317,7 +319,7 @@ def test_render_is_pure(ws: Path):
 
 def test_cuda_evidence_names_the_accelerator_cpu_evidence_does_not():
     from pv.ledger import Verdict, make_record
-    from pv.commands.status import _evidence_cell
+    from pv.statusmarkdown import _evidence_cell
 
     def record(device, name):
         return make_record(contract="c", contract_version="1.0.0", falsifier="FALSIFY-X-001", falsifier_sha256="0",

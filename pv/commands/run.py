@@ -182,7 +182,7 @@ def select_stale(workspace: Workspace, plan: Any, ids: Iterable[str], contracts:
     workspace's ledger followed by `ledger_path` when that is another file (on the GPU machine:
     the committed evidence, then what this machine has recorded since)."""
     from pv import ledger as ledger_mod
-    from pv.commands.status import build_report, load_all, stale_rows
+    from pv.statusreport import build_report, load_all, stale_rows
     from pv.identity import EvidenceCheck
 
     loaded, failures = load_all(workspace)
