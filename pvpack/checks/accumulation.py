@@ -1,0 +1,110 @@
+"""Gradient accumulation is a memory optimisation, not a different objective, in any runtime.
+
+One training step over a batch split into micro-batches (TrainSettings.micro_batches = k) must
+give the loss and every gradient of one step over the whole batch. The batch is built to expose
+the public defect (transformers before PR #34191: each micro-batch's loss averaged over its own
+tokens, then the micro-batches averaged): rows whose scored lengths differ widely, so that the
+micro-batches hold different numbers of scored tokens.
+
+The oracles: the same runtime's step over the whole batch without accumulation (independent of
+the runtime's accumulation code, its micro-batch weights and split), and the loss recomputed in
+float64 from the model's logits before the step (`independent_loss`: the definition, written in
+the pack, independent of the runtime's loss code).
+
+Assumes: the runtime splits a batch into micro-batches of whole rows (any split: the check
+needs none in particular, though the design observations assume consecutive blocks of
+ceil(rows / k) rows, the split every adapter here makes) and its gradients() hold the
+accumulated gradient of the step (clipping off, so nothing rescales it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from ..protocol import GRADIENT_ACCUMULATION, GRADIENTS, IGNORE_INDEX, LOAD, LOGITS, TRAIN_STEP, Batch, TrainSettings
+from ._base import independent_loss, load, subject_of, uses
+from .evaluation import default_path
+
+_TOLERANCE = {"float32": (1e-5, 1e-7), "bfloat16": (3e-2, 1e-5)}   # as the contract measured them
+
+
+def ragged(batch: Batch, rows: int, min_len: int, max_len: int, seed: int) -> Batch:
+    """The first `rows` rows of `batch`, cut to max_len positions, each scoring only its first n
+    targets (n spread evenly over [min_len, max_len], in a seeded order): right padding, as a
+    batch of documents of different lengths has it. Positions after a row's end keep their
+    tokens; in a causal model they cannot change the scored positions."""
+    if rows > batch.inputs.shape[0] or max_len > batch.inputs.shape[1] or not 1 <= min_len <= max_len:
+        raise ValueError(f"a ragged batch of {rows} rows of {min_len}..{max_len} tokens cannot be cut from a "
+                         f"{tuple(batch.inputs.shape)} batch")
+    lengths = torch.linspace(min_len, max_len, rows).round().long()
+    lengths = lengths[torch.randperm(rows, generator=torch.Generator().manual_seed(seed))]
+    inputs = batch.inputs[:rows, :max_len].clone()
+    targets = batch.targets[:rows, :max_len].clone()
+    for row, n in enumerate(lengths.tolist()):
+        targets[row, n:] = IGNORE_INDEX
+    return Batch(inputs, targets)
+
+
+def _flat(gradients: dict[str, torch.Tensor], names: list[str]) -> torch.Tensor:
+    return torch.cat([gradients[n].to(torch.float64).flatten() for n in names])
+
+
+@uses(LOAD, LOGITS, TRAIN_STEP, GRADIENTS, GRADIENT_ACCUMULATION)
+def accumulated_step_matches_full_batch(*, runtime, device: str, subject: str, path: str | None = None,
+                                        micro_batches: int = 3, rows: int = 7, min_len: int = 3, max_len: int = 40,
+                                        seed: int = 0, tolerance: dict | None = None) -> dict:
+    """Two models of the subject's weights, each trained one step on the same ragged batch (lr
+    1e-3, no weight decay, no clipping): one over the whole batch, one in `micro_batches`
+    micro-batches. Their gradients and reported losses are compared, and both losses with the
+    float64 loss of the logits before the step.
+
+    Observations: grad_max_abs_diff, grad_max_abs_ref (the whole-batch gradient's largest
+    entry), grad_tol (atol + rtol * grad_max_abs_ref), grad_nonfinite, grad_names_differ (names
+    in one gradient set and not the other); loss, whole_loss, reference_loss (float64 from the
+    logits), loss_abs_diff (the accumulated step's loss against reference_loss), whole_loss_abs_diff,
+    loss_tol; rtol, atol (of the path's dtype: float32 on the reference path, bfloat16 on a fast
+    one); micro_batches, rows, scored_tokens, min_micro_tokens / max_micro_tokens (the design,
+    for blocks of ceil(rows / k) rows: unequal counts are what the defect needs)."""
+    who = subject_of(subject)
+    path = default_path(runtime, device, path)
+    dtype = "bfloat16" if path != "reference" else "float32"
+    if tolerance and dtype in tolerance:
+        rtol, atol = float(tolerance[dtype]["rtol"]), float(tolerance[dtype]["atol"])
+    else:
+        rtol, atol = _TOLERANCE[dtype]
+    batch = ragged(who.train(1)[0], rows, min_len, max_len, seed)
+    settings = TrainSettings(lr=1e-3, weight_decay=0.0, grad_clip=0.0, seed=seed)
+
+    whole = load(runtime, who, device, path, train=settings)
+    reference_loss = independent_loss(whole, [batch])
+    whole_loss = whole.train_step(batch)
+    expected = whole.gradients()
+    whole.close()
+    split = load(runtime, who, device, path, train=dataclasses.replace(settings, micro_batches=micro_batches))
+    loss = split.train_step(batch)
+    actual = split.gradients()
+    split.close()
+
+    names = sorted(set(expected) & set(actual))
+    if not names:
+        raise ValueError(f"the runtime's gradients() after a train_step named no parameter ({len(expected)} and "
+                         f"{len(actual)} names)")
+    a, e = _flat(actual, names), _flat(expected, names)
+    finite = torch.isfinite(a) & torch.isfinite(e)
+    grad_ref = float(e[finite].abs().max()) if bool(finite.any()) else math.nan
+    size = math.ceil(rows / micro_batches)
+    scored = (batch.targets != IGNORE_INDEX).sum(dim=1)
+    micro_tokens = [int(scored[i:i + size].sum()) for i in range(0, rows, size)]
+    return {
+        "grad_max_abs_diff": float((a - e)[finite].abs().max()) if bool(finite.any()) else math.nan,
+        "grad_max_abs_ref": grad_ref, "grad_tol": atol + rtol * grad_ref,
+        "grad_nonfinite": int((~finite).sum()), "grad_names_differ": len(set(expected) ^ set(actual)),
+        "loss": loss, "whole_loss": whole_loss, "reference_loss": reference_loss,
+        "loss_abs_diff": abs(loss - reference_loss), "whole_loss_abs_diff": abs(whole_loss - reference_loss),
+        "loss_tol": atol + rtol * abs(reference_loss), "rtol": rtol, "atol": atol,
+        "micro_batches": micro_batches, "rows": rows, "scored_tokens": int(scored.sum()),
+        "min_micro_tokens": min(micro_tokens), "max_micro_tokens": max(micro_tokens),
+    }
