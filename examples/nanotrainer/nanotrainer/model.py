@@ -78,9 +78,13 @@ class Attention(nn.Module):
             y = fast_attention(q, k, v)
         else:
             scores = q @ k.transpose(-2, -1) / math.sqrt(C // H)
-            future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-            y = scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v
+            y = scores.masked_fill(future_keys(T, x.device), float("-inf")).softmax(dim=-1) @ v
         return self.o(y.transpose(1, 2).reshape(B, T, C))
+
+
+def future_keys(length: int, device: torch.device) -> torch.Tensor:
+    """(T, T) True where key j lies after query i: what the reference path's attention masks."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).triu(1)
 
 
 class Block(nn.Module):

@@ -201,3 +201,34 @@ def nano_generate_samples():
 
     with _swapped(nanotrainer.train, "generate", generate):
         yield
+
+
+@mutant("nano_reference_mask_sees_next_key")
+def nano_reference_mask_sees_next_key():
+    """The reference path's causal mask starts one key late (`triu(2)` for `triu(1)`): every
+    position also attends to the token right after it. A trained model reads the next token it
+    is asked to predict, and its loss looks better, not worse. Seam: nanotrainer.model.future_keys."""
+    import torch
+
+    def future_keys(length, device):
+        return torch.ones(length, length, dtype=torch.bool, device=device).triu(2)
+
+    with _swapped(nanotrainer.model, "future_keys", future_keys):
+        yield
+
+
+@mutant("nano_adam_l2_weight_decay")
+def nano_adam_l2_weight_decay():
+    """The optimizer is Adam with weight decay added to the gradient (L2), not AdamW's decoupled
+    decay: Adam's normalisation cancels most of the decay. Imitates `torch.optim.Adam(...,
+    weight_decay=wd)` where AdamW was meant. Seam: nanotrainer.train.build_optimizer."""
+    import torch
+
+    def build_optimizer(model, tc):
+        params = [p for p in model.parameters() if p.requires_grad]
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": tc.weight_decay},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        return torch.optim.Adam(groups, lr=tc.lr, betas=tc.betas, eps=tc.eps)
+
+    with _swapped(nanotrainer.train, "build_optimizer", build_optimizer):
+        yield
