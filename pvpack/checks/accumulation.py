@@ -11,7 +11,10 @@ the runtime's accumulation code, its micro-batch weights and split), and the los
 float64 from the model's logits before the step (`independent_loss`: the definition, written in
 the pack, independent of the runtime's loss code).
 
-Assumes: the runtime splits a batch into micro-batches of whole rows (any split: the check
+Assumes: a training step draws no random numbers (no dropout): the check steps the whole batch
+twice under different random-number states and, where the two differ, says so (an ERROR: a
+micro-batched step would differ by its draw, not by a defect). The runtime splits a batch into
+micro-batches of whole rows (any split: the check
 needs none in particular, though the design observations assume consecutive blocks of
 ceil(rows / k) rows, the split every adapter here makes) and its gradients() hold the
 accumulated gradient of the step (clipping off, so nothing rescales it).
@@ -48,6 +51,17 @@ def ragged(batch: Batch, rows: int, min_len: int, max_len: int, seed: int) -> Ba
     return Batch(inputs, targets)
 
 
+def _stepped(model, batch: Batch, *, rng_seed: int) -> tuple[float, dict[str, torch.Tensor]]:
+    """One train_step of `model` (then closed) with torch's generators in a state of their own:
+    its loss and gradients."""
+    with torch.random.fork_rng(devices=[] if not torch.cuda.is_available() else None):
+        torch.manual_seed(rng_seed)
+        loss = model.train_step(batch)
+    gradients = model.gradients()
+    model.close()
+    return loss, gradients
+
+
 def _flat(gradients: dict[str, torch.Tensor], names: list[str]) -> torch.Tensor:
     return torch.cat([gradients[n].to(torch.float64).flatten() for n in names])
 
@@ -80,13 +94,10 @@ def accumulated_step_matches_full_batch(*, runtime, device: str, subject: str, p
 
     whole = load(runtime, who, device, path, train=settings)
     reference_loss = independent_loss(whole, [batch])
-    whole_loss = whole.train_step(batch)
-    expected = whole.gradients()
-    whole.close()
-    split = load(runtime, who, device, path, train=dataclasses.replace(settings, micro_batches=micro_batches))
-    loss = split.train_step(batch)
-    actual = split.gradients()
-    split.close()
+    whole_loss, expected = _stepped(whole, batch, rng_seed=1)
+    again_loss, again = _stepped(load(runtime, who, device, path, train=settings), batch, rng_seed=2)
+    loss, actual = _stepped(load(runtime, who, device, path,
+                                 train=dataclasses.replace(settings, micro_batches=micro_batches)), batch, rng_seed=1)
 
     names = sorted(set(expected) & set(actual))
     if not names:
@@ -95,6 +106,15 @@ def accumulated_step_matches_full_batch(*, runtime, device: str, subject: str, p
     a, e = _flat(actual, names), _flat(expected, names)
     finite = torch.isfinite(a) & torch.isfinite(e)
     grad_ref = float(e[finite].abs().max()) if bool(finite.any()) else math.nan
+    # A step that draws random numbers (dropout) gives two whole-batch steps different gradients:
+    # a step in micro-batches then differs by the draw, not by a defect, and is not judged.
+    drawn = float((_flat(again, names) - e).abs().max()) if set(again) >= set(names) else math.inf
+    if not drawn <= atol + rtol * grad_ref or abs(again_loss - whole_loss) > atol + rtol * abs(whole_loss):
+        raise ValueError(f"the runtime's train_step is not deterministic: two whole-batch steps from the same "
+                         f"weights under different random-number states differ by {drawn:.3g} in a gradient "
+                         f"(bound {atol + rtol * grad_ref:.3g}); dropout, or other randomness in the step. "
+                         "Accumulation is compared step against step: run it on a subject whose config turns "
+                         "dropout off")
     size = math.ceil(rows / micro_batches)
     scored = (batch.targets != IGNORE_INDEX).sum(dim=1)
     micro_tokens = [int(scored[i:i + size].sum()) for i in range(0, rows, size)]

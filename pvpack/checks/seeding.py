@@ -5,8 +5,10 @@ The check loads the runtime's own random initialisation (load(init=RANDOM, seed)
 subject's architecture three times: twice with one seed, once with the next. The two loads of one
 seed must hold identical tensors; the other seed must change the tensors that are drawn at
 random (the ones that are not must stay: a norm's ones, a zero bias). Each same-seed model then
-takes one training step on the same batch, and the two must stay identical: a step that draws
-unseeded randomness (dropout left on, a shuffled micro-batch order from the global generator)
+takes one training step on the same batch, each from the same state of torch's generators (as
+two fresh processes seeded alike start): the two must stay identical. Dropout drawn from torch's
+generators is then drawn alike and passes, as it does across two seeded runs; randomness from
+anywhere else (the operating system's entropy, the clock, an unseeded generator of its own)
 splits them.
 
 The oracle is the property, written in the check; nothing of the runtime judges itself.
@@ -60,8 +62,10 @@ def random_init_is_seeded(*, runtime, device: str, subject: str, path: str = "re
         names = [n for n in names if a[n].shape == b[n].shape == c[n].shape]
         drawn = {n for n in names if a[n].numel() and not torch.equal(a[n], c[n])}
         batch = who.train(1)[0]
-        first.train_step(batch)
-        second.train_step(batch)
+        for model in (first, second):   # each from the state a fresh process with this seed starts in
+            with torch.random.fork_rng(devices=[] if not torch.cuda.is_available() else None):
+                torch.manual_seed(seed)
+                model.train_step(batch)
         stepped = _largest_change(_copies(first.state()), _copies(second.state()), names)
     finally:
         for model in (first, second, other):

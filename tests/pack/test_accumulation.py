@@ -66,3 +66,19 @@ def test_the_pvlab_defect_is_reported_too(monkeypatch):
 
     monkeypatch.setattr(trainer, "micro_batch_weight", lambda tokens, step_tokens, count: 1.0 / count)
     assert not holds(accumulation.accumulated_step_matches_full_batch(runtime="pvlab", **REFERENCE))
+
+
+def test_a_step_with_dropout_is_not_judged(monkeypatch):
+    """Dropout in the step: two whole-batch steps differ by their draws, so a micro-batched step
+    would too, defect or not. The check says so (an ERROR), never FAILs the runtime for it."""
+    from pvpack.adapters import transformers as adapter
+
+    original = adapter.TransformersModel._forward
+
+    def forward(self, inputs):
+        out = original(self, inputs)
+        return torch.nn.functional.dropout(out, 0.1, training=self.model.training)
+
+    monkeypatch.setattr(adapter.TransformersModel, "_forward", forward)
+    with pytest.raises(ValueError, match="not deterministic"):
+        accumulation.accumulated_step_matches_full_batch(runtime="transformers", **REFERENCE)

@@ -42,9 +42,9 @@ def test_an_unseeded_initialisation_is_reported(monkeypatch):
     assert not holds(seen) and seen["same_seed_max_abs_diff"] > 0
 
 
-def test_dropout_left_on_in_the_step_is_reported(monkeypatch):
-    """A step that draws from the global generator: each model's forward in training drops a
-    different tenth of the logits. The two same-seed models part after one step."""
+def test_dropout_from_torchs_generators_is_drawn_alike_and_passes(monkeypatch):
+    """Dropout in the step, drawn from torch's generator: two runs seeded alike draw alike (as two
+    processes seeded alike do), so it is no defect of seeding."""
     from pvpack.adapters import transformers as adapter
 
     original = adapter.TransformersModel._forward
@@ -52,6 +52,27 @@ def test_dropout_left_on_in_the_step_is_reported(monkeypatch):
     def forward(self, inputs):
         out = original(self, inputs)
         return torch.nn.functional.dropout(out, 0.1, training=self.model.training)
+
+    monkeypatch.setattr(adapter.TransformersModel, "_forward", forward)
+    assert holds(seeding.random_init_is_seeded(runtime="transformers", **CALL))
+
+
+def test_randomness_from_outside_torchs_generators_is_reported(monkeypatch):
+    """Dropout from a generator of the step's own, seeded from the operating system: two runs
+    seeded alike part after one step."""
+    import os
+
+    from pvpack.adapters import transformers as adapter
+
+    original = adapter.TransformersModel._forward
+
+    def forward(self, inputs):
+        out = original(self, inputs)
+        if not self.model.training:
+            return out
+        own = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+        keep = (torch.rand(out.shape, generator=own) > 0.1).to(out.dtype)
+        return out * keep / 0.9
 
     monkeypatch.setattr(adapter.TransformersModel, "_forward", forward)
     seen = seeding.random_init_is_seeded(runtime="transformers", **CALL)
