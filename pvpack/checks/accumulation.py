@@ -30,6 +30,7 @@ import torch
 from ..protocol import GRADIENT_ACCUMULATION, GRADIENTS, IGNORE_INDEX, LOAD, LOGITS, TRAIN_STEP, Batch, TrainSettings
 from ._base import independent_loss, load, subject_of, uses
 from .evaluation import default_path
+from .parity import rtol_atol
 
 _TOLERANCE = {"float32": (1e-5, 1e-7), "bfloat16": (3e-2, 1e-5)}   # as the contract measured them
 
@@ -85,10 +86,7 @@ def accumulated_step_matches_full_batch(*, runtime, device: str, subject: str, p
     who = subject_of(subject)
     path = default_path(runtime, device, path)
     dtype = "bfloat16" if path != "reference" else "float32"
-    if tolerance and dtype in tolerance:
-        rtol, atol = float(tolerance[dtype]["rtol"]), float(tolerance[dtype]["atol"])
-    else:
-        rtol, atol = _TOLERANCE[dtype]
+    rtol, atol = rtol_atol(tolerance, dtype) if tolerance and dtype in tolerance else _TOLERANCE[dtype]
     batch = ragged(who.train(1)[0], rows, min_len, max_len, seed)
     settings = TrainSettings(lr=1e-3, weight_decay=0.0, grad_clip=0.0, seed=seed)
 
