@@ -187,7 +187,7 @@ def concrete_witnesses(parsed: expr.Expression) -> tuple[dict[str, Any] | None, 
     """(observations judged false, observations judged true), each None if not found."""
     names = sorted(parsed.names)
     pool: list[float] = []  # built when the specials run out (most predictions are settled by them)
-    rng = random.Random(zlib.crc32(parsed.text.encode()))
+    rng: random.Random | None = None  # seeded then too: the same draws, and most predictions need none
     found: dict[bool, dict[str, Any] | None] = {False: None, True: None}
 
     # Only a bare name at the top level must be a boolean observation (judge() wants true/false
@@ -211,12 +211,30 @@ def concrete_witnesses(parsed: expr.Expression) -> tuple[dict[str, Any] | None, 
             env = {n: SPECIALS[i] for n in names}
         else:
             pool = pool or _value_pool(parsed)
+            rng = rng or random.Random(zlib.crc32(parsed.text.encode()))
             env = {n: rng.choice(pool) for n in names}
         if judge(env):
             break
-        if links and judge(_repair(env, links)):
-            break
+        if links:
+            repaired = _repair(env, links)
+            # the same observations judged again would find nothing new (no bound could be evaluated)
+            if not _same(repaired, env) and judge(repaired):
+                break
     return found[False], found[True]
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two observation sets are the same values: equal floats of the same sign (0.0 and
+    -0.0 are judged apart), or the very same objects. A NaN is never the same as anything."""
+    if a.keys() != b.keys():
+        return False
+    for key, x in a.items():
+        y = b[key]
+        if x is y:
+            continue
+        if not (type(x) is float and type(y) is float and x == y and math.copysign(1.0, x) == math.copysign(1.0, y)):
+            return False
+    return True
 
 
 def _value_pool(parsed: expr.Expression) -> list[float]:
