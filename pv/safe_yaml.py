@@ -15,6 +15,7 @@ Files are also capped in size, and binary, non-UTF-8 or empty files are rejected
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import re
 import stat
@@ -54,6 +55,12 @@ class _FastSafeLoader(_Loader):  # type: ignore[misc, valid-type]
 
     _memo: dict[str, str] = {}
 
+    # The composer tells the resolver each node it enters and leaves, for path resolvers; the
+    # safe loader has none (checked below), so those calls do nothing: here they are C builtins
+    # that ignore their arguments instead of two Python calls per node.
+    descend_resolver = staticmethod(operator.is_)  # (node, index) -> ignored
+    ascend_resolver = staticmethod(tuple)  # () -> ignored
+
     def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
         if kind is yaml.ScalarNode:
             if not implicit[0]:
@@ -68,6 +75,10 @@ class _FastSafeLoader(_Loader):  # type: ignore[misc, valid-type]
                     memo[value] = tag
             return tag
         return _MAP if kind is yaml.MappingNode else _SEQ
+
+
+if _Loader.yaml_path_resolvers:  # pragma: no cover - PyYAML's safe loader declares none
+    del _FastSafeLoader.descend_resolver, _FastSafeLoader.ascend_resolver
 
 
 @dataclass
@@ -419,12 +430,27 @@ def _read_regular(path: Path) -> bytes | None:
     """The file's bytes, at most MAX_BYTES + 1 of them (enough to tell it is over the cap), or
     None when it is not a regular file. A FIFO would block the read forever and /dev/zero never
     end, so the kind is checked on the opened descriptor (no race with a rename) before reading;
-    O_NONBLOCK keeps the open itself from waiting for a FIFO's writer."""
+    O_NONBLOCK keeps the open itself from waiting for a FIFO's writer. Read until the end or the
+    cap, the first read sized by the file's size (a read of the cap's size allocated a megabyte
+    for every few-kilobyte contract)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return None
-        return handle.read(MAX_BYTES + 1)
+        left = MAX_BYTES + 1
+        parts = []
+        size = st.st_size + 1  # the whole file and its end in one read, unless it grows meanwhile
+        while left > 0:
+            chunk = os.read(fd, min(size, left))
+            if not chunk:
+                break
+            parts.append(chunk)
+            left -= len(chunk)
+            size = 1 << 16
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 def _size(path: Path, read: int) -> int:
