@@ -94,6 +94,36 @@ class LoadedContract:
     # pv.loadcache.data_digest of `data`, where pv.loadcache had its encoding at hand (else None)
     data_sha256: str | None = field(default=None, repr=False)
 
+    def __getattr__(self, name: str) -> Any:
+        """`contract` of a file a worker process checked (pv.validation): it travels without its
+        model (pickling and unpickling every model cost more than the few the parent asks for),
+        and the schema accepted its data, so the model is that data validated again, built
+        where it is first asked for. Only a missing attribute comes here."""
+        summary = self.__dict__.get("_accepted")
+        if name == "contract" and summary is not None:
+            from pv.schema import Contract
+
+            self.contract = Contract.model_validate(self.data)
+            return self.contract
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def without_model(self) -> None:
+        """Drop the validated model, keeping what a run counts of it (accepted(): its number of
+        falsifiers and declared status); `contract` is built again from the data when asked."""
+        contract = self.__dict__.get("contract")
+        if contract is not None:
+            self._accepted = (len(contract.falsification_tests), contract.metadata.status)
+            del self.contract
+
+    def accepted(self) -> tuple[int, Any] | None:
+        """(number of falsifiers, declared status) where the schema accepted the file, else None;
+        without building a model that without_model() dropped."""
+        summary = self.__dict__.get("_accepted")
+        if summary is not None and "contract" not in self.__dict__:
+            return summary
+        contract = self.contract
+        return None if contract is None else (len(contract.falsification_tests), contract.metadata.status)
+
     # --- positions -------------------------------------------------------------------------
 
     def root(self) -> Any:
