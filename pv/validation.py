@@ -320,7 +320,9 @@ def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
                     for share in shares[1:]]
         checked: list = [None] * len(items)
         for n in shares[0]:
-            checked[n] = _check_one(items[n], ctx)
+            checked[n] = loaded, _ = _check_one(items[n], ctx)
+            if loaded is not None:
+                loaded.node = None  # as the children's: memory for the next file's tree, not kept for a position
         for share, child in zip(shares[1:], children):
             results, found = child.result()
             if found is not None:  # checked in the child: what it found is the run's too
