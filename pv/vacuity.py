@@ -166,9 +166,24 @@ def _unfailing_reason(query: Any, budget: Any) -> str:
 
 
 def outcome(parsed: expr.Expression, observations: dict[str, Any]) -> bool | None:
-    """The verdict pv.expr gives these observations: True (holds), False, None (an error)."""
+    """The verdict pv.expr gives these observations: True (holds), False, None (an error).
+
+    `expr.judge(parsed, observations).holds`, without the Judgement: the same evaluation, the
+    same NaN rule and the same margin computed (where it raises, so did judge), in judge's order
+    (tests/test_vacuity.py compares the two)."""
     try:
-        return expr.judge(parsed, observations).holds
+        evaluator = expr._Evaluator(observations)
+        body = parsed.tree.body
+        holds = evaluator.value(body)
+        if not isinstance(holds, bool):
+            return None  # judge: "gives ..., not true/false"
+        for name in parsed.names:  # judge's `observed`, in its order: a NaN measurement never holds
+            if name in observations:
+                value = expr._number(name, observations[name])
+                if isinstance(value, float) and math.isnan(value):
+                    return False
+        evaluator.margin(body)
+        return holds
     except (expr.ExprError, expr.EvalError, TypeError, ArithmeticError, ValueError, RecursionError):
         return None
 

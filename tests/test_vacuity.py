@@ -377,3 +377,33 @@ def test_observation_sets_are_the_same_only_value_for_value_and_zero_sign_for_ze
     assert not vacuity._same({"x": 1.0}, {"x": 1.0, "y": 1.0})
     assert not vacuity._same({"x": 1.0}, {"x": True})
     assert not vacuity._same({"x": 1.0}, {"x": 1.5})
+
+
+def test_an_outcome_is_the_verdict_judge_gives():
+    """vacuity.outcome evaluates as expr.judge does without making a Judgement: the same verdict,
+    or None where judge raises, on numbers, booleans, NaN, infinities, huge integers, text and
+    predictions whose margin raises (a chain cut short, an integer past a float's range)."""
+    import random
+
+    def by_judge(parsed, observations):
+        try:
+            return expr.judge(parsed, observations).holds
+        except (expr.ExprError, expr.EvalError, TypeError, ArithmeticError, ValueError, RecursionError):
+            return None
+
+    rng = random.Random(7)
+    texts = HONEST + TAUTOLOGIES + CONTRADICTIONS + [
+        "x < y < 1 / z", "x < (2 ** 64) ** 64", "x == (2 ** 64) ** 64 and y < 1", "flag", "not flag and x > 1",
+        "x", "x + 1", "x > 1 and flag", "abs(x - y) <= 1e-3 * max(1, abs(y))", "ln(x) < y", "x % y == 0",
+    ]
+    values = [0.0, -0.0, 1.0, -1.0, 0.5, 1e308, -1e308, math.inf, -math.inf, math.nan, 5e-324, True, False, 0, 1,
+              -3, 10 ** 400, 2 ** 64, "text", None]
+    compared = 0
+    for text in texts:
+        parsed = expr.parse(text)
+        names = sorted(parsed.names)
+        for _ in range(40):
+            observations = {n: rng.choice(values) for n in names if rng.random() > 0.05}
+            assert vacuity.outcome(parsed, observations) == by_judge(parsed, observations), (text, observations)
+            compared += 1
+    assert compared > 2500
