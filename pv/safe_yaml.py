@@ -61,8 +61,8 @@ class _FastSafeLoader(_Loader):  # type: ignore[misc, valid-type]
     descend_resolver = staticmethod(operator.is_)  # (node, index) -> ignored
     ascend_resolver = staticmethod(tuple)  # () -> ignored
 
-    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
-        if kind is yaml.ScalarNode:
+    def resolve(self, kind: Any, value: Any, implicit: Any, _scalar: Any = yaml.ScalarNode) -> str:
+        if kind is _scalar:
             if not implicit[0]:
                 return _STR
             memo = _FastSafeLoader._memo

@@ -291,8 +291,8 @@ def _repair(env: dict[str, Any], links: list[tuple[str, type, ast.AST]]) -> dict
     env = dict(env)
     for _ in range(2):
         for name, op, bound_node in links:
-            try:
-                bound = float(expr.Expression(text="", tree=ast.Expression(body=bound_node)).evaluate(env))
+            try:  # what expr.Expression(..., tree=ast.Expression(body=bound_node)).evaluate(env) computes
+                bound = float(expr._Evaluator(env).value(bound_node))
             except (expr.EvalError, TypeError, ValueError, ArithmeticError, RecursionError):
                 continue
             if not math.isfinite(bound):
