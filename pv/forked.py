@@ -104,3 +104,44 @@ class Forked:
                 except Exception:  # noqa: BLE001 - computed here instead
                     pass
         return self._here()
+
+
+class Tokens:
+    """The numbers 0 .. count-1, each handed to exactly one of the processes that take from it:
+    written to a pipe before the children are forked, read four bytes at a time (a read from a
+    pipe takes its bytes whole, under the pipe's lock), so whichever process is free takes the
+    next piece of work and none waits for a share that another, slower one was given up front.
+    At most MAX_TOKENS (the pipe's buffer: writing more before any reader would block)."""
+
+    MAX_TOKENS = 65536 // 4
+
+    def __init__(self, count: int) -> None:
+        if not 0 <= count <= self.MAX_TOKENS:
+            raise ValueError(f"{count} tokens: at most {self.MAX_TOKENS}")
+        self._read, write = os.pipe()
+        try:
+            payload = b"".join(n.to_bytes(4, "little") for n in range(count))
+            while payload:
+                payload = payload[os.write(write, payload):]
+        finally:
+            os.close(write)
+
+    def take(self) -> int | None:
+        """The next number nobody took yet; None when none is left."""
+        if self._read is None:
+            return None
+        data = os.read(self._read, 4)
+        return int.from_bytes(data, "little") if len(data) == 4 else None
+
+    def close(self) -> None:
+        if self._read is not None:
+            os.close(self._read)
+            self._read = None
+
+
+def tokens(count: int) -> Tokens | None:
+    """Tokens of `count`, or None where no pipe can hold them (too many, no descriptor left)."""
+    try:
+        return Tokens(count)
+    except (OSError, ValueError):
+        return None

@@ -262,19 +262,19 @@ def _claims(loaded: list) -> bool:
     return any(c is not None and (a := c.accepted()) is not None and STATUS_RANK.get(a[1], 0) > 0 for c in loaded)
 
 
-def _share(items: list, share: list[int], ctx) -> tuple:
-    """What a forked child hands back of the files `share` indexes: each (LoadedContract without
-    its node tree and model, diagnostics), and the facts and inputs it found, which the parent
-    remembers and records as the run's."""
+def _taken(items: list, chunks: list, tokens, ctx) -> tuple:
+    """What a forked child hands back of the files of the chunks it took: {index: (LoadedContract
+    without its node tree and model, diagnostics)}, and the facts and inputs it found, which the
+    parent remembers and records as the run's."""
     from pv import readlog
 
-    checked = []
-    for n in share:
-        loaded, found = _check_one(items[n], ctx)
-        if loaded is not None:
-            loaded.node = None  # the parent re-composes the few files whose positions it needs
-            loaded.without_model()  # and validates again the few models it needs (PV501's claiming contracts)
-        checked.append((loaded, found))
+    checked = {}
+    for chunk in iter(tokens.take, None):
+        for n in chunks[chunk]:
+            checked[n] = loaded, _ = _check_one(items[n], ctx)
+            if loaded is not None:
+                loaded.node = None  # the parent re-composes the few files whose positions it needs
+                loaded.without_model()  # and validates again the few models it needs (PV501's claiming contracts)
     return checked, (ctx.file_facts.take_added(), ctx.load_facts.take_added(), readlog.take_noted(),
                      ctx.index.take_added())
 
@@ -307,33 +307,41 @@ def jobs_for(count: int) -> int:
 
 def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
     """_check_one of every item; with `jobs` > 1, in that many processes: this one and forked
-    children (pv.forked), each checking every jobs-th file (neighbouring files cost alike), this
-    one reading what each child hands back once its own files are checked (collecting results
-    while checking competed with its own share, and an idle parent was a core unused)."""
-    if jobs > 1 and len(items) > 1:
+    children (pv.forked), each taking the next chunk of files nobody took (pv.forked.Tokens: a
+    process slowed by a busy core takes fewer), this one reading what each child hands back
+    once no chunk is left (collecting results while checking competed with its own files, and
+    an idle parent was a core unused). A file a child took but did not hand back is checked
+    here."""
+    size = max(1, len(items) // (jobs * 16))
+    chunks = [range(start, min(start + size, len(items))) for start in range(0, len(items), size)]
+    from pv.forked import tokens as make_tokens
+
+    tokens = make_tokens(len(chunks)) if jobs > 1 and len(items) > 1 else None
+    if tokens is not None:
         from pv import readlog
         from pv.forked import Forked
 
-        shares = [list(range(k, len(items), jobs)) for k in range(jobs)]
-        children = [Forked(lambda share=share: _share(items, share, ctx),  # type: ignore[misc]
-                           here=lambda share=share: ([_check_one(items[n], ctx) for n in share], None))
-                    for share in shares[1:]]
-        checked: list = [None] * len(items)
-        for n in shares[0]:
-            checked[n] = loaded, _ = _check_one(items[n], ctx)
-            if loaded is not None:
-                loaded.node = None  # as the children's: memory for the next file's tree, not kept for a position
-        for share, child in zip(shares[1:], children):
-            results, found = child.result()
-            if found is not None:  # checked in the child: what it found is the run's too
-                facts, load_facts, noted, index_facts = found
+        try:
+            children = [Forked(lambda: _taken(items, chunks, tokens, ctx), here=lambda: None) for _ in range(jobs - 1)]
+            checked: list = [None] * len(items)
+            for chunk in iter(tokens.take, None):
+                for n in chunks[chunk]:
+                    checked[n] = loaded, _ = _check_one(items[n], ctx)
+                    if loaded is not None:
+                        loaded.node = None  # as the children's: memory for the next file's tree, not kept for a position
+        finally:
+            tokens.close()
+        for child in children:
+            handed = child.result()
+            if handed is not None:  # checked in the child: what it found is the run's too
+                results, (facts, load_facts, noted, index_facts) = handed
                 ctx.file_facts.merge(facts)
                 ctx.load_facts.merge(load_facts)
                 readlog.merge_noted(noted)
                 ctx.index.merge(index_facts)
-            for n, result in zip(share, results):
-                checked[n] = result
-        return checked
+                for n, result in results.items():
+                    checked[n] = result
+        return [result if result is not None else _check_one(item, ctx) for item, result in zip(items, checked)]
     return [_check_one(item, ctx) for item in items]
 
 
@@ -366,15 +374,21 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
 
             # once, not per contract; after an edit, only the lines of the contracts judged again (pv.ledgerindex)
             groups = ledgerindex.groups(workspace.root, workspace.ledger, [c.contract.metadata.id for c, _ in todo])
-            if len(todo) > 1 and _unremembered():
-                # nothing recorded per contract: half of them judged in a forked child (it has the groups)
+            from pv.forked import tokens as make_tokens
+
+            tokens = make_tokens(len(todo)) if len(todo) > 1 and _unremembered() else None
+            if tokens is not None:
+                # nothing recorded per contract: judged here and in a forked child (it has the groups),
+                # each taking the next contract nobody took
                 from pv.forked import Forked
 
-                half = _halves(todo, groups)
-                beside = Forked(lambda: _judged(workspace, half[0], groups))
-                if beside.forked:
-                    here = _judged(workspace, half[1], groups)
-                    return found + _in_order(todo, half, (beside.result(), here))
+                judge = _Judge(workspace, groups)
+                try:
+                    beside = Forked(lambda: judge.taken(todo, tokens), here=lambda: None)
+                    mine = judge.taken(todo, tokens)
+                finally:
+                    tokens.close()
+                return found + judge.in_order(todo, [mine, beside.result()])
             shared = None  # one tree and one index for every contract when nothing is recorded (PV_NO_CACHE=1)
             tree, indexes = None, []
             for contract, key in todo:
@@ -404,55 +418,54 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
         return [internal_error(display(workspace.ledger), exc)]
 
 
-def _judged(workspace: Workspace, todo: list, groups: dict) -> tuple[list[list[Diagnostic]], Exception | None]:
-    """PV501's share of each (contract, key) of `todo` in turn, judged with one tree and one index
-    (declared_status's loop where nothing is recorded), up to the first that raised: (the shares
-    before it, what it raised) — the run reports what the first in declared_status's order raised."""
-    from pv import declared
-    from pv.codebind import TreeDigests
-    from pv.identity import EvidenceCheck
-    from pv.staticcheck import ModuleIndex
+class _Judge:
+    """PV501's shares where nothing is recorded or remembered: declared_status's loop without its
+    recordings, one tree and one index for every contract this process judges."""
 
-    tree, modules = TreeDigests(workspace.root, persist=True), ModuleIndex(workspace.root, autosave=False)
-    shares: list[list[Diagnostic]] = []
-    for contract, _ in todo:
-        try:
-            check = EvidenceCheck(workspace, [contract], tree, modules)
-            shares.append(declared.declared_status_diagnostics([contract], groups, check, workspace.subject_param))
-        except Exception as exc:  # noqa: BLE001 - raised again by _in_order, in the run's order
-            return shares, exc
-    return shares, None
+    def __init__(self, workspace: Workspace, groups: dict) -> None:
+        self.workspace, self.groups = workspace, groups
+        self._check: tuple | None = None
 
+    def share(self, contract) -> list[Diagnostic]:
+        from pv import declared
+        from pv.identity import EvidenceCheck
 
-def _halves(todo: list, groups: dict) -> tuple[list, list]:
-    """`todo` in two parts of about equal work (weighed by the contracts' ledger records), each
-    in todo's order."""
-    weight: dict[str, int] = {}
-    for (contract, _), records in groups.items():
-        weight[contract] = weight.get(contract, 0) + len(records)
-    side = {}
-    load = [0, 0]
-    for n in sorted(range(len(todo)), key=lambda n: -weight.get(todo[n][0].contract.metadata.id, 0)):
-        side[n] = 0 if load[0] <= load[1] else 1
-        load[side[n]] += weight.get(todo[n][0].contract.metadata.id, 0) + 50  # and a share's own work
-    return [item for n, item in enumerate(todo) if side[n] == 0], [item for n, item in enumerate(todo) if side[n] == 1]
+        if self._check is None:
+            from pv.codebind import TreeDigests
+            from pv.staticcheck import ModuleIndex
 
+            self._check = (TreeDigests(self.workspace.root, persist=True), ModuleIndex(self.workspace.root, autosave=False))
+        check = EvidenceCheck(self.workspace, [contract], *self._check)
+        return declared.declared_status_diagnostics([contract], self.groups, check, self.workspace.subject_param)
 
-def _in_order(todo: list, halves: tuple[list, list], judged: tuple) -> list[Diagnostic]:
-    """The shares of both halves (each _judged) in todo's order; where a contract's judging
-    raised, that exception, as the loop over todo would have met it first."""
-    by_item: dict[int, list[Diagnostic]] = {}
-    failed: dict[int, Exception] = {}
-    for part, (shares, exc) in zip(halves, judged):
-        by_item.update(zip(map(id, part), shares))
-        if exc is not None:
-            failed[id(part[len(shares)])] = exc
-    out: list[Diagnostic] = []
-    for item in todo:
-        if id(item) in failed:
-            raise failed[id(item)]
-        out += by_item[id(item)]
-    return out
+    def taken(self, todo: list, tokens) -> tuple[dict[int, list[Diagnostic]], tuple[int, Exception] | None]:
+        """The share of each contract of `todo` this process takes, up to the first that raised:
+        ({index: share}, (its index, what it raised) or None)."""
+        shares: dict[int, list[Diagnostic]] = {}
+        for n in iter(tokens.take, None):
+            try:
+                shares[n] = self.share(todo[n][0])
+            except Exception as exc:  # noqa: BLE001 - raised by in_order, where the loop would meet it
+                return shares, (n, exc)
+        return shares, None
+
+    def in_order(self, todo: list, handed: list) -> list[Diagnostic]:
+        """The shares in todo's order, as one loop over todo gives them: each process's, a contract
+        that a child took but did not hand back judged here, and the first failure in that order
+        raised (tokens are taken in order: a contract nobody took comes after every failure)."""
+        shares: dict[int, list[Diagnostic]] = {}
+        failed: dict[int, Exception] = {}
+        for part in handed:
+            if part is not None:
+                shares.update(part[0])
+                if part[1] is not None:
+                    failed[part[1][0]] = part[1][1]
+        out: list[Diagnostic] = []
+        for n, (contract, _) in enumerate(todo):
+            if n in failed:
+                raise failed[n]
+            out += shares[n] if n in shares else self.share(contract)
+        return out
 
 
 def _placed(diagnostics: list[Diagnostic], judged_sha256: str, loaded) -> list[Diagnostic]:

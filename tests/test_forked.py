@@ -138,9 +138,9 @@ def _claiming_workspace(tmp_path, monkeypatch, files: int):
 @pytest.mark.parametrize("files", [9, 230])
 def test_checks_in_forked_children_report_byte_for_byte_what_one_process_reports(tmp_path, monkeypatch, files):
     """With nothing remembered (PV_NO_CACHE=1): a few files are loaded here, their checks run in a
-    child beside PV501, whose contracts are judged in two halves; many files are checked in
-    this process and a child, every other file each. The output and the exit status are
-    those of one process (PV_JOBS=1)."""
+    child beside PV501, whose contracts are judged here and in a child; many files are checked
+    in this process and a child, each taking the next chunk. The output and the exit status
+    are those of one process (PV_JOBS=1)."""
     ws = _claiming_workspace(tmp_path, monkeypatch, files)
     monkeypatch.delenv("PV_JOBS", raising=False)
     outputs = {}
@@ -157,28 +157,63 @@ def test_checks_in_forked_children_report_byte_for_byte_what_one_process_reports
     assert status == 1 and b"PV501" in out and b"PV309" in out and b"PV302" in out, out[-2000:]
 
 
-def test_pv501_halves_are_reported_in_the_order_one_loop_meets_them():
-    from pv.validation import _halves, _in_order
+def test_tokens_hand_each_number_to_exactly_one_process():
+    done = _python("""
+        import os
+        from pv.forked import Forked, Tokens, tokens
+        parent = os.getpid()
+        pool = Tokens(3000)
+        def take():
+            taken = []
+            for n in iter(pool.take, None):
+                taken.append(n)
+                if os.getpid() != parent:
+                    sum(range(2000))  # both processes take, at different paces
+            return taken
+        children = [Forked(take) for _ in range(3)]
+        mine = take()
+        theirs = [child.result() for child in children]
+        everything = mine + [n for part in theirs for n in part]
+        assert sorted(everything) == list(range(3000)), len(everything)
+        assert all(part == sorted(part) for part in [mine, *theirs])  # each takes them in order
+        assert sum(1 for part in theirs if part) >= 1
+        assert pool.take() is None
+        assert tokens(Tokens.MAX_TOKENS + 1) is None and Tokens(0).take() is None
+        """)
+    assert done.returncode == 0, done.stderr
 
-    class C:
-        def __init__(self, cid):
-            self.contract = type("M", (), {"metadata": type("D", (), {"id": cid})()})()
 
-    todo = [(C(f"c{n}"), "") for n in range(7)]
-    groups = {(f"c{n}", "f"): [None] * (n * 10) for n in range(7)}
-    first, second = _halves(todo, groups)
-    assert sorted(map(id, first + second)) == sorted(map(id, todo)) and first and second
-    assert [todo.index(i) for i in first] == sorted(todo.index(i) for i in first)  # each half in todo's order
-    shares = {id(item): [f"d{todo.index(item)}"] for item in todo}
-    judged = tuple(([shares[id(i)] for i in half], None) for half in (first, second))
-    assert _in_order(todo, (first, second), judged) == [f"d{n}" for n in range(7)]
-    # where a half raised, the loop would have met the earliest failure first
-    failing = [todo.index(i) for i in first][1], [todo.index(i) for i in second][0]
-    judged = tuple(([shares[id(i)] for i in half[:k]], KeyError(todo.index(half[k])))
-                   for half, k in ((first, 1), (second, 0)))
+def test_pv501_shares_are_reported_in_the_order_one_loop_meets_them(tmp_path, monkeypatch):
+    """_Judge.in_order puts the shares back in todo's order; where a process stopped at a failure,
+    the first failure in that order is raised, as the loop would have met it; a contract a child
+    took and did not hand back is judged here."""
+    from pv.validation import _Judge
+
+    judge = _Judge.__new__(_Judge)
+    judged_here: list[str] = []
+
+    def share(contract):
+        judged_here.append(contract)
+        if contract == "boom":
+            raise KeyError(contract)
+        return [f"d-{contract}"]
+
+    judge.share = share
+    todo = [(f"c{n}", "") for n in range(6)]
+    parent = ({0: ["d-c0"], 2: ["d-c2"], 5: ["d-c5"]}, None)
+    child = ({1: ["d-c1"], 3: ["d-c3"]}, None)
+    assert judge.in_order(todo, [parent, child]) == ["d-c0", "d-c1", "d-c2", "d-c3", "d-c4"] + ["d-c5"]
+    assert judged_here == ["c4"]  # nobody handed it back: judged here
+    judged_here.clear()
+    assert judge.in_order(todo, [parent, None]) == [f"d-c{n}" for n in range(6)] and judged_here == ["c1", "c3", "c4"]
+    failing = ({0: ["d-c0"]}, (2, KeyError("parent's"))), ({1: ["d-c1"]}, (4, KeyError("child's")))
     with pytest.raises(KeyError) as raised:
-        _in_order(todo, (first, second), judged)
-    assert raised.value.args == (min(failing),)
+        judge.in_order(todo, list(failing))
+    assert raised.value.args == ("parent's",)
+    todo[1] = ("boom", "")
+    with pytest.raises(KeyError) as raised:  # the child's contract 1 lost, and it raises here first
+        judge.in_order(todo, [failing[0], None])
+    assert raised.value.args == ("boom",)
 
 
 # --- the process ends as soon as its report is out ------------------------------------------------
