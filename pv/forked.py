@@ -41,6 +41,24 @@ def available() -> bool:
     return threading.active_count() == 1
 
 
+def idle_core() -> bool:
+    """Whether another core is free right now: fewer runnable tasks on the machine than cores
+    (Linux's /proc/loadavg counts this process among them). A child that only splits work this
+    process could do itself (and costs more CPU in all: lost sharing, duplicated setup, copied
+    pages) is forked only then: on a machine whose other cores are busy it would only be slower.
+    True where it cannot be told, and where PV_JOBS asks for more than one process."""
+    wanted = os.environ.get("PV_JOBS", "")
+    if wanted.isdigit() and int(wanted) > 1:
+        return True
+    try:
+        with open("/proc/loadavg", "rb") as handle:
+            running = int(handle.read().split()[3].split(b"/")[0])
+        cores = len(os.sched_getaffinity(0))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return True
+    return running < cores
+
+
 class Forked:
     """`fn()`, run in a forked child where one can run it (see the module's docstring)."""
 

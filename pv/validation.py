@@ -130,7 +130,8 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
     if jobs == 1 and _unremembered():
         # nothing remembered or recorded: the per-file checks run in a forked child beside PV501
         loads = [_load_one(item, ctx) for item in items]
-        if _claims([load[0] for (resolved, _, _, _), load in zip(items, loads) if resolved in chosen]):
+        if (_claims([load[0] for (resolved, _, _, _), load in zip(items, loads) if resolved in chosen])
+                and _idle_core()):
             from pv.forked import Forked
 
             beside = Forked(lambda: _check_loaded(items, loads, ctx))
@@ -255,6 +256,12 @@ def _unremembered() -> bool:
     return not cache.enabled()
 
 
+def _idle_core() -> bool:
+    from pv.forked import idle_core
+
+    return idle_core()
+
+
 def _claims(loaded: list) -> bool:
     """Whether some of these files declares a status above DRAFT (PV501 judges its evidence)."""
     from pv.schema import STATUS_RANK
@@ -376,7 +383,7 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
             groups = ledgerindex.groups(workspace.root, workspace.ledger, [c.contract.metadata.id for c, _ in todo])
             from pv.forked import tokens as make_tokens
 
-            tokens = make_tokens(len(todo)) if len(todo) > 1 and _unremembered() else None
+            tokens = make_tokens(len(todo)) if len(todo) > 1 and _unremembered() and _idle_core() else None
             if tokens is not None:
                 # nothing recorded per contract: judged here and in a forked child (it has the groups),
                 # each taking the next contract nobody took

@@ -61,6 +61,29 @@ def test_a_child_hands_its_value_back_and_a_failed_child_is_computed_here():
     assert done.returncode == 0 and done.stdout.strip() == "raised", done.stderr
 
 
+def test_a_core_is_free_where_fewer_tasks_run_than_there_are_cores(monkeypatch, tmp_path):
+    from pv import forked
+
+    monkeypatch.delenv("PV_JOBS", raising=False)
+    real_open = open
+
+    def loadavg(running: int):
+        def fake(path, *args, **kwargs):
+            if path == "/proc/loadavg":
+                path = tmp_path / "loadavg"
+                path.write_text(f"0.50 0.40 0.30 {running}/90 1234\n")
+            return real_open(path, *args, **kwargs)
+        return fake
+
+    monkeypatch.setattr(forked.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr("builtins.open", loadavg(1))
+    assert forked.idle_core()  # this process alone
+    monkeypatch.setattr("builtins.open", loadavg(2))
+    assert not forked.idle_core()  # another task holds the other core
+    monkeypatch.setenv("PV_JOBS", "2")
+    assert forked.idle_core()  # asked for
+
+
 def test_no_child_is_forked_where_one_process_is_asked_for_or_threads_run():
     done = _python("""
         import os, threading, time
@@ -144,9 +167,11 @@ def test_checks_in_forked_children_report_byte_for_byte_what_one_process_reports
     ws = _claiming_workspace(tmp_path, monkeypatch, files)
     monkeypatch.delenv("PV_JOBS", raising=False)
     outputs = {}
-    for jobs in ("1", "", "2"):  # one process; as many as pv picks (it forks on two cores); two
+    # one process; as many as pv picks (forking, a core taken as free); two
+    idle = "import pv.forked\npv.forked.idle_core = lambda: True\nfrom pv.cli import main\nmain()\n"
+    for jobs in ("1", "", "2"):
         for args in ([], ["--format", "json"]):
-            done = subprocess.run([sys.executable, "-c", "from pv.cli import main; main()", "validate", *args],
+            done = subprocess.run([sys.executable, "-c", idle, "validate", *args],
                                   cwd=ws.root, capture_output=True, timeout=300,
                                   env=_pv_env(PV_NO_CACHE="1", **({"PV_JOBS": jobs} if jobs else {})))
             outputs[(jobs, tuple(args))] = (done.returncode, done.stdout, done.stderr)
