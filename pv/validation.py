@@ -126,7 +126,7 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
     ctx.load_facts.get("")  # read before any worker is forked: each inherits it
     if jobs > 1 and not os.environ.get("PV_JOBS") and _mostly_remembered(items, ctx):
         jobs = 1  # after an edit: what is left to compute costs less than forking and pickling
-    beside = None
+    beside, loads = None, []
     if jobs == 1 and _unremembered():
         # nothing remembered or recorded: the per-file checks run in a forked child beside PV501
         loads = [_load_one(item, ctx) for item in items]
@@ -143,7 +143,7 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
         ctx.file_facts.save()
         ctx.load_facts.save()
         ctx.index.save()
-    for (resolved, _, _, _), (loaded, *_) in zip(items, checked or loads):
+    for (resolved, _, _, _), (loaded, *_) in zip(items, checked if checked is not None else loads):
         if loaded is not None:
             report.loaded[resolved] = loaded
             accepted = loaded.accepted() if resolved in chosen else None
@@ -159,7 +159,7 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
     claimed = declared_status(workspace, [c for p, c in report.loaded.items() if p in chosen])
     if beside is not None:
         checked = [(load[0], found) for load, found in zip(loads, beside.result())]
-    diagnostics: list[Diagnostic] = [d for _, found in checked or () for d in found]
+    diagnostics: list[Diagnostic] = [d for _, found in checked for d in found]
     report.diagnostics = sorted(diagnostics + across + claimed, key=sort_key)
     return report
 
