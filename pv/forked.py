@@ -136,13 +136,20 @@ class Tokens:
     def __init__(self, count: int) -> None:
         if not 0 <= count <= self.MAX_TOKENS:
             raise ValueError(f"{count} tokens: at most {self.MAX_TOKENS}")
-        self._read, write = os.pipe()
+        read, write = os.pipe()
         try:
+            # never blocking: a pipe can be smaller than 64 KiB (a user past the kernel's
+            # pipe-user-pages-soft gets one page), and nobody reads it yet
+            os.set_blocking(write, False)
             payload = b"".join(n.to_bytes(4, "little") for n in range(count))
             while payload:
                 payload = payload[os.write(write, payload):]
+        except BaseException:
+            os.close(read)
+            raise  # BlockingIOError where the pipe cannot hold them: no Tokens
         finally:
             os.close(write)
+        self._read: int | None = read
 
     def take(self) -> int | None:
         """The next number nobody took yet; None when none is left."""
@@ -158,7 +165,8 @@ class Tokens:
 
 
 def tokens(count: int) -> Tokens | None:
-    """Tokens of `count`, or None where no pipe can hold them (too many, no descriptor left)."""
+    """Tokens of `count`, or None where no pipe can hold them (too many, no descriptor left, a
+    pipe too small)."""
     try:
         return Tokens(count)
     except (OSError, ValueError):

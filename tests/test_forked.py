@@ -204,6 +204,15 @@ def test_tokens_hand_each_number_to_exactly_one_process():
         assert sum(1 for part in theirs if part) >= 1
         assert pool.take() is None
         assert tokens(Tokens.MAX_TOKENS + 1) is None and Tokens(0).take() is None
+        # a pipe that cannot hold them (one page, as the kernel gives a user past its limit): none, no hang
+        import fcntl
+        real_pipe = os.pipe
+        def small_pipe():
+            r, w = real_pipe()
+            fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ
+            return r, w
+        os.pipe = small_pipe
+        assert tokens(2000) is None and tokens(1000).take() == 0
         """)
     assert done.returncode == 0, done.stderr
 
