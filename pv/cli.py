@@ -52,6 +52,7 @@ class Main:
             if code is not None:
                 if itself:
                     _freeze()
+                    _end(code)
                 sys.exit(code)
         if itself:
             try:
@@ -71,6 +72,27 @@ def _freeze() -> None:
     import gc
 
     gc.freeze()
+
+
+def _end(code: int) -> None:
+    """End the `pv` process now, its report printed: tearing the interpreter down frees every
+    object one by one (0.05 to 0.1 s after 1,000 contracts or a large ledger) and frees nothing
+    anyone needs. Only where that teardown has nothing else to do: no exit handler registered
+    (coverage.py's, an embedding tool's), no other thread, the output flushed (else the usual
+    exit, which meets the same error)."""
+    import atexit
+    import os
+    import threading
+
+    ncallbacks = getattr(atexit, "_ncallbacks", None)
+    if ncallbacks is None or ncallbacks() != 0 or threading.active_count() != 1 or not isinstance(code, int):
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001 - e.g. a closed pipe: the usual exit reports it as before
+        return
+    os._exit(code)
 
 
 def group() -> Any:

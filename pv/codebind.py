@@ -85,14 +85,30 @@ def _canonical_walk(tree: ast.AST) -> str:
 
 def digest_source(data: bytes) -> str:
     """The digest of one module's source. Unparseable source (a syntax error, nesting too deep
-    for the parser) is digested as bytes, so it still binds — any edit makes it differ."""
+    for the parser) is digested as bytes, so it still binds — any edit makes it differ.
+
+    The text is _canonical of the tree after _strip_docstrings, written by pv.astcanon with the
+    docstrings left out as it goes (the same text: tests/test_codebind.py compares them), so the
+    tree is only read: it may be one another reader parsed from these bytes (pv.sourcetrees),
+    and is offered to the readers that follow (pv.codeunits digests the same modules' units)."""
+    from pv import sourcetrees
+    from pv.astcanon import canonical_text
+
     try:
-        tree = ast.parse(data)
-        _strip_docstrings(tree)
-        text = "ast:" + _canonical(tree)
+        tree = sourcetrees.shared(data) or ast.parse(data)
+        sourcetrees.share(data, tree)
+        text = "ast:" + canonical_text(tree, lambda: _stripped_walk(data), strip_docstrings=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return "raw-" + hashlib.sha256(data).hexdigest()[: DIGEST_CHARS - 4]
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
+
+
+def _stripped_walk(data: bytes) -> str:
+    """The definition of digest_source's text, for a tree too deep to recurse: its own parse,
+    docstrings removed in place, written by the stack walk."""
+    tree = ast.parse(data)
+    _strip_docstrings(tree)
+    return _canonical_walk(tree)
 
 
 def _read(path: Path) -> bytes | None:

@@ -294,6 +294,7 @@ class UnitDigests:
         self._digests: dict[str, str | None] = {}
         try:  # the tree pv.staticcheck parsed from these bytes, if it did (only read here)
             self._tree: ast.Module | None = sourcetrees.shared(data) or ast.parse(data)
+            sourcetrees.share(data, self._tree)  # while this holds it: pv.codebind digests whole modules too
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             self._tree = None
             self._digests[MODULE_UNIT] = raw_units(data).digests[MODULE_UNIT]

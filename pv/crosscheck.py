@@ -485,22 +485,25 @@ def check_all(files: Iterable[LoadedContract]) -> list[Diagnostic]:
 
 
 def unique_ids(files: list[LoadedContract]) -> list[Diagnostic]:
-    sites: dict[tuple[str, str], list[_Site]] = {}
+    # (file, index) per id, in the order met; a _Site is made only for an id met twice
+    found: dict[tuple[str, str], list[tuple[LoadedContract, int]]] = {}
     for loaded in files:
         cid = _dict(loaded.data.get(K.METADATA.key)).get(K.CONTRACT_ID.key)
         if isinstance(cid, str):
-            sites.setdefault(("PV301", cid), []).append(_Site(loaded, K.CONTRACT_ID.at()))
+            found.setdefault(("PV301", cid), []).append((loaded, 0))
         for i, f in _falsifiers(loaded.data):
             if isinstance(f.get(K.FALSIFIER_ID.key), str):
-                sites.setdefault(("PV302", f[K.FALSIFIER_ID.key]), []).append(_Site(loaded, K.FALSIFIER_ID.at(i)))
+                found.setdefault(("PV302", f[K.FALSIFIER_ID.key]), []).append((loaded, i))
         for i, o in _obligations(loaded.data):
             if isinstance(o.get(K.OBLIGATION_ID.key), str):
-                sites.setdefault(("PV303", o[K.OBLIGATION_ID.key]), []).append(_Site(loaded, K.OBLIGATION_ID.at(i)))
+                found.setdefault(("PV303", o[K.OBLIGATION_ID.key]), []).append((loaded, i))
     words = {"PV301": "contract", "PV302": "falsifier", "PV303": "obligation"}
     out = []
-    for (code, ident), where in sites.items():
-        if len(where) < 2:
+    for (code, ident), met in found.items():
+        if len(met) < 2:
             continue
+        where = [_Site(loaded, K.CONTRACT_ID.at() if code == "PV301" else
+                       (K.FALSIFIER_ID if code == "PV302" else K.OBLIGATION_ID).at(i)) for loaded, i in met]
         for site in where:
             others = ", ".join(o.where() for o in where if o is not site)
             out.append(_d(site.loaded, site.pos, code, f"duplicate {words[code]} id {ident!r}, also at {others}",

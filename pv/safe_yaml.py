@@ -15,6 +15,7 @@ Files are also capped in size, and binary, non-UTF-8 or empty files are rejected
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import re
 import stat
@@ -54,8 +55,14 @@ class _FastSafeLoader(_Loader):  # type: ignore[misc, valid-type]
 
     _memo: dict[str, str] = {}
 
-    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
-        if kind is yaml.ScalarNode:
+    # The composer tells the resolver each node it enters and leaves, for path resolvers; the
+    # safe loader has none (checked below), so those calls do nothing: here they are C builtins
+    # that ignore their arguments instead of two Python calls per node.
+    descend_resolver = staticmethod(operator.is_)  # (node, index) -> ignored
+    ascend_resolver = staticmethod(tuple)  # () -> ignored
+
+    def resolve(self, kind: Any, value: Any, implicit: Any, _scalar: Any = yaml.ScalarNode) -> str:
+        if kind is _scalar:
             if not implicit[0]:
                 return _STR
             memo = _FastSafeLoader._memo
@@ -70,6 +77,10 @@ class _FastSafeLoader(_Loader):  # type: ignore[misc, valid-type]
         return _MAP if kind is yaml.MappingNode else _SEQ
 
 
+if _Loader.yaml_path_resolvers:  # pragma: no cover - PyYAML's safe loader declares none
+    del _FastSafeLoader.descend_resolver, _FastSafeLoader.ascend_resolver
+
+
 @dataclass
 class LoadedContract:
     path: Path
@@ -82,6 +93,36 @@ class LoadedContract:
     node: Any = field(default=None, repr=False)
     # pv.loadcache.data_digest of `data`, where pv.loadcache had its encoding at hand (else None)
     data_sha256: str | None = field(default=None, repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        """`contract` of a file a worker process checked (pv.validation): it travels without its
+        model (pickling and unpickling every model cost more than the few the parent asks for),
+        and the schema accepted its data, so the model is that data validated again, built
+        where it is first asked for. Only a missing attribute comes here."""
+        summary = self.__dict__.get("_accepted")
+        if name == "contract" and summary is not None:
+            from pv.schema import Contract
+
+            self.contract = Contract.model_validate(self.data)
+            return self.contract
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def without_model(self) -> None:
+        """Drop the validated model, keeping what a run counts of it (accepted(): its number of
+        falsifiers and declared status); `contract` is built again from the data when asked."""
+        contract = self.__dict__.get("contract")
+        if contract is not None:
+            self._accepted = (len(contract.falsification_tests), contract.metadata.status)
+            del self.contract
+
+    def accepted(self) -> tuple[int, Any] | None:
+        """(number of falsifiers, declared status) where the schema accepted the file, else None;
+        without building a model that without_model() dropped."""
+        summary = self.__dict__.get("_accepted")
+        if summary is not None and "contract" not in self.__dict__:
+            return summary
+        contract = self.contract
+        return None if contract is None else (len(contract.falsification_tests), contract.metadata.status)
 
     # --- positions -------------------------------------------------------------------------
 
@@ -419,12 +460,27 @@ def _read_regular(path: Path) -> bytes | None:
     """The file's bytes, at most MAX_BYTES + 1 of them (enough to tell it is over the cap), or
     None when it is not a regular file. A FIFO would block the read forever and /dev/zero never
     end, so the kind is checked on the opened descriptor (no race with a rename) before reading;
-    O_NONBLOCK keeps the open itself from waiting for a FIFO's writer."""
+    O_NONBLOCK keeps the open itself from waiting for a FIFO's writer. Read until the end or the
+    cap, the first read sized by the file's size (a read of the cap's size allocated a megabyte
+    for every few-kilobyte contract)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return None
-        return handle.read(MAX_BYTES + 1)
+        left = MAX_BYTES + 1
+        parts = []
+        size = st.st_size + 1  # the whole file and its end in one read, unless it grows meanwhile
+        while left > 0:
+            chunk = os.read(fd, min(size, left))
+            if not chunk:
+                break
+            parts.append(chunk)
+            left -= len(chunk)
+            size = 1 << 16
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 def _size(path: Path, read: int) -> int:

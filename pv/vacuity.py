@@ -166,9 +166,24 @@ def _unfailing_reason(query: Any, budget: Any) -> str:
 
 
 def outcome(parsed: expr.Expression, observations: dict[str, Any]) -> bool | None:
-    """The verdict pv.expr gives these observations: True (holds), False, None (an error)."""
+    """The verdict pv.expr gives these observations: True (holds), False, None (an error).
+
+    `expr.judge(parsed, observations).holds`, without the Judgement: the same evaluation, the
+    same NaN rule and the same margin computed (where it raises, so did judge), in judge's order
+    (tests/test_vacuity.py compares the two)."""
     try:
-        return expr.judge(parsed, observations).holds
+        evaluator = expr._Evaluator(observations)
+        body = parsed.tree.body
+        holds = evaluator.value(body)
+        if not isinstance(holds, bool):
+            return None  # judge: "gives ..., not true/false"
+        for name in parsed.names:  # judge's `observed`, in its order: a NaN measurement never holds
+            if name in observations:
+                value = expr._number(name, observations[name])
+                if isinstance(value, float) and math.isnan(value):
+                    return False
+        evaluator.margin(body)
+        return holds
     except (expr.ExprError, expr.EvalError, TypeError, ArithmeticError, ValueError, RecursionError):
         return None
 
@@ -187,7 +202,7 @@ def concrete_witnesses(parsed: expr.Expression) -> tuple[dict[str, Any] | None, 
     """(observations judged false, observations judged true), each None if not found."""
     names = sorted(parsed.names)
     pool: list[float] = []  # built when the specials run out (most predictions are settled by them)
-    rng = random.Random(zlib.crc32(parsed.text.encode()))
+    rng: random.Random | None = None  # seeded then too: the same draws, and most predictions need none
     found: dict[bool, dict[str, Any] | None] = {False: None, True: None}
 
     # Only a bare name at the top level must be a boolean observation (judge() wants true/false
@@ -211,12 +226,30 @@ def concrete_witnesses(parsed: expr.Expression) -> tuple[dict[str, Any] | None, 
             env = {n: SPECIALS[i] for n in names}
         else:
             pool = pool or _value_pool(parsed)
+            rng = rng or random.Random(zlib.crc32(parsed.text.encode()))
             env = {n: rng.choice(pool) for n in names}
         if judge(env):
             break
-        if links and judge(_repair(env, links)):
-            break
+        if links:
+            repaired = _repair(env, links)
+            # the same observations judged again would find nothing new (no bound could be evaluated)
+            if not _same(repaired, env) and judge(repaired):
+                break
     return found[False], found[True]
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two observation sets are the same values: equal floats of the same sign (0.0 and
+    -0.0 are judged apart), or the very same objects. A NaN is never the same as anything."""
+    if a.keys() != b.keys():
+        return False
+    for key, x in a.items():
+        y = b[key]
+        if x is y:
+            continue
+        if not (type(x) is float and type(y) is float and x == y and math.copysign(1.0, x) == math.copysign(1.0, y)):
+            return False
+    return True
 
 
 def _value_pool(parsed: expr.Expression) -> list[float]:
@@ -258,8 +291,8 @@ def _repair(env: dict[str, Any], links: list[tuple[str, type, ast.AST]]) -> dict
     env = dict(env)
     for _ in range(2):
         for name, op, bound_node in links:
-            try:
-                bound = float(expr.Expression(text="", tree=ast.Expression(body=bound_node)).evaluate(env))
+            try:  # what expr.Expression(..., tree=ast.Expression(body=bound_node)).evaluate(env) computes
+                bound = float(expr._Evaluator(env).value(bound_node))
             except (expr.EvalError, TypeError, ValueError, ArithmeticError, RecursionError):
                 continue
             if not math.isfinite(bound):

@@ -2,8 +2,11 @@
 
 `validate(workspace, files)` loads every contract of the contracts dir (so cross-checks see
 them all), checks the selected files, and returns a `Report` holding only their
-diagnostics. Large sets are checked in forked worker processes (`jobs_for`). Nothing here
-imports torch, jinja2 or pytest: check bindings are verified by parsing (pv.staticcheck).
+diagnostics. Large sets are checked in this process and forked children (`jobs_for`). Where
+nothing is remembered or recorded (`PV_NO_CACHE=1`), a smaller set's per-file checks run in a
+child beside PV501, and PV501's contracts are judged in two halves (pv.forked): the report is
+the one process's, byte for byte (tests/test_forked.py). Nothing here imports torch, jinja2 or
+pytest: check bindings are verified by parsing (pv.staticcheck).
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import gc
 import glob
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,28 +123,44 @@ def _validate_pv(workspace: Workspace, selected: list[Path], report: Report, str
         scope.setdefault(Path(os.path.abspath(p)), p)
     items = [(resolved, path, display(path), resolved in chosen) for resolved, path in scope.items()]
     shown = {name for _, _, name, is_selected in items if is_selected}
-    diagnostics: list[Diagnostic] = []
     ctx.load_facts.get("")  # read before any worker is forked: each inherits it
     if jobs > 1 and not os.environ.get("PV_JOBS") and _mostly_remembered(items, ctx):
         jobs = 1  # after an edit: what is left to compute costs less than forking and pickling
-    checked = _check_files(items, ctx, jobs)
-    ctx.file_facts.save()
-    ctx.load_facts.save()
-    ctx.index.save()
-    for (resolved, _, _, _), (loaded, found) in zip(items, checked):
-        diagnostics += found
+    beside, loads = None, []
+    if jobs == 1 and _unremembered():
+        # nothing remembered or recorded: the per-file checks run in a forked child beside PV501
+        loads = [_load_one(item, ctx) for item in items]
+        if (_claims([load[0] for (resolved, _, _, _), load in zip(items, loads) if resolved in chosen])
+                and _idle_core()):
+            from pv.forked import Forked
+
+            beside = Forked(lambda: _check_loaded(items, loads, ctx))
+            if not beside.forked:  # checked here first, as without a child (PV501 reuses their syntax trees)
+                beside = None
+        checked = None if beside is not None else [_checked(item, load, ctx) for item, load in zip(items, loads)]
+    else:
+        checked = _check_files(items, ctx, jobs)
+        ctx.file_facts.save()
+        ctx.load_facts.save()
+        ctx.index.save()
+    for (resolved, _, _, _), (loaded, *_) in zip(items, checked if checked is not None else loads):
         if loaded is not None:
             report.loaded[resolved] = loaded
-            if resolved in chosen and loaded.contract is not None:
+            accepted = loaded.accepted() if resolved in chosen else None
+            if accepted is not None:
                 report.contracts += 1
-                report.falsifiers += len(loaded.contract.falsification_tests)
+                report.falsifiers += accepted[0]
+    across: list[Diagnostic] = []
     try:
-        diagnostics += [d for d in crosscheck.check_all(report.loaded.values()) if d.path in shown]
+        across = [d for d in crosscheck.check_all(report.loaded.values()) if d.path in shown]
     except Exception as exc:  # noqa: BLE001
         where = display(workspace.pyproject) if workspace.pyproject else str(workspace.contracts_dir)
-        diagnostics.append(internal_error(where, exc))
-    diagnostics += declared_status(workspace, [c for p, c in report.loaded.items() if p in chosen])
-    report.diagnostics = sorted(diagnostics, key=sort_key)
+        across.append(internal_error(where, exc))
+    claimed = declared_status(workspace, [c for p, c in report.loaded.items() if p in chosen])
+    if beside is not None:
+        checked = [(load[0], found) for load, found in zip(loads, beside.result())]
+    diagnostics: list[Diagnostic] = [d for _, found in checked for d in found]
+    report.diagnostics = sorted(diagnostics + across + claimed, key=sort_key)
     return report
 
 
@@ -190,36 +208,82 @@ PARALLEL_MIN_FILES = 200
 worker processes (`PV_JOBS=1` turns that off, `PV_JOBS=N` sets the number), unless pv's caches
 already hold nearly every file (a run after an edit: one process is faster then)."""
 
-_WORKER_CTX = None  # the crosscheck.Context a forked worker inherits
-
-
 def _check_one(item, ctx) -> tuple:
     """Load one file and, when it is selected, check it: (LoadedContract | None, diagnostics)."""
-    from pv import crosscheck
+    return _checked(item, _load_one(item, ctx), ctx)
+
+
+def _load_one(item, ctx) -> tuple:
+    """The first half of _check_one: (LoadedContract | None, its problems, what loading raised)."""
     from pv.loader import load_contract
 
-    _, path, name, is_selected = item
-    loaded, problems = None, []
+    _, path, name, _ = item
     try:
         loaded, problems = load_contract(path, name, ctx.load_facts)
-        if not is_selected:
-            return loaded, []
+    except Exception as exc:  # noqa: BLE001 - a bug in pv must not hide the other problems
+        return None, [], exc
+    return loaded, problems, None
+
+
+def _checked(item, load: tuple, ctx) -> tuple:
+    """The second half of _check_one: the loaded file checked (when selected)."""
+    from pv import crosscheck
+
+    _, _, name, is_selected = item
+    loaded, problems, failed = load
+    if not is_selected:
+        return loaded, []
+    if failed is not None:
+        return loaded, problems + [internal_error(name, failed)]
+    try:
         if loaded is not None:
-            problems += crosscheck.check_file(loaded, ctx)
+            problems = problems + crosscheck.check_file(loaded, ctx)
         return loaded, problems
     except Exception as exc:  # noqa: BLE001 - a bug in pv must not hide the other problems
-        return loaded, problems + [internal_error(name, exc)] if is_selected else []
+        return loaded, problems + [internal_error(name, exc)]
 
 
-def _worker(item) -> tuple:
-    loaded, found = _check_one(item, _WORKER_CTX)
-    if loaded is not None:
-        loaded.node = None  # the parent re-composes the few files whose positions it needs
+def _check_loaded(items: list, loads: list, ctx) -> list[list[Diagnostic]]:
+    """Each file's diagnostics, _checked from what _load_one made of it (in a forked child)."""
+    return [_checked(item, load, ctx)[1] for item, load in zip(items, loads)]
+
+
+def _unremembered() -> bool:
+    """Whether this run remembers and records nothing (PV_NO_CACHE=1): work done in a forked
+    child then leaves nothing behind that the run needs but its value (pv.forked)."""
+    from pv import cache
+
+    return not cache.enabled()
+
+
+def _idle_core() -> bool:
+    from pv.forked import idle_core
+
+    return idle_core()
+
+
+def _claims(loaded: list) -> bool:
+    """Whether some of these files declares a status above DRAFT (PV501 judges its evidence)."""
+    from pv.schema import STATUS_RANK
+
+    return any(c is not None and (a := c.accepted()) is not None and STATUS_RANK.get(a[1], 0) > 0 for c in loaded)
+
+
+def _taken(items: list, chunks: list, tokens, ctx) -> tuple:
+    """What a forked child hands back of the files of the chunks it took: {index: (LoadedContract
+    without its node tree and model, diagnostics)}, and the facts and inputs it found, which the
+    parent remembers and records as the run's."""
     from pv import readlog
 
-    # the parent remembers the facts, and records what the worker read as inputs of the run
-    return loaded, found, (_WORKER_CTX.file_facts.take_added(), _WORKER_CTX.load_facts.take_added(),
-                           readlog.take_noted(), _WORKER_CTX.index.take_added())
+    checked = {}
+    for chunk in iter(tokens.take, None):
+        for n in chunks[chunk]:
+            checked[n] = loaded, _ = _check_one(items[n], ctx)
+            if loaded is not None:
+                loaded.node = None  # the parent re-composes the few files whose positions it needs
+                loaded.without_model()  # and validates again the few models it needs (PV501's claiming contracts)
+    return checked, (ctx.file_facts.take_added(), ctx.load_facts.take_added(), readlog.take_noted(),
+                     ctx.index.take_added())
 
 
 def _mostly_remembered(items: list, ctx) -> bool:
@@ -249,29 +313,42 @@ def jobs_for(count: int) -> int:
 
 
 def _check_files(items: list, ctx, jobs: int = 1) -> list[tuple]:
-    import threading
+    """_check_one of every item; with `jobs` > 1, in that many processes: this one and forked
+    children (pv.forked), each taking the next chunk of files nobody took (pv.forked.Tokens: a
+    process slowed by a busy core takes fewer), this one reading what each child hands back
+    once no chunk is left (collecting results while checking competed with its own files, and
+    an idle parent was a core unused). A file a child took but did not hand back is checked
+    here."""
+    size = max(1, len(items) // (jobs * 16))
+    chunks = [range(start, min(start + size, len(items))) for start in range(0, len(items), size)]
+    from pv.forked import tokens as make_tokens
 
-    # fork only where it is safe: Linux, and no other thread that could hold a lock
-    if jobs > 1 and len(items) > 1 and sys.platform.startswith("linux") and threading.active_count() == 1:
-        global _WORKER_CTX
+    tokens = make_tokens(len(chunks)) if jobs > 1 and len(items) > 1 else None
+    if tokens is not None:
+        from pv import readlog
+        from pv.forked import Forked
+
         try:
-            import multiprocessing
-
-            _WORKER_CTX = ctx
-            with multiprocessing.get_context("fork").Pool(jobs) as pool:
-                results = pool.map(_worker, items, chunksize=max(1, len(items) // (jobs * 4)))
-            from pv import readlog
-
-            for _, _, (facts, load_facts, noted, index_facts) in results:
+            children = [Forked(lambda: _taken(items, chunks, tokens, ctx), here=lambda: None) for _ in range(jobs - 1)]
+            checked: list = [None] * len(items)
+            for chunk in iter(tokens.take, None):
+                for n in chunks[chunk]:
+                    checked[n] = loaded, _ = _check_one(items[n], ctx)
+                    if loaded is not None:
+                        loaded.node = None  # as the children's: memory for the next file's tree, not kept for a position
+        finally:
+            tokens.close()
+        for child in children:
+            handed = child.result()
+            if handed is not None:  # checked in the child: what it found is the run's too
+                results, (facts, load_facts, noted, index_facts) = handed
                 ctx.file_facts.merge(facts)
                 ctx.load_facts.merge(load_facts)
                 readlog.merge_noted(noted)
                 ctx.index.merge(index_facts)
-            return [(loaded, found) for loaded, found, _ in results]
-        except Exception:  # noqa: BLE001 - no fork, no semaphores, a worker lost: check them here
-            pass
-        finally:
-            _WORKER_CTX = None
+                for n, result in results.items():
+                    checked[n] = result
+        return [result if result is not None else _check_one(item, ctx) for item, result in zip(items, checked)]
     return [_check_one(item, ctx) for item in items]
 
 
@@ -282,7 +359,7 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
     contract's evidence is judged again."""
     from pv.schema import STATUS_RANK
 
-    claiming = [c for c in loaded if c.contract is not None and STATUS_RANK.get(c.contract.metadata.status, 0) > 0]
+    claiming = [c for c in loaded if (a := c.accepted()) is not None and STATUS_RANK.get(a[1], 0) > 0]
     if not claiming:
         return []
     try:
@@ -304,6 +381,21 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
 
             # once, not per contract; after an edit, only the lines of the contracts judged again (pv.ledgerindex)
             groups = ledgerindex.groups(workspace.root, workspace.ledger, [c.contract.metadata.id for c, _ in todo])
+            from pv.forked import tokens as make_tokens
+
+            tokens = make_tokens(len(todo)) if len(todo) > 1 and _unremembered() and _idle_core() else None
+            if tokens is not None:
+                # nothing recorded per contract: judged here and in a forked child (it has the groups),
+                # each taking the next contract nobody took
+                from pv.forked import Forked
+
+                judge = _Judge(workspace, groups)
+                try:
+                    beside = Forked(lambda: judge.taken(todo, tokens), here=lambda: None)
+                    mine = judge.taken(todo, tokens)
+                finally:
+                    tokens.close()
+                return found + judge.in_order(todo, [mine, beside.result()])
             shared = None  # one tree and one index for every contract when nothing is recorded (PV_NO_CACHE=1)
             tree, indexes = None, []
             for contract, key in todo:
@@ -331,6 +423,56 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
         return found
     except Exception as exc:  # noqa: BLE001
         return [internal_error(display(workspace.ledger), exc)]
+
+
+class _Judge:
+    """PV501's shares where nothing is recorded or remembered: declared_status's loop without its
+    recordings, one tree and one index for every contract this process judges."""
+
+    def __init__(self, workspace: Workspace, groups: dict) -> None:
+        self.workspace, self.groups = workspace, groups
+        self._check: tuple | None = None
+
+    def share(self, contract) -> list[Diagnostic]:
+        from pv import declared
+        from pv.identity import EvidenceCheck
+
+        if self._check is None:
+            from pv.codebind import TreeDigests
+            from pv.staticcheck import ModuleIndex
+
+            self._check = (TreeDigests(self.workspace.root, persist=True), ModuleIndex(self.workspace.root, autosave=False))
+        check = EvidenceCheck(self.workspace, [contract], *self._check)
+        return declared.declared_status_diagnostics([contract], self.groups, check, self.workspace.subject_param)
+
+    def taken(self, todo: list, tokens) -> tuple[dict[int, list[Diagnostic]], tuple[int, Exception] | None]:
+        """The share of each contract of `todo` this process takes, up to the first that raised:
+        ({index: share}, (its index, what it raised) or None)."""
+        shares: dict[int, list[Diagnostic]] = {}
+        for n in iter(tokens.take, None):
+            try:
+                shares[n] = self.share(todo[n][0])
+            except Exception as exc:  # noqa: BLE001 - raised by in_order, where the loop would meet it
+                return shares, (n, exc)
+        return shares, None
+
+    def in_order(self, todo: list, handed: list) -> list[Diagnostic]:
+        """The shares in todo's order, as one loop over todo gives them: each process's, a contract
+        that a child took but did not hand back judged here, and the first failure in that order
+        raised (tokens are taken in order: a contract nobody took comes after every failure)."""
+        shares: dict[int, list[Diagnostic]] = {}
+        failed: dict[int, Exception] = {}
+        for part in handed:
+            if part is not None:
+                shares.update(part[0])
+                if part[1] is not None:
+                    failed[part[1][0]] = part[1][1]
+        out: list[Diagnostic] = []
+        for n, (contract, _) in enumerate(todo):
+            if n in failed:
+                raise failed[n]
+            out += shares[n] if n in shares else self.share(contract)
+        return out
 
 
 def _placed(diagnostics: list[Diagnostic], judged_sha256: str, loaded) -> list[Diagnostic]:

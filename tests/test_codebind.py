@@ -176,3 +176,68 @@ def test_unparseable_source_has_a_digest_as_wide_as_any_other():
     raw = codebind.digest_source(b"def broken(:\n")
     assert raw.startswith("raw-") and len(raw) == len(codebind.digest_source(b"x = 1\n")) == codebind.DIGEST_CHARS
     assert raw != codebind.digest_source(b"def broken(:\n\n")  # any edit still differs
+
+
+def _digest_as_defined(data: bytes) -> str:
+    """digest_source's definition: its own parse, docstrings removed in place, the stack walk."""
+    import ast
+    import hashlib
+
+    try:
+        tree = ast.parse(data)
+        codebind._strip_docstrings(tree)
+        text = "ast:" + codebind._canonical_walk(tree)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "raw-" + hashlib.sha256(data).hexdigest()[: codebind.DIGEST_CHARS - 4]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[: codebind.DIGEST_CHARS]
+
+
+def test_a_module_digest_is_its_definition_and_leaves_a_shared_tree_as_it_was():
+    """digest_source writes the text without the docstrings instead of removing them from the
+    tree first, so it may digest a tree other readers share (pv.sourcetrees): the same digest
+    as the definition on pv's, the runtime's and the tests' sources and on docstring-only
+    bodies, and the shared tree unchanged."""
+    import ast
+
+    import pv
+    from pv import sourcetrees
+
+    repo = Path(pv.__file__).resolve().parent.parent
+    sources = [p.read_bytes() for d in ("pv", "pvlab", "pvpack", "tests") for p in sorted((repo / d).rglob("*.py"))]
+    sources += [b'"""Only a docstring."""\n', b'class A:\n    """Doc."""\n\n\ndef f():\n    """Doc."""\n',
+                b'def f():\n    """Doc."""\n    """Second."""\n', b'async def g():\n    "doc"\n    return 1\n',
+                b'x = 1\n"""Not a docstring."""\n', b"def f():\n    'doc'\n    def g():\n        'inner'\n"]
+    assert len(sources) > 300
+    for data in sources:
+        assert codebind.digest_source(data) == _digest_as_defined(data), data[:80]
+    data = b'"""Doc."""\nclass A:\n    """Doc."""\n    x = 1\n'
+    tree = ast.parse(data)
+    before = ast.dump(tree)
+    sourcetrees.share(data, tree)
+    assert codebind.digest_source(data) == _digest_as_defined(data)
+    assert ast.dump(tree) == before
+
+
+def test_a_module_too_deep_to_recurse_is_digested_as_defined(monkeypatch):
+    """Where the recursive writer runs out of stack, the definition's stack walk writes it."""
+    import sys
+
+    data = b"x = " + b"-" * 400 + b"1\n"
+    expected = _digest_as_defined(data)
+    walked: list[bytes] = []
+    monkeypatch.setattr(codebind, "_stripped_walk", lambda d: walked.append(d) or _digest_text(d))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(250)
+    try:
+        assert codebind.digest_source(data) == expected
+    finally:
+        sys.setrecursionlimit(limit)
+    assert walked == [data]
+
+
+def _digest_text(data: bytes) -> str:
+    import ast
+
+    tree = ast.parse(data)
+    codebind._strip_docstrings(tree)
+    return codebind._canonical_walk(tree)

@@ -317,7 +317,10 @@ def test_a_digest_is_shared_only_while_the_file_stays_as_it_was_hashed(tmp_path,
 
 
 # `pv` itself (main() with no arguments, as the console script calls it), reporting what it loaded
-PROCESS_PROBE = PROBE.replace("main(sys.argv[1:])", "main()")
+# `pv` itself ends with os._exit once its report is out (pv.cli._end): here that exit is a
+# SystemExit with its status, so the probe can say what was loaded
+PROCESS_PROBE = ("import os\ndef _exit(code):\n    raise SystemExit(code)\nos._exit = _exit\n"
+                 + PROBE.replace("main(sys.argv[1:])", "main()"))
 
 
 @pytest.mark.parametrize("args", [[], ["-q"], ["--format", "json"], ["--format=json", "-q"], ["--no-strict-bindings"],

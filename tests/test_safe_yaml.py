@@ -237,3 +237,36 @@ def test_a_nesting_limit_inside_compose_is_pv108(tmp_path, monkeypatch):
 def test_a_syntax_error_is_still_pv101(tmp_path):
     loaded, problems = read_yaml(write(tmp_path, "a: [1, 2\nb: 3\n"), "c.yaml")
     assert loaded is None and only_code(problems) == "PV101"
+
+
+def test_a_file_is_read_whole_up_to_one_byte_past_the_cap(tmp_path):
+    """_read_regular sizes its first read by the file's size: the bytes are a plain read's, up to
+    MAX_BYTES + 1 of them, whatever the size (empty, small, at the cap, past it)."""
+    for size in (0, 1, 4095, 65_537, safe_yaml.MAX_BYTES, safe_yaml.MAX_BYTES + 1, safe_yaml.MAX_BYTES + 70_000):
+        data = bytes(range(256)) * (size // 256) + bytes(range(size % 256))
+        path = write(tmp_path, data, f"f{size}.yaml")
+        assert safe_yaml._read_regular(path) == data[: safe_yaml.MAX_BYTES + 1], size
+
+
+def test_the_composer_gives_the_safe_loaders_nodes_without_its_resolver_calls():
+    """The loader answers the composer's descend/ascend calls with C builtins (the safe loader
+    has no path resolvers): every node, tag, value, style and mark is the safe loader's (the C
+    composer's, where PyYAML has libyaml)."""
+    import pv
+
+    assert not safe_yaml._Loader.yaml_path_resolvers
+    repo = Path(pv.__file__).resolve().parent.parent
+    texts = [p.read_text() for p in sorted((repo / "contracts").glob("*.yaml"))]
+    texts += ["a: &x [1, {b: !!str 2, c: [yes, ~, 1.5, 2026-01-02]}]\nd: *x\n'q': |\n  text\n? [k]\n: v\n"]
+
+    def shape(node):
+        head = (type(node).__name__, node.tag, node.start_mark.index, node.end_mark.index,
+                getattr(node, "style", None), getattr(node, "flow_style", None))
+        if isinstance(node, yaml.ScalarNode):
+            return head + (node.value,)
+        if isinstance(node, yaml.MappingNode):
+            return head + tuple((shape(k), shape(v)) for k, v in node.value)
+        return head + tuple(shape(item) for item in node.value)
+
+    for text in texts:
+        assert shape(yaml.compose(text, Loader=safe_yaml._FastSafeLoader)) == shape(yaml.compose(text, Loader=safe_yaml._Loader))

@@ -292,3 +292,118 @@ def test_a_decision_spends_the_same_units_whatever_was_decided_before_it():
         vacuity._decide_text.cache_clear()
     assert alone.solver_units == after.solver_units and alone.solver_calls == after.solver_calls
     assert alone.refused == after.refused and "cannot be evaluated for any observation" in after.refused
+
+
+def _witnesses_as_before(parsed: expr.Expression) -> tuple:
+    """concrete_witnesses as it was written before its two shortcuts (the generator seeded up
+    front; a repaired set judged even where it equals the set just judged): the reference."""
+    import ast
+    import random
+    import zlib
+
+    names = sorted(parsed.names)
+    pool: list[float] = []
+    rng = random.Random(zlib.crc32(parsed.text.encode()))
+    found: dict = {False: None, True: None}
+    body = parsed.tree.body
+    boolean_names = {body.id} if isinstance(body, ast.Name) else set()
+
+    def judge(env):
+        variants = [env]
+        if boolean_names:
+            variants.append({k: bool(v) if k in boolean_names and v in (0.0, 1.0) else v for k, v in env.items()})
+        for candidate in variants:
+            verdict = vacuity.outcome(parsed, candidate)
+            if verdict is not None and found[verdict] is None:
+                found[verdict] = dict(candidate)
+        return found[False] is not None and found[True] is not None
+
+    links = vacuity._bound_links(parsed.tree.body)
+    for i in range(vacuity.CONCRETE_BUDGET):
+        if i < len(vacuity.SPECIALS):
+            env = {n: vacuity.SPECIALS[i] for n in names}
+        else:
+            pool = pool or vacuity._value_pool(parsed)
+            env = {n: rng.choice(pool) for n in names}
+        if judge(env):
+            break
+        if links and judge(vacuity._repair(env, links)):
+            break
+    return found[False], found[True]
+
+
+def _same_witnesses(a, b) -> bool:
+    """Equal observation sets, value by value and sign of zero by sign of zero."""
+    def key(found):
+        return None if found is None else sorted((k, type(v).__name__, repr(v)) for k, v in found.items())
+    return all(key(x) == key(y) for x, y in zip(a, b))
+
+
+def test_the_concrete_search_finds_what_it_found_before_its_shortcuts():
+    """The random generator is seeded only when the specials run out, and a repaired set equal
+    to the set just judged (no bound could be evaluated) is not judged again: the witnesses,
+    and so every decision, are those of the search without either shortcut."""
+    import random
+
+    rng = random.Random(29)
+    texts = TAUTOLOGIES + CONTRADICTIONS + HONEST + [
+        "val_loss < 0.67 * ln(vocab_size)", "abs(val_loss - train_loss) < 0.6 and val_loss > 0.01",
+        "max_abs_diff <= 6e-5 and argmax_agree", "x == -y and y < 1", "x == y - y", "ln(x) < 1 and x > -0.0",
+        "x < 1e308 * 10 and x > 5e-324", "sqrt(x) <= y and ln(y) > 0", "x ** y == 1 and y != 0",
+        "1 / x > 0 and x == -y", "x % 2 == 1", "max(x, y, z) < 1 and z == x - y",
+    ]
+    ops, atoms = ["+", "-", "*", "/", "**", "%"], ["x", "y", "0", "1", "-1", "0.5", "1e-300", "1e300", "inf"]
+    for _ in range(300):  # random predictions: comparisons of random terms, joined by and/or
+        terms = [f"{rng.choice(atoms)} {rng.choice(ops)} {rng.choice(atoms)}" for _ in range(3)]
+        cmp = [rng.choice(["<", "<=", ">", ">=", "==", "!="]) for _ in range(2)]
+        texts.append(f"{terms[0]} {cmp[0]} {terms[1]} {rng.choice(['and', 'or'])} y {cmp[1]} {terms[2]}")
+    compared = 0
+    for text in texts:
+        try:
+            parsed = expr.parse(text)
+        except expr.ExprError:
+            continue
+        compared += 1
+        assert _same_witnesses(vacuity.concrete_witnesses(parsed), _witnesses_as_before(parsed)), text
+    assert compared > 250
+
+
+def test_observation_sets_are_the_same_only_value_for_value_and_zero_sign_for_zero_sign():
+    nan = math.nan
+    assert vacuity._same({"x": 1.0, "y": 2.0}, {"y": 2.0, "x": 1.0})
+    assert vacuity._same({"x": nan}, {"x": nan})  # the very same object
+    assert not vacuity._same({"x": float("nan")}, {"x": float("nan")})
+    assert not vacuity._same({"x": 0.0}, {"x": -0.0})
+    assert not vacuity._same({"x": 1.0}, {"x": 1.0, "y": 1.0})
+    assert not vacuity._same({"x": 1.0}, {"x": True})
+    assert not vacuity._same({"x": 1.0}, {"x": 1.5})
+
+
+def test_an_outcome_is_the_verdict_judge_gives():
+    """vacuity.outcome evaluates as expr.judge does without making a Judgement: the same verdict,
+    or None where judge raises, on numbers, booleans, NaN, infinities, huge integers, text and
+    predictions whose margin raises (a chain cut short, an integer past a float's range)."""
+    import random
+
+    def by_judge(parsed, observations):
+        try:
+            return expr.judge(parsed, observations).holds
+        except (expr.ExprError, expr.EvalError, TypeError, ArithmeticError, ValueError, RecursionError):
+            return None
+
+    rng = random.Random(7)
+    texts = HONEST + TAUTOLOGIES + CONTRADICTIONS + [
+        "x < y < 1 / z", "x < (2 ** 64) ** 64", "x == (2 ** 64) ** 64 and y < 1", "flag", "not flag and x > 1",
+        "x", "x + 1", "x > 1 and flag", "abs(x - y) <= 1e-3 * max(1, abs(y))", "ln(x) < y", "x % y == 0",
+    ]
+    values = [0.0, -0.0, 1.0, -1.0, 0.5, 1e308, -1e308, math.inf, -math.inf, math.nan, 5e-324, True, False, 0, 1,
+              -3, 10 ** 400, 2 ** 64, "text", None]
+    compared = 0
+    for text in texts:
+        parsed = expr.parse(text)
+        names = sorted(parsed.names)
+        for _ in range(40):
+            observations = {n: rng.choice(values) for n in names if rng.random() > 0.05}
+            assert vacuity.outcome(parsed, observations) == by_judge(parsed, observations), (text, observations)
+            compared += 1
+    assert compared > 2500
