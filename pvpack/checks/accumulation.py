@@ -29,8 +29,8 @@ import torch
 
 from ..protocol import GRADIENT_ACCUMULATION, GRADIENTS, IGNORE_INDEX, LOAD, LOGITS, TRAIN_STEP, Batch, TrainSettings
 from ._base import independent_loss, load, subject_of, uses
+from ._controls import seeded, tolerance_of
 from .evaluation import default_path
-from .parity import rtol_atol
 
 _TOLERANCE = {"float32": (1e-5, 1e-7), "bfloat16": (3e-2, 1e-5)}   # as the contract measured them
 
@@ -55,8 +55,7 @@ def ragged(batch: Batch, rows: int, min_len: int, max_len: int, seed: int) -> Ba
 def _stepped(model, batch: Batch, *, rng_seed: int) -> tuple[float, dict[str, torch.Tensor]]:
     """One train_step of `model` (then closed) with torch's generators in a state of their own:
     its loss and gradients."""
-    with torch.random.fork_rng(devices=[] if not torch.cuda.is_available() else None):
-        torch.manual_seed(rng_seed)
+    with seeded(rng_seed):
         loss = model.train_step(batch)
     gradients = model.gradients()
     model.close()
@@ -86,7 +85,7 @@ def accumulated_step_matches_full_batch(*, runtime, device: str, subject: str, p
     who = subject_of(subject)
     path = default_path(runtime, device, path)
     dtype = "bfloat16" if path != "reference" else "float32"
-    rtol, atol = rtol_atol(tolerance, dtype) if tolerance and dtype in tolerance else _TOLERANCE[dtype]
+    rtol, atol = tolerance_of(tolerance, dtype, _TOLERANCE)
     batch = ragged(who.train(1)[0], rows, min_len, max_len, seed)
     settings = TrainSettings(lr=1e-3, weight_decay=0.0, grad_clip=0.0, seed=seed)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from ..protocol import LOAD, LOGITS, REFERENCE, SAVE, STATE, TRAIN_STEP, TrainSettings
-from ._base import load, subject_of, torch_device, uses
+from ._base import load, subject_of, uses
 
 
 def _copies(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -48,7 +48,6 @@ def saved_model_reloads_exactly(*, runtime, device: str, subject: str, path: str
     and after the load), logits_max_abs_ref, trained_vs_subject (largest difference between
     the trained weights and the subject's: > 0, else nothing distinguishes the saved directory
     from the subject's file), steps."""
-    torch_device(device)
     who = subject_of(subject)
     inputs = who.heldout(1)[0].inputs[:rows]
     original = load(runtime, who, device, path)

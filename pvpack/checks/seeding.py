@@ -24,6 +24,7 @@ import torch
 
 from ..protocol import LOAD, RANDOM, RANDOM_INIT, STATE, TRAIN_STEP, TrainSettings
 from ._base import subject_of, torch_device, uses
+from ._controls import seeded
 
 
 def _copies(state) -> dict[str, torch.Tensor]:
@@ -63,8 +64,7 @@ def random_init_is_seeded(*, runtime, device: str, subject: str, path: str = "re
         drawn = {n for n in names if a[n].numel() and not torch.equal(a[n], c[n])}
         batch = who.train(1)[0]
         for model in (first, second):   # each from the state a fresh process with this seed starts in
-            with torch.random.fork_rng(devices=[] if not torch.cuda.is_available() else None):
-                torch.manual_seed(seed)
+            with seeded(seed):
                 model.train_step(batch)
         stepped = _largest_change(_copies(first.state()), _copies(second.state()), names)
     finally:
