@@ -2,7 +2,8 @@
 (tests/pack/families_tiny.py: Qwen2, Llama, Llama with attention biases, Mistral's sliding
 window, Gemma, Gemma2, Phi-3's fused projections, GPT-NeoX, GPT-2's learned positions and
 Conv1D, OPT), judged by pv's harness with the predictions of the contracts that run them
-(causal-logits, gradient-accumulation-pack, adamw-update, checkpoint-reload, seeded-init),
+(causal-logits, independent-rows, gradient-accumulation-pack, adamw-update, checkpoint-reload,
+seeded-init),
 their sizes cut to the families' 4 x 16 batches: each PASSes, or is an ERROR that says why (the
 fast path of Gemma2, which transformers cannot run with SDPA; accumulation on the families built
 with dropout, whose steps differ by their draws)."""
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from pvpack.checks import accumulation, causality, optimizer, roundtrip, seeding
+from pvpack.checks import accumulation, batching, causality, optimizer, roundtrip, seeding
 
 import families_tiny
 from test_families import NO_FAST_PATH, judge, subjects  # noqa: F401 - the module's subject fixture
@@ -31,6 +32,9 @@ RELOAD = (roundtrip.saved_model_reloads_exactly, {"path": "reference", "steps": 
           "missing_tensors == 0 and extra_tensors == 0 and dtype_changes == 0 and shape_changes == 0 "
           "and state_max_abs_diff == 0 and logits_max_abs_diff <= 1e-6 * logits_max_abs_ref "
           "and trained_vs_subject > 0 and tensors >= 1")
+ROWS = (batching.rows_are_independent, {"rows": 4},
+        "alone_max_abs_diff <= tol and reordered_max_abs_diff <= tol and rows_differing == 0 "
+        "and distinct_rows == rows and rows >= 4")
 SEEDED = (seeding.random_init_is_seeded, {"path": "reference", "seed": 0, "lr": 1e-3, "step_rtol": 1e-3},
           "same_seed_max_abs_diff == 0 and same_seed_step_max_abs_diff <= step_tol and drawn_tensors >= 1 "
           "and matrices_constant == 0 and shape_mismatches == 0 and tensors >= 1")
@@ -40,6 +44,8 @@ SEEDED = (seeding.random_init_is_seeded, {"path": "reference", "seed": 0, "lr": 
 DROPOUT = {"gpt2", "opt"}
 CASES = {"causality-reference": (CAUSAL[0], {**CAUSAL[1], "path": "reference"}, CAUSAL[2]),
          "causality-fast": (CAUSAL[0], {**CAUSAL[1], "path": "fast"}, CAUSAL[2]),
+         "rows-reference": (ROWS[0], {**ROWS[1], "path": "reference"}, ROWS[2]),
+         "rows-fast": (ROWS[0], {**ROWS[1], "path": "fast"}, ROWS[2]),
          "accumulation": ACCUMULATION, "adamw": ADAMW, "reload": RELOAD, "seeded": SEEDED}
 
 
@@ -52,7 +58,7 @@ def test_each_training_claim_holds_on_each_family(family, case, subjects):  # no
     if case == "accumulation" and family in DROPOUT:
         assert outcome.verdict == "ERROR" and "not deterministic" in (outcome.message or ""), outcome.message
         return
-    if case == "causality-fast" and family in NO_FAST_PATH:
+    if case in ("causality-fast", "rows-fast") and family in NO_FAST_PATH:
         assert outcome.verdict == "ERROR" and "scaled_dot_product_attention" in (outcome.message or ""), \
             outcome.message
         return

@@ -79,7 +79,13 @@ class Attention(nn.Module):
         else:
             scores = q @ k.transpose(-2, -1) / math.sqrt(C // H)
             y = scores.masked_fill(future_keys(T, x.device), float("-inf")).softmax(dim=-1) @ v
-        return self.o(y.transpose(1, 2).reshape(B, T, C))
+        return self.o(merge_heads(y))
+
+
+def merge_heads(y: torch.Tensor) -> torch.Tensor:
+    """(B, H, T, D) attention outputs -> (B, T, H * D), each position's heads side by side."""
+    B, H, T, D = y.shape
+    return y.transpose(1, 2).reshape(B, T, H * D)
 
 
 def future_keys(length: int, device: torch.device) -> torch.Tensor:

@@ -232,3 +232,18 @@ def nano_adam_l2_weight_decay():
 
     with _swapped(nanotrainer.train, "build_optimizer", build_optimizer):
         yield
+
+
+@mutant("nano_heads_merged_across_rows")
+def nano_heads_merged_across_rows():
+    """The attention output's heads are merged with `transpose(0, 2)` where `transpose(1, 2)` is
+    meant: for a batch of one the two lay the values out alike, for a larger batch each row
+    receives slices of the others. A test at batch size 1 cannot see it. Seam:
+    nanotrainer.model.merge_heads."""
+
+    def merge_heads(y):
+        B, H, T, D = y.shape
+        return y.transpose(0, 2).reshape(B, T, H * D)
+
+    with _swapped(nanotrainer.model, "merge_heads", merge_heads):
+        yield
