@@ -53,6 +53,11 @@ def build_optimizer(model: GPT, tc: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=tc.lr, betas=tc.betas, eps=tc.eps)
 
 
+def clip_gradients(model: GPT, max_norm: float) -> None:
+    """Scale every gradient by one factor so their global L2 norm is at most max_norm."""
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+
 class Trainer:
     def __init__(self, model: GPT, tc: TrainConfig):
         self.model, self.tc = model, tc
@@ -70,7 +75,7 @@ class Trainer:
         loss = self.model.loss(ids, ids if labels is None else labels)
         loss.backward()
         if self.tc.grad_clip:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.grad_clip)
+            clip_gradients(self.model, self.tc.grad_clip)
         self.optimizer.step()
         self.step += 1
         return loss.item()

@@ -247,3 +247,20 @@ def nano_heads_merged_across_rows():
 
     with _swapped(nanotrainer.model, "merge_heads", merge_heads):
         yield
+
+
+@mutant("nano_clip_per_parameter")
+def nano_clip_per_parameter():
+    """Each parameter's gradient is clipped to max_norm on its own, not the whole gradient by its
+    global norm: large tensors are cut, small ones pass, and the update's direction changes.
+    Imitates calling clip_grad_norm_ inside the loop over parameters. Seam:
+    nanotrainer.train.clip_gradients."""
+    import torch
+
+    def clip_gradients(model, max_norm):
+        for parameter in model.parameters():
+            if parameter.grad is not None:
+                torch.nn.utils.clip_grad_norm_([parameter], max_norm)
+
+    with _swapped(nanotrainer.train, "clip_gradients", clip_gradients):
+        yield
