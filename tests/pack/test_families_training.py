@@ -2,17 +2,17 @@
 (tests/pack/families_tiny.py: Qwen2, Llama, Llama with attention biases, Mistral's sliding
 window, Gemma, Gemma2, Phi-3's fused projections, GPT-NeoX, GPT-2's learned positions and
 Conv1D, OPT), judged by pv's harness with the predictions of the contracts that run them
-(causal-logits, independent-rows, gradient-accumulation-pack, gradient-clipping, adamw-update,
-checkpoint-reload, seeded-init),
+(causal-logits, independent-rows, gradient-accumulation-pack, gradient-clipping,
+gradient-correctness, adamw-update, checkpoint-reload, seeded-init),
 their sizes cut to the families' 4 x 16 batches: each PASSes, or is an ERROR that says why (the
-fast path of Gemma2, which transformers cannot run with SDPA; accumulation on the families built
-with dropout, whose steps differ by their draws)."""
+fast path of Gemma2, which transformers cannot run with SDPA; accumulation and gradient-correctness on
+the families built with dropout, whose steps differ by their draws)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pvpack.checks import accumulation, batching, causality, clipping, optimizer, roundtrip, seeding
+from pvpack.checks import accumulation, batching, causality, clipping, gradients, optimizer, roundtrip, seeding
 
 import families_tiny
 from test_families import NO_FAST_PATH, judge, subjects  # noqa: F401 - the module's subject fixture
@@ -38,6 +38,8 @@ ROWS = (batching.rows_are_independent, {"rows": 4},
 CLIP = (clipping.clipping_is_global, {"path": "reference", "clip_fraction": 0.25, "headroom": 4.0, "lr": 1e-3, "seed": 0},
         "raw_norm > 0 and names_differ == 0 and tensors >= 1 and clipped_max_rel_diff <= 1e-4 "
         "and 0.9999 <= clipped_norm_ratio <= 1.0001 and tensor_ratio_spread <= 1e-4 and unclipped_max_rel_diff <= 1e-4")
+GRADIENTS = (gradients.gradient_matches_finite_differences, {"path": "reference", "rows": 2, "step": 1e-2, "seed": 0},
+             "worst_rel_err <= 0.02 and missing_gradients == 0 and tensors_checked >= 1")
 SEEDED = (seeding.random_init_is_seeded, {"path": "reference", "seed": 0, "lr": 1e-3, "step_rtol": 1e-3},
           "same_seed_max_abs_diff == 0 and same_seed_step_max_abs_diff <= step_tol and drawn_tensors >= 1 "
           "and matrices_constant == 0 and shape_mismatches == 0 and tensors >= 1")
@@ -49,7 +51,7 @@ CASES = {"causality-reference": (CAUSAL[0], {**CAUSAL[1], "path": "reference"}, 
          "causality-fast": (CAUSAL[0], {**CAUSAL[1], "path": "fast"}, CAUSAL[2]),
          "rows-reference": (ROWS[0], {**ROWS[1], "path": "reference"}, ROWS[2]),
          "rows-fast": (ROWS[0], {**ROWS[1], "path": "fast"}, ROWS[2]),
-         "accumulation": ACCUMULATION, "clipping": CLIP, "adamw": ADAMW, "reload": RELOAD, "seeded": SEEDED}
+         "accumulation": ACCUMULATION, "clipping": CLIP, "gradients": GRADIENTS, "adamw": ADAMW, "reload": RELOAD, "seeded": SEEDED}
 
 
 @pytest.mark.slow
@@ -58,6 +60,9 @@ CASES = {"causality-reference": (CAUSAL[0], {**CAUSAL[1], "path": "reference"}, 
 def test_each_training_claim_holds_on_each_family(family, case, subjects):  # noqa: F811
     check, params, prediction = CASES[case]
     outcome = judge(check, params, prediction, subjects(family))
+    if case == "gradients" and family in DROPOUT:
+        assert outcome.verdict == "ERROR" and "draws random numbers" in (outcome.message or ""), outcome.message
+        return
     if case == "accumulation" and family in DROPOUT:
         assert outcome.verdict == "ERROR" and "not deterministic" in (outcome.message or ""), outcome.message
         return
