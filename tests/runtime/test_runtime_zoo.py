@@ -37,10 +37,14 @@ def test_tiny_trained_is_far_better_than_uniform_on_held_out_data(tiny_trained_d
 
 
 @pytest.mark.slow
-def test_tiny_trained_is_cached_after_the_first_call(tiny_trained_dir):
-    started = time.monotonic()
+def test_tiny_trained_is_cached_after_the_first_call(tiny_trained_dir, monkeypatch):
+    """A second call finds the build and trains nothing (was a "< 1 s" timing, which failed at
+    1.08 s on a loaded 2-core machine: the question is whether it trains, not how fast)."""
+    def train(recipe, progress):
+        raise AssertionError("tiny_trained trained again instead of reusing its cached build")
+
+    monkeypatch.setattr(zoo, "_train", lambda recipe, progress: (lambda out: train(recipe, progress)))
     assert zoo.tiny_trained() == tiny_trained_dir
-    assert time.monotonic() - started < 1.0
 
 
 def test_tiny_random_shares_the_tokenizer_and_split_and_scores_near_uniform(tmp_path):
