@@ -84,6 +84,43 @@ def test_a_core_is_free_where_fewer_tasks_run_than_there_are_cores(monkeypatch, 
     assert forked.idle_core()  # asked for
 
 
+def test_a_child_of_this_process_still_running_leaves_its_core_counted_free():
+    """A child whose value this process has not read yet is not another's load: while it runs
+    (state R) it is not counted among the runnable tasks, once read it is gone from the count."""
+    done = _python("""
+        import os, time
+        from pv import forked
+        assert forked.available()
+        forked.os.sched_getaffinity = lambda pid: {0, 1}
+        real_open = open
+        running = [2]  # this process and its spinning child
+
+        def fake(path, *args, **kwargs):
+            if path == "/proc/loadavg":
+                import io
+                return io.BytesIO(f"0.5 0.4 0.3 {running[0]}/90 1234".encode())
+            return real_open(path, *args, **kwargs)
+
+        import builtins
+        builtins.open = fake
+        parent = os.getpid()
+        child = forked.Forked(lambda: [time.time() for _ in range(3_000_000)][:0] if os.getpid() != parent else None)
+        assert child.forked
+        deadline = time.time() + 5  # a fresh child is runnable at once; allow for a scheduler hiccup
+        while not forked._runnable(child._pid) and time.time() < deadline:
+            time.sleep(0.001)
+        free_beside_child = forked.idle_core()
+        running[0] = 3  # a third task, not ours: the machine's other core is busy
+        busy = forked.idle_core()
+        child.result()
+        running[0] = 2  # the child's value read: a second task is another's
+        after = forked.idle_core()
+        print(free_beside_child, busy, after, forked._CHILDREN)
+        """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "False", "set()"], done.stdout
+
+
 def test_no_child_is_forked_where_one_process_is_asked_for_or_threads_run():
     done = _python("""
         import os, threading, time
