@@ -406,6 +406,7 @@ def declared_status(workspace: Workspace, loaded: list) -> list[Diagnostic]:
                 from pv.forked import Forked
 
                 judge = _Judge(workspace, groups)
+                judge.warm()
                 try:
                     beside = Forked(lambda: judge.taken(todo, tokens), here=lambda: None)
                     mine = judge.taken(todo, tokens)
@@ -452,16 +453,35 @@ class _Judge:
         self.workspace, self.groups = workspace, groups
         self._check: tuple | None = None
 
-    def share(self, contract) -> list[Diagnostic]:
-        from pv import declared
-        from pv.identity import EvidenceCheck
-
+    def _digests(self) -> tuple:
         if self._check is None:
             from pv.codebind import TreeDigests
             from pv.staticcheck import ModuleIndex
 
             self._check = (TreeDigests(self.workspace.root, persist=True), ModuleIndex(self.workspace.root, autosave=False))
-        check = EvidenceCheck(self.workspace, [contract], *self._check)
+        return self._check
+
+    def warm(self) -> None:
+        """Before the processes that judge contracts split: what each would otherwise do on its
+        own whatever it judges, done once and inherited: the mutants module's scan (its syntax
+        trees, which the evidence's digests read again, held by the index) and the code
+        generator's template (jinja2). Only answers that the judging computes the same way
+        when asked; a failure here is left for the judging to meet."""
+        try:
+            from pv.codegen import TEMPLATE, _environment
+
+            module = self.workspace.mutants_module
+            if module:
+                self._digests()[1].mutant_defs(module)
+            _environment().get_template(TEMPLATE)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def share(self, contract) -> list[Diagnostic]:
+        from pv import declared
+        from pv.identity import EvidenceCheck
+
+        check = EvidenceCheck(self.workspace, [contract], *self._digests())
         return declared.declared_status_diagnostics([contract], self.groups, check, self.workspace.subject_param)
 
     def taken(self, todo: list, tokens) -> tuple[dict[int, list[Diagnostic]], tuple[int, Exception] | None]:

@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -285,6 +286,41 @@ def test_pv501_shares_are_reported_in_the_order_one_loop_meets_them(tmp_path, mo
     with pytest.raises(KeyError) as raised:  # the child's contract 1 lost, and it raises here first
         judge.in_order(todo, [failing[0], None])
     assert raised.value.args == ("boom",)
+
+
+def test_pv501_judged_after_warming_says_what_it_says_cold_and_a_failed_warming_changes_nothing(tmp_path, monkeypatch):
+    """_Judge.warm (before the split: the mutants scan and the template, inherited by the child)
+    only answers early what the judging asks; where it fails, the judging meets it as before."""
+    from pv import codegen
+    from pv.config import load_workspace
+    from pv.ledgerindex import groups
+    from pv.validation import _Judge, _load_one, display
+
+    ws = _claiming_workspace(tmp_path, monkeypatch, 4)
+    monkeypatch.setenv("PV_NO_CACHE", "1")
+    workspace = load_workspace(Path.cwd())
+    from pv.crosscheck import Context
+
+    ctx = Context(workspace)
+    loaded = [_load_one((Path(os.path.abspath(p)), p, display(p), True), ctx)[0] for p in workspace.contract_files()]
+    claiming = [c for c in loaded if c is not None and c.contract is not None]
+    grouped = groups(workspace.root, workspace.ledger, [c.contract.metadata.id for c in claiming])
+
+    def judged(warm) -> list:
+        judge = _Judge(workspace, grouped)
+        warm(judge)
+        return [d.format() for c in claiming for d in judge.share(c)]
+
+    cold = judged(lambda judge: None)
+    assert any("PV501" in d for d in cold)
+    assert judged(_Judge.warm) == cold
+
+    def fails():
+        raise RuntimeError("no templates here")
+
+    monkeypatch.setattr(codegen, "_environment", fails)
+    assert judged(_Judge.warm) == judged(lambda judge: None)
+    assert ws is not None
 
 
 # --- the process ends as soon as its report is out ------------------------------------------------
