@@ -20,6 +20,8 @@ import ast
 from typing import Callable
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_NAME, _CONSTANT = ast.Name, ast.Constant
+_MISSING = object()
 _HAS_DOCSTRING = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 _PASS = ast.Pass()
 
@@ -39,8 +41,31 @@ def _is_docstring(node: object) -> bool:
             and isinstance(node.value.value, str))
 
 
+# The whole text of a node of a class without fields (a context such as Load, an operator): the
+# same on every node, written without a call for it.
+_LEAVES: dict[type, str] = {cls: cls.__name__ + "()" for cls in vars(ast).values()
+                            if isinstance(cls, type) and issubclass(cls, ast.AST) and cls._fields == ()}
+_PLAIN = frozenset({str, int, float, complex, bool, bytes, type(None), type(...)})  # never a list, an AST, or == []
+
+
 def _emit(node: ast.AST, out: list[str], drop_functions: bool, strip_docstrings: bool) -> None:
-    head, fields, has_docstring = _FORMS.get(node.__class__) or _form(node.__class__)
+    cls = node.__class__
+    # The two commonest nodes, written at once where the general loop below would write the same
+    # text: a name (`Name(id=<repr>,ctx=Load())`) and a constant (its value and kind, each left
+    # out where None). Anything else about them (a field missing, a value of another type) takes
+    # the loop.
+    if cls is _NAME:
+        ident, ctx = getattr(node, "id", None), getattr(node, "ctx", None)
+        if ident.__class__ is str and ctx.__class__ in _LEAVES:
+            out.append(f"Name(id={ident!r},ctx={_LEAVES[ctx.__class__]})")
+            return
+    elif cls is _CONSTANT:
+        value, kind = getattr(node, "value", _MISSING), getattr(node, "kind", _MISSING)
+        if value.__class__ in _PLAIN and (kind is None or kind.__class__ is str):
+            out.append("Constant(" + ("" if value is None else f"value={value!r},")
+                       + ("" if kind is None else f"kind={kind!r},") + ")")
+            return
+    head, fields, has_docstring = _FORMS.get(cls) or _form(cls)
     out.append(head)
     for name, named, named_list in fields:
         try:
@@ -60,14 +85,21 @@ def _emit(node: ast.AST, out: list[str], drop_functions: bool, strip_docstrings:
                 continue
             out.append(named_list)
             for item in value:
-                if isinstance(item, ast.AST):
+                leaf = _LEAVES.get(item.__class__)
+                if leaf is not None:
+                    out.append(leaf)
+                elif isinstance(item, ast.AST):
                     _emit(item, out, drop_functions, strip_docstrings)
                 else:
                     out.append(repr(item) + ",")
             out.append("]")
         elif isinstance(value, ast.AST):
             out.append(named)
-            _emit(value, out, drop_functions, strip_docstrings)
+            leaf = _LEAVES.get(value.__class__)
+            if leaf is not None:
+                out.append(leaf)
+            else:
+                _emit(value, out, drop_functions, strip_docstrings)
         elif value != []:  # (what the stack walk tests; no non-list field value equals [])
             out.append(named)
             out.append(repr(value) + ",")

@@ -40,6 +40,9 @@ class Main:
             import gc
 
             gc.disable()
+            from pv import validation
+
+            validation.KEPT = []  # this process ends with os._exit (_end): nothing it built need be freed
         if argv[:1] == ["validate"] and kwargs.get("standalone_mode", True) and len(args) <= 1:
             from pv.replay import fast_validate
 

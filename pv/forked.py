@@ -46,7 +46,11 @@ def idle_core() -> bool:
     (Linux's /proc/loadavg counts this process among them). A child that only splits work this
     process could do itself (and costs more CPU in all: lost sharing, duplicated setup, copied
     pages) is forked only then: on a machine whose other cores are busy it would only be slower.
-    True where it cannot be told, and where PV_JOBS asks for more than one process."""
+    This process's own children whose value it has not read yet are not counted: each ends
+    within the run, and work split with a new child (Tokens) is taken by whichever process is
+    free (`pv validate` asked as its per-file child was ending, and a split lost to that race
+    was a third of a cold run). True where it cannot be told, and where PV_JOBS asks for more
+    than one process."""
     wanted = os.environ.get("PV_JOBS", "")
     if wanted.isdigit() and int(wanted) > 1:
         return True
@@ -56,7 +60,21 @@ def idle_core() -> bool:
         cores = len(os.sched_getaffinity(0))
     except (OSError, ValueError, IndexError, AttributeError):
         return True
-    return running < cores
+    return running - sum(map(_runnable, _CHILDREN)) < cores
+
+
+_CHILDREN: set[int] = set()  # this process's forked children whose value it has not read yet
+
+
+def _runnable(pid: int) -> bool:
+    """Whether process `pid` is running or waiting for a core (Linux's state R, a task
+    /proc/loadavg counts); False where it cannot be told."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] == b"R"
 
 
 class Forked:
@@ -95,6 +113,7 @@ class Forked:
                 os._exit(status)
         os.close(write)
         self._pid, self._pipe = pid, read
+        _CHILDREN.add(pid)
 
     @property
     def forked(self) -> bool:
@@ -104,6 +123,7 @@ class Forked:
         """The child's value; `here()` (by default `fn()`) computed here where it did not hand one back."""
         pid, pipe = self._pid, self._pipe
         self._pid = self._pipe = None
+        _CHILDREN.discard(pid)  # type: ignore[arg-type]
         if pid is not None and pipe is not None:
             payload = b""
             try:

@@ -61,3 +61,25 @@ def test_a_tree_too_deep_to_recurse_gets_the_stack_walks_text():
     assert codebind._canonical(tree) == codebind._canonical_walk(tree)
     assert codeunits._canonical_unit(tree, drop_functions=True) == codeunits._canonical_unit_walk(
         tree, drop_functions=True)
+
+
+def test_the_quick_texts_of_names_constants_and_fieldless_nodes_fall_back_where_they_would_differ():
+    """pv.astcanon writes a Name, a Constant and a node without fields (Load, an operator) at once;
+    every other shape of them (a field missing, a value that is a list, a tuple, a tree, a kind
+    that is not text) goes the general way: the same text as the stack walk either way."""
+    x = ast.Name(id="x", ctx=ast.Load())
+    odd = [
+        x, ast.Name(id="x"), ast.Name(ctx=ast.Store()), ast.Name(id=None, ctx=ast.Load()), ast.Name(id="x", ctx=x),
+        ast.Constant(value=1), ast.Constant(value=None), ast.Constant(value="s", kind="u"), ast.Constant(value=None, kind="u"),
+        ast.Constant(), ast.Constant(value=[1, [2]]), ast.Constant(value=[]), ast.Constant(value=(1, "a")),
+        ast.Constant(value=x), ast.Constant(value=1.5, kind=7), ast.Constant(value=b"\x00", kind=None),
+        ast.Constant(value=...), ast.Constant(value=True), ast.Constant(value=2j), ast.Constant(value=frozenset({1})),
+        ast.Compare(left=x, ops=[ast.Eq(), ast.NotIn()], comparators=[x, ast.Constant(3)]),
+        ast.BinOp(left=x, op=ast.Add(), right=ast.UnaryOp(op=ast.USub(), operand=ast.Constant(1))),
+        ast.BoolOp(op=ast.And(), values=[x, ast.Pass()]),
+    ]
+    for node in odd:
+        tree = ast.Module(body=[ast.Pass(), ast.Expr(node)], type_ignores=[])  # (not in a docstring's place)
+        assert codebind._canonical(tree) == codebind._canonical_walk(tree), ast.dump(node)
+        assert codeunits._canonical_unit(tree, drop_functions=True) == codeunits._canonical_unit_walk(
+            tree, drop_functions=True), ast.dump(node)

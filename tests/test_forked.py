@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -82,6 +83,43 @@ def test_a_core_is_free_where_fewer_tasks_run_than_there_are_cores(monkeypatch, 
     assert not forked.idle_core()  # another task holds the other core
     monkeypatch.setenv("PV_JOBS", "2")
     assert forked.idle_core()  # asked for
+
+
+def test_a_child_of_this_process_still_running_leaves_its_core_counted_free():
+    """A child whose value this process has not read yet is not another's load: while it runs
+    (state R) it is not counted among the runnable tasks, once read it is gone from the count."""
+    done = _python("""
+        import os, time
+        from pv import forked
+        assert forked.available()
+        forked.os.sched_getaffinity = lambda pid: {0, 1}
+        real_open = open
+        running = [2]  # this process and its spinning child
+
+        def fake(path, *args, **kwargs):
+            if path == "/proc/loadavg":
+                import io
+                return io.BytesIO(f"0.5 0.4 0.3 {running[0]}/90 1234".encode())
+            return real_open(path, *args, **kwargs)
+
+        import builtins
+        builtins.open = fake
+        parent = os.getpid()
+        child = forked.Forked(lambda: [time.time() for _ in range(3_000_000)][:0] if os.getpid() != parent else None)
+        assert child.forked
+        deadline = time.time() + 5  # a fresh child is runnable at once; allow for a scheduler hiccup
+        while not forked._runnable(child._pid) and time.time() < deadline:
+            time.sleep(0.001)
+        free_beside_child = forked.idle_core()
+        running[0] = 3  # a third task, not ours: the machine's other core is busy
+        busy = forked.idle_core()
+        child.result()
+        running[0] = 2  # the child's value read: a second task is another's
+        after = forked.idle_core()
+        print(free_beside_child, busy, after, forked._CHILDREN)
+        """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "False", "set()"], done.stdout
 
 
 def test_no_child_is_forked_where_one_process_is_asked_for_or_threads_run():
@@ -248,6 +286,41 @@ def test_pv501_shares_are_reported_in_the_order_one_loop_meets_them(tmp_path, mo
     with pytest.raises(KeyError) as raised:  # the child's contract 1 lost, and it raises here first
         judge.in_order(todo, [failing[0], None])
     assert raised.value.args == ("boom",)
+
+
+def test_pv501_judged_after_warming_says_what_it_says_cold_and_a_failed_warming_changes_nothing(tmp_path, monkeypatch):
+    """_Judge.warm (before the split: the mutants scan and the template, inherited by the child)
+    only answers early what the judging asks; where it fails, the judging meets it as before."""
+    from pv import codegen
+    from pv.config import load_workspace
+    from pv.ledgerindex import groups
+    from pv.validation import _Judge, _load_one, display
+
+    ws = _claiming_workspace(tmp_path, monkeypatch, 4)
+    monkeypatch.setenv("PV_NO_CACHE", "1")
+    workspace = load_workspace(Path.cwd())
+    from pv.crosscheck import Context
+
+    ctx = Context(workspace)
+    loaded = [_load_one((Path(os.path.abspath(p)), p, display(p), True), ctx)[0] for p in workspace.contract_files()]
+    claiming = [c for c in loaded if c is not None and c.contract is not None]
+    grouped = groups(workspace.root, workspace.ledger, [c.contract.metadata.id for c in claiming])
+
+    def judged(warm) -> list:
+        judge = _Judge(workspace, grouped)
+        warm(judge)
+        return [d.format() for c in claiming for d in judge.share(c)]
+
+    cold = judged(lambda judge: None)
+    assert any("PV501" in d for d in cold)
+    assert judged(_Judge.warm) == cold
+
+    def fails():
+        raise RuntimeError("no templates here")
+
+    monkeypatch.setattr(codegen, "_environment", fails)
+    assert judged(_Judge.warm) == judged(lambda judge: None)
+    assert ws is not None
 
 
 # --- the process ends as soon as its report is out ------------------------------------------------

@@ -285,6 +285,24 @@ def test_a_malformed_time_is_a_malformed_record_never_1970(tmp_path):
         record(1, time_utc="yesterday")
 
 
+@pytest.mark.parametrize("text", ["yesterday", "0", "2026-11-22", "2026-13-40T00:00:00Z", "2026-02-30T00:00:00Z",
+                                  "2026-11-22T24:00:00Z", "2026-11-22T03:01:60.5Z", "2026-11-22T03:01:02.123456Z",
+                                  "2024-02-29T23:59:59Z"])
+def test_a_record_refuses_exactly_the_times_parse_time_refuses_and_says_the_same(text):
+    """The record's validator checks without attaching the zone (pv.ledger._naive_time): the same
+    texts accepted, the same message where refused."""
+    try:
+        parse_time_says = str(ledger.parse_time(text))
+    except ValueError as exc:
+        parse_time_says = f"refused: {exc}"
+    try:
+        record(1, time_utc=text)
+        validator_says = "accepted"
+    except ValueError as exc:
+        validator_says = f"refused: {exc.errors()[0]['ctx']['error']}"
+    assert validator_says == ("accepted" if not parse_time_says.startswith("refused") else parse_time_says)
+
+
 def test_merge_refuses_a_record_from_the_future(ws, tmp_path):
     gpu = tmp_path / "gpu.jsonl"
     ledger.append(gpu, [record(1, falsifier_sha256=ws.sha["FALSIFY-DEMO-001"]),

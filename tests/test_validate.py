@@ -875,3 +875,26 @@ def test_a_first_run_writes_each_cache_file_once(vworkspace, monkeypatch):
     assert len(names) == len(set(names)), names
     assert not any(durable for _, durable in written)  # a cache is never worth an fsync
     assert "falsifiers" not in " ".join(names) and any("module-facts" in n for n in names), names
+
+
+def test_a_process_that_ends_without_teardown_keeps_what_the_run_built(vworkspace, monkeypatch):
+    """pv.validation.KEPT (set by `pv validate` itself, which ends with os._exit): the run's
+    structures are kept there instead of freed one by one, and the report is the same."""
+    import gc
+
+    from pv import validation
+    from pv.config import load_workspace
+
+    vworkspace.contract(("status: DRAFT", "status: ACTIVE_RUNTIME"))  # PV501 judges it (no ledger: no evidence)
+    monkeypatch.setenv("PV_NO_CACHE", "1")
+    monkeypatch.setenv("PV_JOBS", "1")
+    ws = load_workspace(Path.cwd())
+    freed = validation.checked_report(ws, ws.contract_files(), [], None, "pv")
+    monkeypatch.setattr(validation, "KEPT", [])
+    try:
+        kept = validation.checked_report(ws, ws.contract_files(), [], None, "pv")
+    finally:
+        gc.unfreeze()
+    assert validation.render(kept) == validation.render(freed)
+    assert "PV501" in validation.render(kept) and kept.loaded == {}
+    assert any(isinstance(part, dict) and len(part) == 1 for built in validation.KEPT for part in built)  # the loaded files
