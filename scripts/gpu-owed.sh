@@ -10,7 +10,7 @@
 #
 # Until SECONDS (default 560) from the start:
 # - the GPU: the small subjects' cuda cells of TINY_IDS, then their planted bugs of STRENGTH_IDS on cuda (`pv strength`, -j STRENGTH_JOBS, default 2), while
-#   the production-scale subject is built (or found in the cache), then each of CUDA_IDS on the
+#   the production-scale subject is built (or found in the cache); once both are done, each of CUDA_IDS on the
 #   subject's cuda cells (every runtime the falsifier names), the scale bugs, RANDOM_IDS on the
 #   random twin's cuda cells;
 # - then the CPU: CPU_PROCS workers (default 3) share CPU_IDS (then RANDOM_IDS) on the subject's
@@ -64,10 +64,11 @@ echo "owed: cuda ${CUDA_IDS:-} | cpu ${CPU_IDS:-} | random ${RANDOM_IDS:-} | tin
 strength=
 if [ -n "${TINY_IDS:-}${STRENGTH_IDS:-}" ] && [ ! -e "$done_dir/strength" ]; then
   # shellcheck disable=SC2086
-  ( if [ -n "${TINY_IDS:-}" ]; then  # the small subjects' cuda cells of falsifiers whose check changed
+  ( if [ -n "${TINY_IDS:-}" ] && [ ! -e "$done_dir/tiny" ]; then  # the small subjects' cuda cells of falsifiers whose check changed
       timeout --signal=INT --kill-after=10 "$(( $(left) - 5 ))" "$py" -m pv.cli run $TINY_IDS --device cuda \
         --skip-subject "$subject" --skip-subject "$subject-random" --ledger "$out/tiny-ledger.jsonl" > "$logs/tiny.log" 2>&1
-      echo "tiny cells: exit $?" >> "$logs/steps.txt"
+      rc=$?; echo "tiny cells: exit $rc" >> "$logs/steps.txt"
+      cut "$rc" || touch "$done_dir/tiny"
     fi
     [ -z "${STRENGTH_IDS:-}" ] && exit 0
     timeout --signal=INT --kill-after=10 "$(( $(left) - 5 ))" "$py" -m pv.cli strength $STRENGTH_IDS --device cuda -j "${STRENGTH_JOBS:-2}" \
@@ -84,6 +85,14 @@ if [ ! -e "$done_dir/build-$subject" ]; then
   echo "build: exit $? after $(( $(date +%s) - t0 )) s" >> "$logs/steps.txt"
 fi
 [ -e "$done_dir/build-$subject" ] || { echo "the subject did not build"; wait; pack; cat "$logs/steps.txt"; exit 1; }
+# The small subjects' pass and the subject's cells both want the GPU: beside `pv strength -j 2`
+# an H200's 0.5B CPU-GPU-001 cell, 56 s alone, was cut at 365 s. So the cells wait for the pass
+# (which had the build's time to itself); a pass that outlives the call is cut and resumes next
+# call, the cells after it.
+if [ -n "$strength" ]; then
+  wait "$strength" 2>/dev/null
+  strength=
+fi
 
 for id in ${CUDA_IDS:-}; do cell cuda "$subject" "$id" "$out/cuda-ledger.jsonl"; done
 if [ -n "${SCALE_BUGS:-}" ] && [ ! -e "$done_dir/scale-bugs" ] && (( $(left) > 60 )); then
