@@ -34,6 +34,7 @@ import torch
 from ..protocol import GRADIENTS, LOAD, LOSS, REFERENCE, TRAIN_STEP, Batch, TrainSettings
 from ._base import hf_weight_files, load, subject_of, uses
 from ._controls import seeded
+from .accumulation import ragged
 
 
 def _directions(gradients: dict[str, torch.Tensor], names: list[str], seed: int) -> dict[str, torch.Tensor]:
@@ -68,10 +69,12 @@ def _moved(source: Path, tensors: dict[str, torch.Tensor], name: str, delta: tor
 
 @uses(LOAD, TRAIN_STEP, GRADIENTS, LOSS)
 def gradient_matches_finite_differences(*, runtime, device: str, subject: str, path: str = REFERENCE, rows: int = 4,
-                                        step: float = 1e-2, seed: int = 0, max_tensors: int = 64) -> dict:
+                                        step: float = 1e-2, seed: int = 0, max_tensors: int = 64,
+                                        min_len: int = 0, max_len: int = 0) -> dict:
     """The gradient of one step on `device`/`path` (clipping off) against central differences
     of the reference path's loss on the CPU, tensor by tensor, on the first `rows` rows of a
-    training batch.
+    training batch; with max_len > 0, rows of min_len..max_len scored targets and the rest
+    padding (-100, accumulation.ragged): a backward that scores padding the forward masks shows.
 
     Observations: tensors_checked, worst_rel_err (largest |slope - difference| over
     max(|slope|, 1e-2 * the largest |difference|)), median_rel_err, worst_abs_err,
@@ -86,7 +89,7 @@ def gradient_matches_finite_differences(*, runtime, device: str, subject: str, p
     for file in files:
         tensors.update(load_file(str(file)))
     full = who.train(1)[0]
-    batch = Batch(full.inputs[:rows], full.targets[:rows])
+    batch = ragged(full, rows, min_len, max_len, seed) if max_len > 0 else Batch(full.inputs[:rows], full.targets[:rows])
 
     def stepped(rng_seed: int) -> tuple[float, dict[str, torch.Tensor]]:
         model = load(runtime, who, device, path, train=TrainSettings(lr=1e-3, grad_clip=0.0, seed=seed))

@@ -91,3 +91,12 @@ def test_a_step_that_is_not_the_loss_is_refused(monkeypatch):
     monkeypatch.setattr(adapter.TransformersModel, "train_step", lambda self, batch: 1.5 * original(self, batch))
     with pytest.raises(RuntimeError, match="not the function differenced"):
         gradients.gradient_matches_finite_differences(runtime="transformers", **CALL)
+
+
+def test_padded_rows_pass_on_pvlab_and_the_padding_is_real():
+    """Rows of 8..32 scored targets (padding after): the reference path still matches, and the
+    batch the check judged really had padding (its step loss differs from the unpadded one's)."""
+    padded = gradients.gradient_matches_finite_differences(runtime="pvlab", **{**CALL, "min_len": 8, "max_len": 32})
+    plain = gradients.gradient_matches_finite_differences(runtime="pvlab", **CALL)
+    assert holds(padded), padded
+    assert padded["largest_difference"] != plain["largest_difference"]
