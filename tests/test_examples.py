@@ -193,7 +193,7 @@ NANO_MUTANTS = ("nano_checkpoint_keys_not_loaded", "nano_fused_qkv_drops_bias", 
                 "nano_loss_ignores_reduction", "nano_loss_targets_not_shifted", "nano_evaluate_averages_batch_means",
                 "nano_trainer_reinitialises_weights", "nano_generate_samples", "nano_warmup_never_warms",
                 "nano_lr_set_after_step", "nano_reference_mask_sees_next_key", "nano_adam_l2_weight_decay",
-                "nano_heads_merged_across_rows", "nano_clip_per_parameter")
+                "nano_heads_merged_across_rows", "nano_clip_per_parameter", "nano_tied_head_detached")
 
 
 def adopt_nanotrainer(project: Project) -> None:
@@ -232,19 +232,20 @@ def nanotrainer(tmp_path: Path) -> Project:
 
 @pytest.mark.slow  # trains nano-trained (seconds), then one pytest process per planted bug
 def test_nanotrainer_example_end_to_end(nanotrainer: Project):
-    """The seed falsifiers, pv's learning-rate falsifier and five more of the pack's claims
-    (causality, the AdamW update, the save/load round trip, independent rows, clipping) PASS on nanotrainer on the cpu (its
+    """The seed falsifiers, pv's learning-rate falsifier and six more of the pack's claims
+    (causality, the AdamW update, the save/load round trip, independent rows, clipping, gradient
+    correctness) PASS on nanotrainer on the cpu (its
     subjects built by itself), each planted bug is KILLED by the falsifier that declares it, and
     the dashboard says so (the seed contract stays DRAFT_PARTIAL_DISCHARGE until its cuda cells
     run on a GPU; the schedule's is cpu-only)."""
     project = nanotrainer
     validate = project.run("pv", "validate")
-    assert "3 contracts, 14 falsifiers: 0 errors, 0 warnings" in validate.stdout, validate.stdout
+    assert "3 contracts, 15 falsifiers: 0 errors, 0 warnings" in validate.stdout, validate.stdout
     project.run("pv", "generate")
     project.run("pv", "generate", "--check")
 
     run = project.run("pv", "run", "--all", "--device", "cpu", timeout=900)  # trains nano-trained first
-    assert "14 passed, 0 falsified, 0 errored" in run.stdout, run.stdout
+    assert "15 passed, 0 falsified, 0 errored" in run.stdout, run.stdout
     records = project.ledger()
     assert {(r["runtime"], r["runtime_version"], r["verdict"]) for r in records} == {
         ("nanotrainer", "nanotrainer 0.1.0", "PASS")}
@@ -267,7 +268,7 @@ def test_nanotrainer_example_end_to_end(nanotrainer: Project):
 
     # every cpu cell discharged and every planted bug killed; the cuda cells wait for a GPU
     status = project.run("pv", "status")
-    assert "falsifiers discharged: cpu 14/14, cuda 0/13; mutants killed 18/18 (100%)" in status.stdout, status.stdout
+    assert "falsifiers discharged: cpu 15/15, cuda 0/14; mutants killed 19/19 (100%)" in status.stdout, status.stdout
     assert "nanotrainer-pack: DRAFT_PARTIAL_DISCHARGE (declared DRAFT)" in status.stdout, status.stdout
     assert "nanotrainer-seeds: DRAFT_PARTIAL_DISCHARGE (declared DRAFT)" in status.stdout, status.stdout
     assert "nanotrainer-lr-schedule: ACTIVE_RUNTIME (declared DRAFT)" in status.stdout, status.stdout

@@ -15,7 +15,8 @@ either). Each direction is the step's own gradient for the tensor plus a random 
 normalised: a gradient that points the wrong way, has the wrong length, or is missing (zero)
 all move the difference away from the reported slope.
 
-Assumes: Hugging Face tensors in `model*.safetensors` (the subject's weights are moved by name),
+Assumes: the checkpoint's weights in `model*.safetensors` under the names `gradients` uses (Hugging
+Face names, or the runtime's own where its load() reads its own: they are moved by name),
 `gradients` are what the step applied with clipping off, `loss` is the mean next-token loss the
 step differentiates (the step's reported loss must match it within 1 %, else an ERROR), and the
 step draws no random numbers (two steps under different seeds must give one loss, else an ERROR

@@ -264,3 +264,27 @@ def nano_clip_per_parameter():
 
     with _swapped(nanotrainer.train, "clip_gradients", clip_gradients):
         yield
+
+
+@mutant("nano_tied_head_detached")
+def nano_tied_head_detached():
+    """The tied output head multiplies by the embedding detached: the logits are bit-identical,
+    but the embedding learns only from its input role, never from the head's. Imitates
+    `F.linear(h, embed.weight.detach())` written to save memory. Only a check of the gradient
+    against the loss sees it (the loss still falls). Seam: nanotrainer.model.GPT.forward."""
+    import torch
+    import torch.nn.functional as F
+
+    def forward(self, ids):
+        autocast = self.fast and ids.device.type == "cuda"
+        with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=autocast):
+            x = self.embed(ids)
+            if self.pos is not None:
+                x = x + self.pos(torch.arange(ids.shape[1], device=ids.device))
+            for block in self.blocks:
+                x = block(x, self.fast)
+            weight = self.head.weight.detach() if self.cfg.tie_embeddings else self.head.weight
+            return F.linear(self.ln_f(x), weight, self.head.bias).float()
+
+    with _swapped(nanotrainer.model.GPT, "forward", forward):
+        yield
