@@ -88,6 +88,12 @@ def merge_heads(y: torch.Tensor) -> torch.Tensor:
     return y.transpose(1, 2).reshape(B, T, H * D)
 
 
+def output_head(model: "GPT", h: torch.Tensor) -> torch.Tensor:
+    """(B, T, d_model) final hidden states -> (B, T, V) logits (the head, tied to the embedding
+    when the config says so)."""
+    return model.head(h)
+
+
 def future_keys(length: int, device: torch.device) -> torch.Tensor:
     """(T, T) True where key j lies after query i: what the reference path's attention masks."""
     return torch.ones(length, length, dtype=torch.bool, device=device).triu(1)
@@ -143,7 +149,7 @@ class GPT(nn.Module):
                 x = x + self.pos(torch.arange(ids.shape[1], device=ids.device))
             for block in self.blocks:
                 x = block(x, self.fast)
-            return self.head(self.ln_f(x)).float()
+            return output_head(self, self.ln_f(x)).float()
 
     def loss(self, ids: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
         """Next-token cross-entropy: position t predicts labels[t + 1]; IGNORE_INDEX is not scored."""

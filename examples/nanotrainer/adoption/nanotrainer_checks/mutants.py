@@ -271,20 +271,12 @@ def nano_tied_head_detached():
     """The tied output head multiplies by the embedding detached: the logits are bit-identical,
     but the embedding learns only from its input role, never from the head's. Imitates
     `F.linear(h, embed.weight.detach())` written to save memory. Only a check of the gradient
-    against the loss sees it (the loss still falls). Seam: nanotrainer.model.GPT.forward."""
-    import torch
+    against the loss sees it (the loss still falls). Seam: nanotrainer.model.output_head."""
     import torch.nn.functional as F
 
-    def forward(self, ids):
-        autocast = self.fast and ids.device.type == "cuda"
-        with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=autocast):
-            x = self.embed(ids)
-            if self.pos is not None:
-                x = x + self.pos(torch.arange(ids.shape[1], device=ids.device))
-            for block in self.blocks:
-                x = block(x, self.fast)
-            weight = self.head.weight.detach() if self.cfg.tie_embeddings else self.head.weight
-            return F.linear(self.ln_f(x), weight, self.head.bias).float()
+    def output_head(model, h):
+        weight = model.head.weight.detach() if model.cfg.tie_embeddings else model.head.weight
+        return F.linear(h, weight, model.head.bias)
 
-    with _swapped(nanotrainer.model.GPT, "forward", forward):
+    with _swapped(nanotrainer.model, "output_head", output_head):
         yield
