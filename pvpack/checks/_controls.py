@@ -1,5 +1,6 @@
-"""What a check holds fixed around the runtime it drives: the tolerance it judges a dtype by, and
-the state of torch's random generators while the runtime steps."""
+"""What a check holds fixed around the runtime it drives: the dtype a path computes in and the
+tolerance it judges that dtype by, the state of torch's random generators while the runtime
+steps, and the one step whose loss and gradients several checks read."""
 
 from __future__ import annotations
 
@@ -7,6 +8,14 @@ import contextlib
 from typing import Iterator, Mapping
 
 import torch
+
+from ..protocol import REFERENCE, Batch, Model
+
+
+def path_dtype(path: str) -> str:
+    """The dtype `path` computes in, which names the tolerance a check judges it by: float32 on
+    the reference path, bfloat16 on a fast one."""
+    return "float32" if path == REFERENCE else "bfloat16"
 
 
 def tolerance_of(tolerance: Mapping[str, Mapping[str, float]] | None, dtype: str,
@@ -26,3 +35,15 @@ def seeded(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[] if not torch.cuda.is_available() else None):
         torch.manual_seed(seed)
         yield
+
+
+def stepped(model: Model, batch: Batch, *, rng_seed: int) -> tuple[float, dict[str, torch.Tensor]]:
+    """One train_step of `model` on `batch` with torch's generators `seeded(rng_seed)`, then
+    `model` closed: the loss the step reported and the gradients it applied (float64, on the
+    CPU, by parameter name)."""
+    try:
+        with seeded(rng_seed):
+            loss = model.train_step(batch)
+        return loss, {name: g.detach().to("cpu", torch.float64) for name, g in model.gradients().items()}
+    finally:
+        model.close()

@@ -27,39 +27,13 @@ import math
 
 import torch
 
-from ..protocol import GRADIENT_ACCUMULATION, GRADIENTS, IGNORE_INDEX, LOAD, LOGITS, TRAIN_STEP, Batch, TrainSettings
+from ..protocol import GRADIENT_ACCUMULATION, GRADIENTS, IGNORE_INDEX, LOAD, LOGITS, TRAIN_STEP, TrainSettings
 from ._base import independent_loss, load, subject_of, uses
-from ._controls import seeded, tolerance_of
+from ._batches import ragged
+from ._controls import path_dtype, stepped, tolerance_of
 from .evaluation import default_path
 
 _TOLERANCE = {"float32": (1e-5, 1e-7), "bfloat16": (3e-2, 1e-5)}   # as the contract measured them
-
-
-def ragged(batch: Batch, rows: int, min_len: int, max_len: int, seed: int) -> Batch:
-    """The first `rows` rows of `batch`, cut to max_len positions, each scoring only its first n
-    targets (n spread evenly over [min_len, max_len], in a seeded order): right padding, as a
-    batch of documents of different lengths has it. Positions after a row's end keep their
-    tokens; in a causal model they cannot change the scored positions."""
-    if rows > batch.inputs.shape[0] or max_len > batch.inputs.shape[1] or not 1 <= min_len <= max_len:
-        raise ValueError(f"a ragged batch of {rows} rows of {min_len}..{max_len} tokens cannot be cut from a "
-                         f"{tuple(batch.inputs.shape)} batch")
-    lengths = torch.linspace(min_len, max_len, rows).round().long()
-    lengths = lengths[torch.randperm(rows, generator=torch.Generator().manual_seed(seed))]
-    inputs = batch.inputs[:rows, :max_len].clone()
-    targets = batch.targets[:rows, :max_len].clone()
-    for row, n in enumerate(lengths.tolist()):
-        targets[row, n:] = IGNORE_INDEX
-    return Batch(inputs, targets)
-
-
-def _stepped(model, batch: Batch, *, rng_seed: int) -> tuple[float, dict[str, torch.Tensor]]:
-    """One train_step of `model` (then closed) with torch's generators in a state of their own:
-    its loss and gradients."""
-    with seeded(rng_seed):
-        loss = model.train_step(batch)
-    gradients = model.gradients()
-    model.close()
-    return loss, gradients
 
 
 def _flat(gradients: dict[str, torch.Tensor], names: list[str]) -> torch.Tensor:
@@ -84,16 +58,15 @@ def accumulated_step_matches_full_batch(*, runtime, device: str, subject: str, p
     for blocks of ceil(rows / k) rows: unequal counts are what the defect needs)."""
     who = subject_of(subject)
     path = default_path(runtime, device, path)
-    dtype = "bfloat16" if path != "reference" else "float32"
-    rtol, atol = tolerance_of(tolerance, dtype, _TOLERANCE)
+    rtol, atol = tolerance_of(tolerance, path_dtype(path), _TOLERANCE)
     batch = ragged(who.train(1)[0], rows, min_len, max_len, seed)
     settings = TrainSettings(lr=1e-3, weight_decay=0.0, grad_clip=0.0, seed=seed)
 
     whole = load(runtime, who, device, path, train=settings)
     reference_loss = independent_loss(whole, [batch])
-    whole_loss, expected = _stepped(whole, batch, rng_seed=1)
-    again_loss, again = _stepped(load(runtime, who, device, path, train=settings), batch, rng_seed=2)
-    loss, actual = _stepped(load(runtime, who, device, path,
+    whole_loss, expected = stepped(whole, batch, rng_seed=1)
+    again_loss, again = stepped(load(runtime, who, device, path, train=settings), batch, rng_seed=2)
+    loss, actual = stepped(load(runtime, who, device, path,
                                  train=dataclasses.replace(settings, micro_batches=micro_batches)), batch, rng_seed=1)
 
     names = sorted(set(expected) & set(actual))

@@ -23,7 +23,7 @@ import torch
 
 from ..protocol import LOAD, LOGITS
 from ._base import load, subject_of, uses
-from ._controls import tolerance_of
+from ._controls import path_dtype, tolerance_of
 from .evaluation import default_path
 
 # (rtol, atol) on the largest logit. bfloat16: parity's cross-backend bound, which a same-backend
@@ -52,8 +52,7 @@ def rows_are_independent(*, runtime, device: str, subject: str, path: str | None
         raise ValueError(f"rows={rows}: independence of rows needs a batch of at least 2")
     who = subject_of(subject)
     path = default_path(runtime, device, path)
-    dtype = "bfloat16" if path != "reference" else "float32"
-    rtol, atol = tolerance_of(tolerance, dtype, _TOLERANCE)
+    rtol, atol = tolerance_of(tolerance, path_dtype(path), _TOLERANCE)
     inputs = torch.cat([batch.inputs for batch in who.heldout(max(1, -(-rows // 2)))])[:rows]
     if int(inputs.shape[0]) < rows:
         raise RuntimeError(f"subject {who.name}: {int(inputs.shape[0])} held-out rows, {rows} asked")

@@ -22,7 +22,7 @@ import torch
 
 from ..protocol import LOAD, LOGITS
 from ._base import load, subject_of, uses
-from ._controls import tolerance_of
+from ._controls import path_dtype, tolerance_of
 from .evaluation import default_path
 
 _TOLERANCE = {"float32": (1e-5, 1e-6), "bfloat16": (1e-2, 1e-3)}   # (rtol, atol) on the largest logit
@@ -61,8 +61,7 @@ def future_tokens_change_nothing_before(*, runtime, device: str, subject: str, p
     rtol, atol."""
     who = subject_of(subject)
     path = default_path(runtime, device, path)
-    dtype = "bfloat16" if path != "reference" else "float32"
-    rtol, atol = tolerance_of(tolerance, dtype, _TOLERANCE)
+    rtol, atol = tolerance_of(tolerance, path_dtype(path), _TOLERANCE)
     batch = who.heldout(1)[0]
     inputs = batch.inputs[:rows]
     length = int(inputs.shape[1])

@@ -28,7 +28,7 @@ import torch
 
 from ..protocol import GRADIENTS, LOAD, REFERENCE, TRAIN_STEP, TrainSettings
 from ._base import load, subject_of, uses
-from ._controls import seeded
+from ._controls import stepped
 
 # torch.nn.utils.clip_grad_norm_'s factor is max_norm / (norm + 1e-6): the definition people
 # clip by, so the oracle uses it too (without it a subject of small gradients, norm 1e-3, would
@@ -60,12 +60,7 @@ def clipping_is_global(*, runtime, device: str, subject: str, path: str = REFERE
 
     def applied(grad_clip: float) -> dict[str, torch.Tensor]:
         model = load(runtime, who, device, path, train=TrainSettings(lr=lr, grad_clip=grad_clip, seed=seed))
-        try:
-            with seeded(seed):
-                model.train_step(batch)
-            return {name: g.detach().to("cpu", torch.float64) for name, g in model.gradients().items()}
-        finally:
-            model.close()
+        return stepped(model, batch, rng_seed=seed)[1]
 
     raw = applied(0.0)
     names = sorted(raw)

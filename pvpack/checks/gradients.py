@@ -34,8 +34,8 @@ import torch
 
 from ..protocol import GRADIENTS, LOAD, LOSS, REFERENCE, TRAIN_STEP, Batch, TrainSettings
 from ._base import hf_weight_files, load, subject_of, uses
-from ._controls import seeded
-from .accumulation import ragged
+from ._batches import ragged
+from ._controls import seeded, stepped
 
 
 def _directions(gradients: dict[str, torch.Tensor], names: list[str], seed: int) -> dict[str, torch.Tensor]:
@@ -75,7 +75,7 @@ def gradient_matches_finite_differences(*, runtime, device: str, subject: str, p
     """The gradient of one step on `device`/`path` (clipping off) against central differences
     of the reference path's loss on the CPU, tensor by tensor, on the first `rows` rows of a
     training batch; with max_len > 0, rows of min_len..max_len scored targets and the rest
-    padding (-100, accumulation.ragged): a backward that scores padding the forward masks shows.
+    padding (-100, _batches.ragged): a backward that scores padding the forward masks shows.
 
     Observations: tensors_checked, worst_rel_err (largest |slope - difference| over
     max(|slope|, 1e-2 * the largest |difference|)), median_rel_err, worst_abs_err,
@@ -92,17 +92,12 @@ def gradient_matches_finite_differences(*, runtime, device: str, subject: str, p
     full = who.train(1)[0]
     batch = ragged(full, rows, min_len, max_len, seed) if max_len > 0 else Batch(full.inputs[:rows], full.targets[:rows])
 
-    def stepped(rng_seed: int) -> tuple[float, dict[str, torch.Tensor]]:
-        model = load(runtime, who, device, path, train=TrainSettings(lr=1e-3, grad_clip=0.0, seed=seed))
-        try:
-            with seeded(rng_seed):
-                loss = model.train_step(batch)
-            return loss, {n: g.detach().to("cpu", torch.float64) for n, g in model.gradients().items()}
-        finally:
-            model.close()
+    def one_step(rng_seed: int) -> tuple[float, dict[str, torch.Tensor]]:
+        return stepped(load(runtime, who, device, path, train=TrainSettings(lr=1e-3, grad_clip=0.0, seed=seed)),
+                       batch, rng_seed=rng_seed)
 
-    step_loss, gradients = stepped(seed)
-    redrawn, _ = stepped(seed + 1)
+    step_loss, gradients = one_step(seed)
+    redrawn, _ = one_step(seed + 1)
     drawn = abs(redrawn - step_loss) / max(abs(step_loss), 1e-12)
     if drawn > 1e-6:  # dropout moved a family's loss 0.15 % and its gradients 14 %: judged, a false FAIL
         raise RuntimeError(f"two steps from one state under different random seeds differ by {drawn:.3g} of the loss: "

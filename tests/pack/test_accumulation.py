@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from pvpack.checks import accumulation
-from pvpack.protocol import IGNORE_INDEX, Batch
 
 REFERENCE = dict(device="cpu", subject="tiny-trained", path="reference", micro_batches=3, rows=7, min_len=3,
                  max_len=40, seed=0)
@@ -20,16 +19,6 @@ def holds(seen: dict) -> bool:
             and seen["whole_loss_abs_diff"] <= seen["loss_tol"] and seen["grad_nonfinite"] == 0
             and seen["grad_names_differ"] == 0 and seen["micro_batches"] == 3
             and seen["min_micro_tokens"] < seen["max_micro_tokens"])
-
-
-def test_the_ragged_batch_scores_rows_of_spread_lengths_and_keeps_their_tokens():
-    windows = torch.arange(8 * 50).reshape(8, 50)
-    batch = accumulation.ragged(Batch(windows, windows + 1), rows=7, min_len=3, max_len=40, seed=0)
-    scored = sorted(int(n) for n in (batch.targets != IGNORE_INDEX).sum(dim=1))
-    assert scored == [3, 9, 15, 22, 28, 34, 40] and batch.inputs.shape == (7, 40)
-    assert torch.equal(batch.inputs, windows[:7, :40])
-    with pytest.raises(ValueError, match="cannot be cut"):
-        accumulation.ragged(Batch(windows, windows), rows=9, min_len=3, max_len=40, seed=0)
 
 
 @pytest.mark.parametrize("runtime", ["pvlab", "transformers"])
