@@ -479,3 +479,37 @@ def generation_runs_past_context():
 
     with plant("generation_runs_past_context", swap(generation, "_check_request", _check_request)):
         yield
+
+
+# ---- independent rows (contract independent-rows)
+
+
+@mutant("fast_attention_joins_rows_into_one_sequence")
+def fast_attention_joins_rows_into_one_sequence():
+    """The fast path's causal attention runs a batch's rows as one sequence, laid end to end, in
+    one kernel call, with the causal mask of that long sequence and no block mask per row: each
+    query of row b attends to every token of rows 0..b-1 as well as to its own prefix. Row 0 is
+    right; a batch of one row, every padded or packed batch (they carry a mask) and decoding
+    with a cache are untouched.
+
+    Imitates "packing" a batch into one sequence to call a variable-length kernel once, with the
+    per-row boundaries (cu_seqlens, a document mask) left out. Quiet: no error, no NaN, logits of
+    the right shape; only rows after the first are conditioned on text they never saw. Seam:
+    runtime.model.Attention._attend_fast (wrapped)."""
+    from pvlab.runtime import model
+
+    original = model.Attention._attend_fast
+
+    def _attend_fast(self, q, k, v, mask):
+        batch, heads, seq, dim = q.shape
+        if mask is not None or batch == 1 or k.shape[-2] != seq:
+            return original(self, q, k, v, mask)
+
+        def joined(t):                                                  # (B, h, T, D) -> (1, h, B*T, D)
+            return t.transpose(0, 1).reshape(1, t.shape[1], batch * seq, dim)
+
+        y = original(self, joined(q), joined(k), joined(v), None)       # the defect: no per-row mask
+        return y.reshape(heads, batch, seq, dim).transpose(0, 1)        # (B, H, T, D)
+
+    with plant("fast_attention_joins_rows_into_one_sequence", swap(model.Attention, "_attend_fast", _attend_fast)):
+        yield
