@@ -231,6 +231,22 @@ def test_run_skip_subject_must_name_a_declared_subject(ws):
     assert not ws.ledger.exists()
 
 
+def test_run_stale_honours_skip_subject_and_subject(ws):
+    """--stale narrows like a plain selection: a skipped subject's stale cell stays stale, unrun
+    (on a CPU machine the GPU-built subject's cells must not be attempted and SKIPped)."""
+    assert pv("run", "--contract", "subj").exit_code == 1           # the "bad" cell FAILs
+    checks = ws.root / ws.package / "subj.py"
+    checks.write_text(checks.read_text().replace('"bad": 50.0', '"bad": 40.0'), encoding="utf-8")
+    before = len(ws.records())
+    result = pv("run", "--stale", "--skip-subject", "bad")
+    assert result.exit_code == 0 and "running 1 falsifier test(s)" in result.output, result.output
+    assert [(r.falsifier, r.subject) for r in ws.records()[before:]] == [("FALSIFY-SUBJ-001", "good")]
+    result = pv("run", "--stale", "--subject", "good")
+    assert "nothing is stale" in result.output, result.output
+    result = pv("run", "--stale", "--no-ledger")
+    assert "running 1 falsifier test(s)" in result.output and "bad" in result.output, result.output
+
+
 def test_strength_skip_subject_runs_the_mutant_on_the_other_cells_only(ws, monkeypatch):
     from pv import mutation
 

@@ -176,9 +176,11 @@ def _check_subject(index: dict[str, Any], wanted: set[str], ids: list[str], subj
 
 
 def select_stale(workspace: Workspace, plan: Any, ids: Iterable[str], contracts: Iterable[str], device: str,
-                 ledger_path: Path, subject: str | None = None) -> list[Selected]:
+                 ledger_path: Path, subject: str | None = None, skip_subjects: Iterable[str] = (),
+                 runtime: str | None = None) -> list[Selected]:
     """The generated tests of every falsifier x required cell (subject x device) whose deciding
-    evidence is STALE (pv status's rule), narrowed by ids / contracts / device / subject. The evidence is the
+    evidence is STALE (pv status's rule), narrowed by ids / contracts / device / subject /
+    skip_subjects / runtime, as `select` narrows a plain selection. The evidence is the
     workspace's ledger followed by `ledger_path` when that is another file (on the GPU machine:
     the committed evidence, then what this machine has recorded since)."""
     from pv import ledger as ledger_mod
@@ -193,7 +195,7 @@ def select_stale(workspace: Workspace, plan: Any, ids: Iterable[str], contracts:
                           EvidenceCheck(workspace, loaded), workspace.subject_param)
     owed = {(f.id, d.device, d.subject, d.runtime) for _, f, d in stale_rows(report)}
     ids, contracts = list(ids), list(contracts)
-    candidates = select(plan, ids, contracts, not (ids or contracts), device, subject)
+    candidates = select(plan, ids, contracts, not (ids or contracts), device, subject, skip_subjects, runtime)
     return [s for s in candidates if s.cell in owed]
 
 
@@ -394,7 +396,7 @@ def command(ctx: click.Context, falsifiers: tuple[str, ...], contracts: tuple[st
     ledger_file = None if ledger is None else (workspace.ledger if ledger is DEFAULT else ledger)
     if stale:
         selected = select_stale(workspace, plan, falsifiers, contracts, device,
-                                ledger_file or workspace.ledger, subject)
+                                ledger_file or workspace.ledger, subject, skip_subjects, runtime)
         if not selected:
             click.echo(f"nothing is stale on {device}: every deciding record matches the current definition and code",
                        err=quiet)
