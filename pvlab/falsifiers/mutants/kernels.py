@@ -527,3 +527,30 @@ def greedy_pick_in_bfloat16():
 
     with plant("greedy_pick_in_bfloat16", swap(kernels, "greedy_pick", greedy_pick)):
         yield
+
+
+# ---- independent rows (contract independent-rows)
+
+
+@mutant("rms_norm_statistic_over_rows")
+def rms_norm_statistic_over_rows():
+    """RMSNorm's mean(x^2) of a (B, T, C) input is taken over the batch axis and the features
+    (dim=(0, -1)) instead of the features alone: every position of every row is divided by a
+    statistic shared across the batch's rows, so a row's output depends on what else is in the
+    batch. A batch of one row, and every 2-D input, is untouched.
+
+    Imitates a norm written for flattened (tokens, features) input and reused unflattened, or a
+    batch-norm habit (a statistic over the batch) in a layer norm. Quiet: no error, every value
+    finite and of the right scale. Seam: runtime.kernels.rms_norm (both paths)."""
+    import torch
+
+    from pvlab.runtime import kernels
+
+    def rms_norm(x, weight, eps):
+        x32 = x.to(torch.promote_types(x.dtype, torch.float32))
+        dims = (0, -1) if x.dim() == 3 else (-1,)                          # the defect: rows pooled
+        normalised = x32 * torch.rsqrt(x32.pow(2).mean(dim=dims, keepdim=True) + eps)
+        return weight * normalised.to(x.dtype)
+
+    with plant("rms_norm_statistic_over_rows", swap(kernels, "rms_norm", rms_norm)):
+        yield
