@@ -336,6 +336,11 @@ def test_an_untraced_record_binds_every_unit_but_a_sibling_bugs_functions(mpkg):
     assert units[m] == {"<module>"} and units[f"{m}.planting"] == {"<module>", "plant"}
     assert record.code_origins[f"{m}.beta"] == f"{n}/mutants/beta.py"
     assert changes(mpkg, outcome) == ()
+    from pv import identity  # the bug's function is bound, so the record shows it was planted
+
+    assert identity.mutant_not_run(record, (f"{m}.alpha", "alpha_bug")) is None
+    relabelled = record.model_copy(update={"mutant": f"beta_{mpkg.uid}"})
+    assert "did not run in it" in identity.mutant_not_run(relabelled, (f"{m}.beta", "beta_bug"))
 
 
 def test_a_new_bug_in_a_sibling_leaves_the_record_fresh_its_module_code_does_not(mpkg):
