@@ -1,7 +1,9 @@
 """Binding evidence to the code it exercised: syntax-tree digests of Python modules.
 
-A ledger record carries `code_digests`: for every module of the bound packages that the check
-imported, plus the check's own module, a digest of the module's syntax tree. `pv status`
+A record made before pv bound evidence to units (pv.execution; a timing check's, pv.untracedbind)
+carries `code_digests`, as does one whose check never ran (the plugin binds it to what its test
+module imports): for every module of the bound packages that the check imported, plus the
+check's own module, a digest of the module's syntax tree. `pv status`
 recomputes the digests from the working tree and treats a record whose digests differ as
 STALE. Nothing here imports the modules it digests (only `ast`), so `pv status` and
 `pv validate` stay free of torch.
@@ -314,7 +316,7 @@ class TreeDigests:
         """Why a record's code is not the tree's. A record that carries the units it executed
         (pv.execution) is judged by those; an older one by its module digests."""
         executed = getattr(record, "executed_code", None)
-        if executed is None:  # module binding: older records, and timing checks run untraced (pv.timing)
+        if executed is None:  # module binding: older records (timing checks' too), checks that never ran
             problems = tuple(f"binding: {p}" for p in getattr(record, "binding_problems", None) or ())
             return problems + self.changes(getattr(record, "code_digests", None))
         if self._units is None:

@@ -13,7 +13,7 @@ A falsifier without `check:` calls `unbound(...)`, which always raises (ERROR), 
 falsifier can never pass or skip. Each call creates one `pv.outcome.Outcome` and hands it to
 pv's pytest plugin (`outcomes_to`), which carries it on the pytest item and writes it to the
 ledger; a direct call keeps it for `take_outcome()`. The outcome says which code the check
-exercised (`code_digests`, see pv.codebind).
+exercised (`executed_code`, see pv.execution; pv.untracedbind for a timing check).
 
 This module never imports torch; a check that needs it imports it itself.
 """
@@ -33,8 +33,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from pv import (codebind, execution, explain, expr, identity, importbind, mutation, provenance, timing,
-                tolerance as tolerances, vacuity)
+from pv import (codebind, execution, explain, expr, identity, mutation, provenance, timing,
+                tolerance as tolerances, untracedbind, vacuity)
 from pv.outcome import Outcome
 
 
@@ -72,6 +72,7 @@ _last: Outcome | None = None
 # Set by pv.plugin from [tool.pv]: the packages whose modules bind a record, and where to find
 # them. None: the check's own top-level package, found from the current directory.
 _binding: tuple[tuple[str, ...], tuple[Path, ...]] | None = None
+_mutants_package: str | None = None  # [tool.pv] mutants_module, set with the binding
 # Set by pv.plugin for `--pv-subject path:DIR`: the ad-hoc subject that replaces every
 # subject-taking falsifier's declared subjects for this session (pv.subjects).
 _adhoc_subject: str | None = None
@@ -159,10 +160,13 @@ def active_mutant() -> str | None:
     return mutation.run_mutant()
 
 
-def set_code_binding(packages: Iterable[str] | None, roots: Iterable[Path] = ()) -> None:
-    """Which packages' modules a record is bound to (None: the default)."""
-    global _binding
+def set_code_binding(packages: Iterable[str] | None, roots: Iterable[Path] = (), mutants: str | None = None) -> None:
+    """Which packages' modules a record is bound to (None: the default), and the mutants package
+    ([tool.pv] mutants_module), whose sibling planted-bug modules an untraced record binds
+    without their bugs (pv.untracedbind; None: every module whole)."""
+    global _binding, _mutants_package
     _binding = None if packages is None else (tuple(packages), tuple(Path(r) for r in roots))
+    _mutants_package = mutants
 
 
 def _record(outcome: Outcome) -> Outcome:
@@ -175,18 +179,28 @@ def _record(outcome: Outcome) -> Outcome:
     return outcome
 
 
-def _code_digests(check: Callable[..., Any], before: set[str], also: Iterable[str] = ()) -> dict[str, str] | None:
-    """The digests of the code this check exercised (pv.codebind); None if it cannot be told.
-    `also`: more modules whose closure it ran (a runtime adapter's)."""
+def _start_modules(check: Callable[..., Any], also: Iterable[str] = ()) -> list[str] | None:
+    """The modules whose closure a check can run: its own, `also` (a runtime adapter's) and the
+    planted bug's; None when the check has no module."""
     module = getattr(check, "__module__", None)
     if not module:
         return None
     start = [module, *also]
-    factory = mutation.run_mutant_factory()
-    mutant_module = getattr(getattr(factory, "__wrapped__", factory), "__module__", None)
+    mutant_module = _mutant_module()
     if mutant_module:
         start.append(mutant_module)  # the planted bug's own code
-    return code_digests_of(start, before=before)
+    return start
+
+
+def _mutant_module() -> str | None:
+    factory = mutation.run_mutant_factory()
+    return getattr(getattr(factory, "__wrapped__", factory), "__module__", None)
+
+
+def _code_digests(check: Callable[..., Any], before: set[str]) -> dict[str, str] | None:
+    """The digests of the code this check exercised (pv.codebind); None if it cannot be told."""
+    start = _start_modules(check)
+    return None if start is None else code_digests_of(start, before=before)
 
 
 def _bound_packages(check: Callable[..., Any]) -> tuple[str, ...]:
@@ -213,14 +227,32 @@ def _bind_executed(outcome: Outcome, run: execution.Run | None, check: Callable[
 
 
 def _bind_untraced(outcome: Outcome, check: Callable[..., Any], before: set[str], adapter: Any) -> None:
-    """A timing check ran untraced (pv.timing): bind it to the whole modules it can run."""
-    also = [type(adapter).__module__] if adapter is not None else []
-    outcome.code_digests = _code_digests(check, before, also)
+    """A timing check ran untraced (pv.timing): bind it to every unit of the modules it can run
+    (pv.untracedbind), as a traced record's `executed_code`; `binding: modules` says so."""
     outcome.binding = timing.UNTRACED_BINDING
+    start = _start_modules(check, [type(adapter).__module__] if adapter is not None else [])
+    if start is None:
+        outcome.executed_code = {}
+        return
+    packages, roots = _packages_and_roots(start)
     root = _binding[1][0] if _binding is not None and _binding[1] else Path.cwd()
-    files = {os.path.realpath(f) for n in outcome.code_digests or {} if (f := getattr(sys.modules.get(n), "__file__", None))}
-    problems = importbind.loaded_problems(outcome.code_digests or {}, sys.modules, root, files)  # type: ignore[arg-type]
-    outcome.binding_problems = sorted(set(problems)) or None
+    new = [n for n in sys.modules if n not in before and codebind.in_packages(n, packages)]
+    try:
+        bound = untracedbind.bind(start, packages, roots, root, also=new, mutants=_mutants_package,
+                                  active=active_mutant(), active_module=_mutant_module())
+    except (OSError, ValueError, RecursionError) as exc:  # never lose the verdict over its binding
+        outcome.executed_code, outcome.binding_problems = {}, [f"binding failed: {type(exc).__name__}: {exc}"]
+        return
+    outcome.executed_code, outcome.code_origins = bound.executed, bound.origins
+    outcome.binding_problems = bound.problems or None
+
+
+def _packages_and_roots(start: list[str]) -> tuple[tuple[str, ...], list[Path]]:
+    """The bound packages and where their modules are found (the default: `start`'s top package)."""
+    if _binding is None:
+        return (start[0].split(".")[0],), codebind.search_roots(Path.cwd())
+    packages, given = _binding
+    return packages, [*given, *codebind.search_roots(Path.cwd())]
 
 
 def code_digests_of(start: list[str], *, before: set[str] | None = None,
@@ -228,12 +260,7 @@ def code_digests_of(start: list[str], *, before: set[str] | None = None,
     """Digests of `start` and the bound modules they import (plus, with `before`, those first
     imported since). `exclude_start`: bind only what they import (a generated test module,
     which is no code under test). None when nothing could be bound."""
-    if _binding is None:
-        packages: tuple[str, ...] = (start[0].split(".")[0],)
-        roots = codebind.search_roots(Path.cwd())
-    else:
-        packages, given = _binding
-        roots = [*given, *codebind.search_roots(Path.cwd())]
+    packages, roots = _packages_and_roots(start)
     new = [] if before is None else [n for n in sys.modules if n not in before and codebind.in_packages(n, packages)]
     try:
         digests = codebind.bind(start, packages, roots, also=new)
@@ -363,7 +390,7 @@ def falsify(
     """Call `check(device=..., **params)`, judge `prediction` on what it observed. With a
     `subject`, the check also receives it as `subject_param` (the directory of a `path:`
     subject, pv.subjects.param_value). With `timing_observations`, the check runs untraced and
-    its record is bound to whole modules (pv.timing).
+    its record is bound to every unit of the modules it can run (pv.timing, pv.untracedbind).
 
     Returns the PASS outcome; raises pytest's skip (SKIP), Falsified (FAIL) or FalsifierError
     (ERROR) otherwise. Every path leaves its Outcome for take_outcome().

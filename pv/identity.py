@@ -196,8 +196,8 @@ def mutant_not_run(record: LedgerRecord, defined: tuple[str, str | None] | None,
     cannot show it). `defined`: (module, qualname) of the bug's `@mutant` function
     (pv.staticcheck.ModuleIndex.mutant_defs; None: a name the mutants module does not declare).
     Planting a bug runs its function, so a traced record under it executed that unit, and a
-    record bound to whole modules (`binding: modules`, pv.timing, or code_digests on a record
-    made before units) bound its module. An honest record made under another bug and copied
+    record bound to the modules it can run (`binding: modules`, pv.timing: every unit of the
+    bug's module; or code_digests on a record made before units) bound its module. An honest record made under another bug and copied
     with this bug's name did neither. A record with no code binding cannot show it. A bug the
     mutants module does not declare (PV309) was planted by nothing there is to compare with: an
     honest kill copied under such a name would otherwise count, so no record under it does.

@@ -110,7 +110,8 @@ class LedgerRecord(BaseModel):
     binding_problems: list[str] | None = None
     # How the record is bound to code: None, to the units in executed_code (or, on records made
     # before, to code_digests' modules); "modules": the check observes timings and ran without the
-    # line tracer (pv.timing), so code_digests binds whole modules and any edit of one stales it.
+    # line tracer (pv.timing), so executed_code holds every unit of the modules it can run, not
+    # those that ran (pv.untracedbind; records made before that hold code_digests: whole modules).
     binding: str | None = None
     # Set by `pv ledger merge`: which file the record came from and when it was merged.
     merged_from: dict[str, str] | None = None

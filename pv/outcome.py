@@ -41,7 +41,7 @@ class Outcome:
     executed_code: dict[str, dict[str, str]] | None = None  # module -> unit -> digest (pv.execution)
     code_origins: dict[str, str] | None = None
     binding_problems: list[str] | None = None
-    binding: str | None = None  # "modules": a timing check, untraced, bound to whole modules (pv.timing)
+    binding: str | None = None  # "modules": a timing check, untraced, bound to the units of the modules it can run (pv.timing)
     # The test's identity, from its `pv_falsifier` marker (the plugin fills these in).
     contract: str | None = None
     contract_version: str | None = None

@@ -111,7 +111,7 @@ class _State:
             ws = self.workspace()
         except ConfigError:
             return
-        harness.set_code_binding(ws.bound_packages, [ws.root])
+        harness.set_code_binding(ws.bound_packages, [ws.root], ws.mutants_module)
         from pv import execution
 
         execution.set_untraced_imports(ws.untraced_imports)

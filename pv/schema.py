@@ -241,7 +241,8 @@ class FalsificationTest(Strict):
         default=None, min_length=1,
         description="The observations the prediction reads that are timings (tokens/s, a speed-up, MFU). "
                     "The check then runs without the line tracer, which would slow what it times, and its "
-                    "record is bound to whole modules (pv.timing): any edit of any of them stales it. "
+                    "record is bound to every function and the module-level code of the modules it can run "
+                    "(pv.timing; a sibling planted-bug module without its bugs): any edit of one stales it. "
                     "Each name must be one the prediction reads.")
 
     @field_validator("devices", "mutants", "subjects", "runtimes", "timing_observations")

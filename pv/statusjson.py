@@ -21,7 +21,7 @@ def to_json(status: ContractStatus, display_path: str | None = None) -> dict[str
             "git_commit": record.git_commit, "git_dirty": record.git_dirty, "observations": record.observations,
             "margin": record.margin, "message": record.message, "device_name": record.device_name,
             "git_commit_source": record.git_commit_source, "merged_from": record.merged_from,
-            "binding": record.binding,  # "modules": timed untraced, bound to whole modules (pv.timing)
+            "binding": record.binding,  # "modules": timed untraced, bound to the units of the modules it can run (pv.timing)
         }
 
     return {

@@ -52,7 +52,7 @@ def _evidence_cell(record: LedgerRecord | None) -> str:
     cell = f"{date} {md_code(commit)}"
     if record.device != "cpu" and record.device_name:  # which accelerator the evidence came from
         cell += f" on {md_text(record.device_name)}"
-    if record.binding:  # timed untraced: bound to whole modules, not the functions that ran (pv.timing)
+    if record.binding:  # timed untraced: bound to every unit of the modules it can run, not the functions that ran (pv.timing)
         cell += f" · binding: {md_text(record.binding)}"
     return cell
 

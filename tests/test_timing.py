@@ -1,5 +1,6 @@
-"""Timing falsifiers (pv.timing): their checks run with no line tracer, their records bind to
-whole modules and say so, and every other falsifier is still traced per executed function."""
+"""Timing falsifiers (pv.timing): their checks run with no line tracer, their records bind every
+unit of the modules they can run (pv.untracedbind) and say so, and every other falsifier is
+still traced per executed function."""
 
 from __future__ import annotations
 
@@ -98,8 +99,11 @@ def test_a_normal_falsifier_of_the_same_check_is_still_traced(pkg):
 def test_a_timing_record_binds_whole_modules_and_says_so(pkg):
     outcome = run(pkg, timing_observations=["seconds"])
     record = outcome.to_record(time_utc="2026-11-25T00:00:00Z")
-    assert record.binding == timing.UNTRACED_BINDING and record.executed_code is None
-    assert {pkg.name, f"{pkg.name}.checks", f"{pkg.name}.kernels"} <= set(record.code_digests)
+    assert record.binding == timing.UNTRACED_BINDING and record.code_digests is None
+    assert {m: set(u) for m, u in record.executed_code.items()} == {
+        pkg.name: {"<module>"}, f"{pkg.name}.checks": {"<module>", "timed"},
+        f"{pkg.name}.kernels": {"<module>", "used", "unused"}}  # every unit, not only those that ran
+    assert record.code_origins[f"{pkg.name}.kernels"] == f"{pkg.name}/kernels.py"
     assert not record.binding_problems
     assert changes(pkg, outcome) == ()  # bound, and fresh on the tree it ran
 
@@ -109,7 +113,7 @@ def test_a_timing_record_stales_on_any_edit_of_a_bound_module(pkg):
     while the traced record of the same check stays fresh."""
     coarse, traced = run(pkg, timing_observations=["seconds"]), run(pkg)
     edit_unused(pkg)
-    assert changes(pkg, coarse) == (f"{pkg.name}.kernels",)
+    assert changes(pkg, coarse) == (f"{pkg.name}.kernels:unused",)
     assert changes(pkg, traced) == ()
 
 
@@ -193,7 +197,7 @@ def test_end_to_end_the_record_is_untraced_module_bound_shown_and_stales(tmp_pat
     assert done.returncode == 0, done.stdout + done.stderr
     [record] = ws.records()
     assert record.verdict.value == "PASS" and record.observations["traced"] is False
-    assert record.binding == "modules" and f"{ws.package}.basic" in record.code_digests
+    assert record.binding == "modules" and "helper_nobody_calls" in record.executed_code[f"{ws.package}.basic"]
     status = cli("status")("--format", "json")
     assert "FALSIFY-DEMO-001" in status.output and '"stale": []' in status.output, status.output
     assert '"binding": "modules"' in status.output, status.output
@@ -206,4 +210,196 @@ def test_end_to_end_the_record_is_untraced_module_bound_shown_and_stales(tmp_pat
     basic = ws.root / ws.package / "basic.py"
     basic.write_text(basic.read_text().replace("return 1\n", "return 2\n"))  # a function that never ran
     stale = cli("status")("--format", "json")
-    assert f'"{ws.package}.basic"' in stale.output and "FALSIFY-DEMO-001" in stale.output, stale.output
+    assert f"{ws.package}.basic:helper_nobody_calls" in stale.output and "FALSIFY-DEMO-001" in stale.output, stale.output
+
+
+# --- the units an untraced record binds (pv.untracedbind) -------------------------------------
+
+MUTANTS_INIT = '''\
+"""Importing this registers every planted bug (as [tool.pv] mutants_module does)."""
+from . import alpha, beta, gamma  # noqa: F401 - registers
+from .planting import plant
+'''
+
+PLANTING = '''\
+import contextlib
+
+
+@contextlib.contextmanager
+def plant(owner, name, value):
+    old = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, old)
+'''
+
+ALPHA = '''\
+from pv.mutation import mutant
+
+from .. import kernels
+from .gamma import OFFSET
+from .planting import plant
+
+
+@mutant("alpha_{uid}")
+def alpha_bug():
+    with plant(kernels, "SCALE", OFFSET):
+        yield
+
+
+def _alpha_helper():
+    return 1
+'''
+
+BETA = '''\
+from pv.mutation import mutant
+
+from .. import kernels
+from .planting import plant
+
+LIMIT = 3
+
+
+@mutant("beta_{uid}")
+def beta_bug():
+    def halved(x):
+        return x * 0.5
+
+    with plant(kernels, "used", halved):
+        yield
+'''
+
+GAMMA = '''\
+from pv.mutation import mutant
+
+OFFSET = 3.0
+
+
+@mutant("gamma_{uid}")
+def gamma_bug():
+    yield
+'''
+
+NEW_BUG = '''
+
+@mutant("beta_new_{uid}")
+def beta_new_bug():
+    with plant(kernels, "SCALE", -1.0):
+        yield
+'''
+
+
+@pytest.fixture
+def mpkg(pkg):
+    """`pkg` with a mutants package: alpha (the active bug; it imports gamma), beta and gamma
+    (siblings that declare bugs), planting (machinery, no bug)."""
+    from pv import mutation
+
+    uid = uuid.uuid4().hex[:8]
+    mutants = pkg.dir / "mutants"
+    mutants.mkdir()
+    for name, text in [("__init__", MUTANTS_INIT), ("planting", PLANTING), ("alpha", ALPHA), ("beta", BETA),
+                       ("gamma", GAMMA)]:
+        (mutants / f"{name}.py").write_text(text.replace("{uid}", uid))
+    harness.set_code_binding([pkg.name], [pkg.root], mutants=f"{pkg.name}.mutants")
+    importlib.import_module(f"{pkg.name}.mutants")
+    active = f"alpha_{uid}"
+    pkg.uid, pkg.mutants, pkg.active = uid, f"{pkg.name}.mutants", active
+    harness.set_mutant(active, mutation.REGISTRY[active].factory)
+    yield pkg
+    harness.set_mutant(None)
+    for name in [n for n in mutation.REGISTRY if n.endswith(uid)]:
+        del mutation.REGISTRY[name]
+
+
+def edit(pkg, module: str, old: str, new: str) -> None:
+    path = pkg.dir.joinpath(*module.split(".")).with_suffix(".py")
+    text = path.read_text()
+    assert old in text, (module, old)
+    path.write_text(text.replace(old, new))
+
+
+def test_an_untraced_record_binds_every_unit_but_a_sibling_bugs_functions(mpkg):
+    outcome = run(mpkg, timing_observations=["seconds"])
+    record = outcome.to_record(time_utc="2026-11-25T00:00:00Z")
+    assert record.mutant == mpkg.active and record.binding == timing.UNTRACED_BINDING
+    assert record.code_digests is None and not record.binding_problems
+    units = {module: set(by_unit) for module, by_unit in record.executed_code.items()}
+    n, m = mpkg.name, mpkg.mutants
+    assert units[f"{n}.checks"] == {"<module>", "timed"}
+    assert units[f"{n}.kernels"] == {"<module>", "used", "unused"}  # `unused` never ran: bound all the same
+    assert units[f"{m}.alpha"] == {"<module>", "alpha_bug", "_alpha_helper"}  # the active bug's module, whole
+    assert units[f"{m}.gamma"] == {"<module>", "gamma_bug"}  # a sibling the active bug's module imports: whole
+    assert units[f"{m}.beta"] == {"<module>"}  # a sibling: its bugs' functions left out
+    assert units[m] == {"<module>"} and units[f"{m}.planting"] == {"<module>", "plant"}
+    assert record.code_origins[f"{m}.beta"] == f"{n}/mutants/beta.py"
+    assert changes(mpkg, outcome) == ()
+    from pv import identity  # the bug's function is bound, so the record shows it was planted
+
+    assert identity.mutant_not_run(record, (f"{m}.alpha", "alpha_bug")) is None
+    relabelled = record.model_copy(update={"mutant": f"beta_{mpkg.uid}"})
+    assert "did not run in it" in identity.mutant_not_run(relabelled, (f"{m}.beta", "beta_bug"))
+
+
+def test_a_new_bug_in_a_sibling_leaves_the_record_fresh_its_module_code_does_not(mpkg):
+    outcome = run(mpkg, timing_observations=["seconds"])
+    with (mpkg.dir / "mutants" / "beta.py").open("a") as handle:
+        handle.write(NEW_BUG.replace("{uid}", mpkg.uid))
+    assert changes(mpkg, outcome) == ()  # a planted bug that was not entered cannot have run
+    edit(mpkg, "mutants.beta", "x * 0.5", "x * 0.25")  # a sibling's bug (and what it nests) edited: never ran
+    assert changes(mpkg, outcome) == ()
+    edit(mpkg, "mutants.beta", "LIMIT = 3", "LIMIT = 4")
+    assert changes(mpkg, outcome) == (f"{mpkg.mutants}.beta (module-level code)",)
+
+
+@pytest.mark.parametrize("module, old, new, changed", [
+    ("checks", '"seconds": kernels.used(0.5)', '"seconds": kernels.used(0.25)', "checks:timed"),
+    ("kernels", "return x - 1", "return x - 2", "kernels:unused"),
+    ("mutants.alpha", "return 1", "return 2", "mutants.alpha:_alpha_helper"),  # the active bug's module
+    ("mutants.alpha", 'kernels, "SCALE", OFFSET', 'kernels, "SCALE", 2 * OFFSET', "mutants.alpha:alpha_bug"),
+    ("mutants.gamma", "    yield", "    yield\n    print()", "mutants.gamma:gamma_bug"),  # imported by alpha
+    ("mutants.planting", "setattr(owner, name, old)", "pass", "mutants.planting:plant"),  # machinery
+    ("mutants.__init__", "from .planting import plant", "from .planting import plant as plant", "mutants (module-level code)"),
+])
+def test_an_edit_of_any_function_of_a_module_bound_whole_stales_it(mpkg, module, old, new, changed):
+    outcome = run(mpkg, timing_observations=["seconds"])
+    edit(mpkg, module, old, new)
+    assert changes(mpkg, outcome) == (f"{mpkg.name}.{changed}",)
+
+
+def test_a_sibling_helper_is_bound_only_its_bugs_are_left_out(mpkg):
+    edit(mpkg, "mutants.beta", "LIMIT = 3\n", "LIMIT = 3\n\n\ndef _limit():\n    return LIMIT\n")
+    outcome = run(mpkg, timing_observations=["seconds"])
+    assert set(outcome.executed_code[f"{mpkg.mutants}.beta"]) == {"<module>", "_limit"}
+    edit(mpkg, "mutants.beta", "return LIMIT", "return LIMIT + 1")
+    assert changes(mpkg, outcome) == (f"{mpkg.mutants}.beta:_limit",)
+
+
+def test_with_no_bug_entered_every_sibling_leaves_its_bugs_out_and_without_a_package_none_does(mpkg):
+    from pv import untracedbind
+
+    n, m = mpkg.name, mpkg.mutants
+    start = [f"{n}.checks", m]  # a check whose module imports the mutants package, under no bug
+    bound = untracedbind.bind(start, [n], [mpkg.root], mpkg.root, mutants=m)
+    units = {module: set(by_unit) for module, by_unit in bound.executed.items()}
+    assert units[f"{m}.alpha"] == {"<module>", "_alpha_helper"}
+    assert units[f"{m}.beta"] == units[f"{m}.gamma"] == {"<module>"}  # imported only by a sibling: a sibling
+    assert units[m] == {"<module>"} and units[f"{m}.planting"] == {"<module>", "plant"}
+    whole = untracedbind.bind(start, [n], [mpkg.root], mpkg.root, mutants=None)
+    assert set(whole.executed[f"{m}.beta"]) == {"<module>", "beta_bug", "beta_bug.<locals>.halved"}
+    harness.set_code_binding([n], [mpkg.root])  # the harness without a mutants package: every module whole
+    assert set(run(mpkg, timing_observations=["seconds"]).executed_code[f"{m}.beta"]) == set(whole.executed[f"{m}.beta"])
+
+
+def test_an_old_record_with_only_module_digests_is_judged_by_whole_modules(mpkg):
+    """Records made before the units: `code_digests` alone, judged by module digests as ever."""
+    outcome = run(mpkg, timing_observations=["seconds"])
+    outcome.executed_code = outcome.code_origins = None
+    outcome.code_digests = harness.code_digests_of([f"{mpkg.name}.checks", f"{mpkg.mutants}.alpha"])
+    assert f"{mpkg.mutants}.beta" in outcome.code_digests
+    assert changes(mpkg, outcome) == ()
+    with (mpkg.dir / "mutants" / "beta.py").open("a") as handle:
+        handle.write(NEW_BUG.replace("{uid}", mpkg.uid))
+    assert changes(mpkg, outcome) == (f"{mpkg.mutants}.beta",)  # any edit of a bound module, as before
