@@ -31,6 +31,7 @@ import adapter_mutant_probes  # probes of mutants/adapters.py (the pack's transf
 import behaviour_mutant_probes  # probes of mutants/behaviour.py (fast-path-on-cpu, documented-behaviour)
 import route_mutant_probes  # probes of mutants/routes.py (fast-routes)
 import master_weight_probes  # probes of the master-weight bugs of mutants/trainer.py (master-weights)
+import row_mutant_probes  # probes of the independent-rows bugs (mutants/kernels.py, mutants/model.py)
 import pytest
 import torch
 
@@ -538,7 +539,8 @@ PROBES = {name[len("probe_"):]: fn
                            **vars(seventh_mutant_probes), **vars(eighth_mutant_probes), **vars(ninth_mutant_probes),
                            **vars(domain_mutant_probes),
                            **vars(entrypoint_mutant_probes), **vars(behaviour_mutant_probes),
-                           **vars(route_mutant_probes), **vars(master_weight_probes)}.items()
+                           **vars(route_mutant_probes), **vars(master_weight_probes),
+                           **vars(row_mutant_probes)}.items()
           if name.startswith("probe_")}
 
 
