@@ -71,8 +71,14 @@ def test_accumulation_equals_one_pass(subject):
     one = runtime.load(subject.checkpoint, device="cpu", train=TrainSettings(lr=1e-2))
     two = runtime.load(subject.checkpoint, device="cpu", train=TrainSettings(lr=1e-2, micro_batches=2))
     assert one.train_step(batch) == pytest.approx(two.train_step(batch), rel=1e-5)
-    for name, value in one.state().items():
-        assert torch.allclose(value, two.state()[name], atol=1e-6), name
+    # The gradients, not the weights after the update: AdamW's first step moves each weight by
+    # lr * g / (|g| + eps), so a rounding difference of 1e-9 in a near-zero gradient entry can move
+    # that weight by up to 2 * lr. Measured on an AMD EPYC: gradients 6.5e-9 apart, and 1 to 3 of
+    # 12,288 weights per matrix up to 2.7e-5 apart (bit-identical on an Intel Xeon).
+    whole, accumulated = one.gradients(), two.gradients()
+    assert sorted(whole) == sorted(accumulated)
+    for name, value in whole.items():
+        assert torch.allclose(value, accumulated[name], atol=1e-6), name
 
 
 def test_schedule_warms_up_then_decays():

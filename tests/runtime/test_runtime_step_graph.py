@@ -58,18 +58,26 @@ def test_replayed_steps_train_as_plain_steps(replay_by_rerunning):
     graphed = step_graph.GraphedTrainer(model(), **settings(), capture_after=2)
     # A short batch in the middle trains as a plain step and leaves the graph's buffers alone.
     run = batches(3) + batches(1, width=9) + batches(4)
+    # A replay hands AdamW its learning rate as a tensor, a plain step as a float: torch rounds the
+    # two updates differently in the last bit on some CPUs (an AMD EPYC: weights 1 ulp apart from
+    # the first replay, the fourth replay's bf16 grad norm 6.7e-5 apart; bit-identical on an Intel
+    # Xeon). A stale batch or a learning rate frozen at capture moves the grad norm by 1.4e-2 or
+    # more at its first replay (measured by planting each), the loss by 4e-4 or more, and the final
+    # weights by 2.2e-2 / 5.9e-2 of their norm where the rounding moves them by 1.6e-6.
     for batch in run:
         expected, got = plain.train_batch(batch), graphed.train_batch(batch)
         assert got == pytest.approx(expected, rel=1e-6)
-        assert graphed.last_grad_norm == pytest.approx(plain.last_grad_norm, rel=1e-5)
+        assert graphed.last_grad_norm == pytest.approx(plain.last_grad_norm, rel=1e-3)
     assert len(replay_by_rerunning) == 1
     assert (graphed.plain_steps, graphed.replayed_steps, graphed.step) == (3, 5, plain.step) == (3, 5, 8)
     difference = (flat(graphed.model) - flat(plain.model)).norm() / flat(plain.model).norm()
-    assert difference < 1e-6
+    assert difference < 1e-4
     # .grad holds the applied (clipped) gradient after a replayed step, as after a plain one (up to
     # the rounding that the float32 learning rate brings into the weights, step by step).
+    # Measured on the AMD EPYC: up to 3.6e-3 of a tensor's gradient norm (a norm weight's, 9e-5
+    # after the clip); under a stale batch or a frozen learning rate every tensor is 0.4 or more off.
     for (_, p), (_, q) in zip(plain.named_parameters, graphed.named_parameters):
-        assert float((q.grad - p.grad).norm() / p.grad.norm()) < 1e-3
+        assert float((q.grad - p.grad).norm() / p.grad.norm()) < 3e-2
     assert graphed.optimizer.param_groups[0]["lr"] == pytest.approx(plain.optimizer.param_groups[0]["lr"])
 
 
