@@ -18,7 +18,9 @@
 # Each cell is one `pv run`, named (so a deadline never cuts the same first cells every time), and
 # leaves a marker in $PV_CACHE_DIR/owed-done when it ends: the next call on a warm machine goes on
 # where this one stopped. Records go straight into OUT/*-ledger.jsonl (a cut call keeps what
-# finished); merge them where the repo lives: `pv ledger merge OUT/*-ledger.jsonl && pv status`.
+# finished); an id written ID@RUNTIME runs that runtime's cells only; RANDOM_DEVICES (default
+# "cuda cpu") and CPU_THREADS (default: the cores less four, shared by CPU_PROCS) narrow the rest.
+# Merge them where the repo lives: `pv ledger merge OUT/*-ledger.jsonl && pv status`.
 # Logs are packed into OUT/logs.tar.gz (the device tool returns few files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,13 +41,15 @@ left() { echo $(( deadline - $(date +%s) )); }
 # when a killed `pv strength`, exit 137, was marked done).
 cut() { (( $1 == 124 || $1 == 137 )); }
 pack() { tar -czf "$out/logs.tar.gz" -C "$out" logs 2>/dev/null; }
-cell() {  # DEVICE SUBJECT ID LEDGER: one named cell, skipped when a marker says it ran
-  local device=$1 s=$2 id=$3 ledger=$4 marker="$done_dir/$3@$2@$1"
+cell() {  # DEVICE SUBJECT ID[@RUNTIME] LEDGER: one named cell, skipped when a marker says it ran
+  local device=$1 s=$2 id=${3%@*} ledger=$4 marker="$done_dir/$3@$2@$1" only=()
+  # ID@RUNTIME runs that runtime's cells only: a cut then loses one runtime's work, not all of them
+  [[ $3 == *@* ]] && only=(--runtime "${3#*@}")
   [ -e "$marker" ] && return 0
   (( $(left) < 30 )) && { echo "not started: $id $s $device ($(left) s left)" >> "$logs/steps.txt"; return 1; }
   local t0; t0=$(date +%s)
   timeout --signal=INT --kill-after=10 "$(( $(left) - 5 ))" \
-    "$py" -m pv.cli run "$id" --device "$device" --subject "$s" --ledger "$ledger" >> "$logs/$device-$s.log" 2>&1
+    "$py" -m pv.cli run "$id" "${only[@]}" --device "$device" --subject "$s" --ledger "$ledger" >> "$logs/$device-$s.log" 2>&1
   local rc=$?
   echo "$id $s $device: exit $rc after $(( $(date +%s) - t0 )) s" >> "$logs/steps.txt"
   cut "$rc" || touch "$marker"
@@ -104,14 +108,17 @@ if [ -n "${SCALE_BUGS:-}" ] && [ ! -e "$done_dir/scale-bugs" ] && (( $(left) > 6
   done
   touch "$done_dir/scale-bugs"
 fi
-for id in ${RANDOM_IDS:-}; do cell cuda "$subject-random" "$id" "$out/cuda-ledger.jsonl"; done
+# RANDOM_DEVICES (default "cuda cpu") picks where the random twin's cells run.
+[[ " ${RANDOM_DEVICES:-cuda cpu} " == *" cuda "* ]] &&
+  for id in ${RANDOM_IDS:-}; do cell cuda "$subject-random" "$id" "$out/cuda-ledger.jsonl"; done
 
 # The cpu cells only once the cuda cells are done: a cuda cell of the 0.5B subject also runs the
 # reference backend on the CPU, and beside three cpu workers an H200 session's CPU-GPU-001 cell
 # was cut twice (354 s, 461 s; 65 s alone on an H100).
 procs=${CPU_PROCS:-3}
-threads=$(( (cores - 4) / procs )); (( threads < 1 )) && threads=1
-cpu_ids=(${CPU_IDS:-}); random_ids=(${RANDOM_IDS:-})
+threads=${CPU_THREADS:-$(( (cores - 4) / procs ))}; (( threads < 1 )) && threads=1
+cpu_ids=(${CPU_IDS:-}); random_ids=()
+[[ " ${RANDOM_DEVICES:-cuda cpu} " == *" cpu "* ]] && random_ids=(${RANDOM_IDS:-})
 workers=()
 for (( w = 0; w < procs && ${#cpu_ids[@]} + ${#random_ids[@]} > 0; w++ )); do
   ( export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads CUDA_VISIBLE_DEVICES=

@@ -3,7 +3,7 @@
     python3 scripts/owed_cells.py SUBJECT   (reads `pv status --format json` from stdin)
 
 Prints CUDA_IDS, CPU_IDS, RANDOM_IDS (falsifiers with a cell of SUBJECT, or of its random twin,
-that is not a fresh PASS), TINY_IDS (falsifiers with a cuda cell of a small subject, or of none,
+that is not a fresh PASS; a cpu cell of one runtime as ID@RUNTIME), TINY_IDS (falsifiers with a cuda cell of a small subject, or of none,
 that is not a fresh PASS: a check edited since its last GPU run) and STRENGTH_IDS (falsifiers with a declared planted bug whose cuda
 record on a small subject is not fresh). Falsifiers of the distributed-training contract are
 left out: they need two GPUs in one host (scripts/gpu-distributed.sh).
@@ -34,8 +34,12 @@ def owed(status: dict, subject: str) -> dict[str, list[str]]:
                 match = CELL.match(key)
                 if not match or cell["state"] == "PASS":
                     continue
-                if match["subject"] == subject:
-                    add("CUDA_IDS" if match["device"] == "cuda" else "CPU_IDS", falsifier["id"])
+                if match["subject"] == subject and match["device"] == "cuda":
+                    add("CUDA_IDS", falsifier["id"])
+                elif match["subject"] == subject:
+                    # one runtime per cpu cell: a host's eval of the 0.5B model takes minutes per
+                    # runtime, and a cut call then loses one runtime's work, not every one's
+                    add("CPU_IDS", falsifier["id"] + (f"@{match['runtime']}" if match["runtime"] else ""))
                 elif match["subject"] == f"{subject}-random":
                     add("RANDOM_IDS", falsifier["id"])
                 elif match["device"] == "cuda":

@@ -27,11 +27,12 @@ def falsifier(fid, devices, mutants=None):
 STATUS = {"contracts": [
     {"id": "parity", "falsifiers": [
         falsifier("F-1", {f"cuda[{S}]@pvlab": "PASS", f"cuda[{S}]@transformers": "STALE", f"cpu[{S}]@pvlab": "PENDING",
-                          "cpu[tiny-trained]@pvlab": "STALE"},
+                          f"cpu[{S}]@transformers": "PASS", "cpu[tiny-trained]@pvlab": "STALE"},
                   {"bug": {"cuda[tiny-trained]@pvlab": "STALE", "cpu[tiny-trained]@pvlab": "FAIL"}}),
         falsifier("F-2", {f"cuda[{S}]@pvlab": "PASS", f"cpu[{S}]@pvlab": "PASS"},
                   {"bug": {"cuda[tiny-trained]@pvlab": "FAIL", f"cuda[{S}]@pvlab": "STALE"}}),
         falsifier("F-3", {f"cuda[{S}-random]": "PENDING", "cuda": "STALE"}, {"other": {"cuda": "PASS"}}),
+        falsifier("F-4", {f"cpu[{S}]": "STALE"}),
     ]},
     {"id": "distributed-training", "falsifiers": [
         falsifier("F-DIST", {"cuda": "STALE"}, {"bug": {"cuda": "STALE"}})]},
@@ -41,7 +42,8 @@ STATUS = {"contracts": [
 def test_owed_cells_per_device_subject_and_planted_bug():
     lists = owed_cells.owed(STATUS, S)
     assert lists["CUDA_IDS"] == ["F-1"]            # a STALE runtime of the scale subject; F-2 is all PASS
-    assert lists["CPU_IDS"] == ["F-1"]
+    # a cpu cell names its runtime (F-1 owes pvlab's, not transformers'); F-4's cell has none
+    assert lists["CPU_IDS"] == ["F-1@pvlab", "F-4"]
     assert lists["RANDOM_IDS"] == ["F-3"]
     assert lists["TINY_IDS"] == ["F-3"]           # its subjectless cuda cell is STALE; F-1's tiny cell is cpu
     # F-1: a stale tiny cuda pair; F-3: a surviving (PASS) cuda pair; F-2's stale pair is of the scale
