@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +126,21 @@ def line_of(text: str, needle: str, nth: int = 1) -> int:
     return hits[nth - 1]
 
 
+# `pv validate` in a process of its own, as a user's shell runs it.
+PV = [sys.executable, "-c", "from pv.cli import main; main()"]
+
+
+def only(result, code: str) -> list[Found]:
+    """The diagnostics with `code`, asserting there is at least one."""
+    found = [d for d in parse_output(result.output) if d.code == code]
+    assert found, f"no {code} in:\n{result.output}"
+    return found
+
+
+def codes(result) -> set[str]:
+    return {d.code for d in parse_output(result.output)}
+
+
 class VWorkspace:
     def __init__(self, root: Path):
         self.root = root
@@ -170,3 +186,11 @@ def make_vworkspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> VWorkspa
     ws.contracts.mkdir()
     monkeypatch.chdir(root)
     return ws
+
+
+def other_contract(vworkspace, cid: str = "demo-other", *extra: tuple[str, str]):
+    """A second valid contract beside the good one: its own id, file name and falsifier ids."""
+    return vworkspace.contract(("id: demo-forward", f"id: {cid}"), ("DEMO-BND-001", "OTHER-BND-001"),
+                               ("FALSIFY-DEMO-FORWARD-001]", "FALSIFY-OTHER-001]"),
+                               ("- id: FALSIFY-DEMO-FORWARD-001", "- id: FALSIFY-OTHER-001"), *extra,
+                               name=f"{cid}-v1.yaml")
