@@ -175,7 +175,7 @@ def in_packages(name: str, packages: Iterable[str]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in packages)
 
 
-def _imports(name: str, path: Path, roots: list[Path]) -> set[str]:
+def module_imports(name: str, path: Path, roots: list[Path]) -> set[str]:
     """Every module a module's import statements can load (anywhere in it, functions too)."""
     data = _read(path)
     return set() if data is None else set(_imports_cached(name, path.name == "__init__.py", data, tuple(roots)))
@@ -231,7 +231,7 @@ def closure(start: Iterable[str], packages: Iterable[str], roots: list[Path]) ->
             continue
         parts = name.split(".")
         todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent packages run first
-        todo += sorted(_imports(name, path, roots))
+        todo += sorted(module_imports(name, path, roots))
     return {n for n in seen if n in first or in_packages(n, packages)}
 
 

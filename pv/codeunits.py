@@ -82,7 +82,7 @@ _STATEMENT_LISTS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"
 _LISTS_OF: dict[type, tuple[str, ...]] = {}  # node class -> its fields among those, in field order
 
 
-def _functions(tree: ast.Module) -> list[tuple[str, ast.AST]]:
+def named_functions(tree: ast.Module) -> list[tuple[str, ast.AST]]:
     """(qualname, def node) of every function, iteratively (no recursion limit). Only the
     statement lists are walked (walking every child node was a fifth of digesting a module);
     the nodes left out hold no statement, so the definitions and their order are the same."""
@@ -194,7 +194,7 @@ def _module_digest(tree: ast.Module) -> str:
 def _units_of_tree(tree: ast.Module) -> ModuleUnits:
     spans = []
     texts: dict[str, list[str]] = {}
-    for qualname, node in _functions(tree):
+    for qualname, node in named_functions(tree):
         body = node.body  # type: ignore[attr-defined]
         spans.append((body[0].lineno, node.end_lineno or body[-1].lineno, qualname))
         texts.setdefault(qualname, []).append(_canonical_unit(node, drop_functions=False))
@@ -300,7 +300,7 @@ class UnitDigests:
             self._digests[MODULE_UNIT] = raw_units(data).digests[MODULE_UNIT]
             return
         self._defs: dict[str, list[ast.AST]] = {}
-        for qualname, node in _functions(self._tree):
+        for qualname, node in named_functions(self._tree):
             self._defs.setdefault(qualname, []).append(node)
 
     def known(self) -> Mapping[str, str | None]:

@@ -279,7 +279,7 @@ def _loaded_files(packages: tuple[str, ...], modules: Mapping[str, object]) -> d
 _stores: dict[Path, object] = {}  # workspace root -> its pv.cache of code units
 
 
-def _store(root: Path | None) -> object | None:
+def unit_store(root: Path | None) -> object | None:
     """The persistent cache of code units under `root` (pv.codeunits.stored_units), per session.
     None in a process told to write no bytecode (PYTHONDONTWRITEBYTECODE: `pv mutate`'s runs,
     which leave nothing in the user's tree): a parse cache is the same kind of by-product."""
@@ -292,17 +292,19 @@ def _store(root: Path | None) -> object | None:
     return _stores[root]
 
 
-def _units(path: str, root: Path | None = None) -> ModuleUnits | None:
+def module_units(path: str, root: Path | None = None) -> ModuleUnits | None:
+    """The code units of the module file at `path` (None when it cannot be read), through the
+    unit store of `root` for a Python source."""
     try:
         data = Path(path).read_bytes()
     except OSError:
         return None
-    return stored_units(data, _store(root)) if importbind.is_source(Path(path)) else raw_units(data)
+    return stored_units(data, unit_store(root)) if importbind.is_source(Path(path)) else raw_units(data)
 
 
 def _static_imports(name: str, path: str, root: Path | None = None) -> set[str]:
     """The modules a module's import statements name (with `from pkg import sub`'s submodule)."""
-    units = _units(path, root)
+    units = module_units(path, root)
     if units is None:
         return set()
     return set(_imports_in(name, Path(path).name.startswith("__init__."), units.imports))
@@ -329,7 +331,9 @@ def _imports_in(name: str, is_package: bool, statements: tuple[tuple[int, str, t
     return frozenset(found)
 
 
-def _relative(path: str, root: Path) -> str:
+def relative_path(path: str, root: Path) -> str:
+    """`path` as a record names a module's origin: its real path relative to `root` (posix), or the
+    real path itself where it lies outside `root`."""
     real = Path(os.path.realpath(path))
     try:
         return real.relative_to(root).as_posix()
@@ -351,7 +355,7 @@ def bind(run: Run, packages: Iterable[str], workspace_root: Path,
         name = module_for_file(path, packages, loaded)
         if not lines or name is None or not codebind.in_packages(name, packages):
             continue
-        units = _units(path, root)
+        units = module_units(path, root)
         if units is None:
             problems.append(f"{name} ran from {path}, which is gone")
             continue
@@ -378,13 +382,13 @@ def bind(run: Run, packages: Iterable[str], workspace_root: Path,
                 todo.append(other)
     digests: dict[str, dict[str, str]] = {}
     for name, unit_names in sorted(executed.items()):
-        units = _units(files[name], root)
+        units = module_units(files[name], root)
         if units is None:
             problems.append(f"{name}: {files[name]} could not be read")
             continue
         digests[name] = {q: units.digests.get(q, "absent") for q in sorted(unit_names)}
-    origins = {name: _relative(files[name], root) for name in digests}
-    store = _store(root)
+    origins = {name: relative_path(files[name], root) for name in digests}
+    store = unit_store(root)
     if store is not None:
         store.save()  # type: ignore[attr-defined]  # writes only when this bind parsed something new
     bound_files = set(loaded) | set(files.values())

@@ -247,7 +247,7 @@ def _decorator_runtimes(node: ast.Call, constants: dict[str, ast.expr]) -> tuple
                       f"importing the module), got `{ast.unparse(value)}`")
 
 
-def _decorator_name(node: ast.expr) -> str | None:
+def decorator_name(node: ast.expr) -> str | None:
     """'x' for @mutant("x"), @mutation.mutant("x"), @pv.mutation.mutant(name="x")."""
     if not isinstance(node, ast.Call):
         return None
@@ -301,7 +301,7 @@ def _scan_tree(path: Path, tree: ast.Module) -> list[MutantDecl]:
     for node in statements(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for deco in node.decorator_list:
-                name = _decorator_name(deco)
+                name = decorator_name(deco)
                 if name is not None:
                     planted_in, problem = _decorator_runtimes(deco, constants)  # type: ignore[arg-type]
                     found.append(MutantDecl(name, path, deco.lineno, deco.col_offset + 1, node.name,

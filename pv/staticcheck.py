@@ -413,9 +413,9 @@ class ModuleIndex:
 def _decorator_qualnames(tree: ast.Module) -> dict[tuple[int, int], str]:
     """(line, column counted from 1) of each decorator of a function -> the function's
     `__qualname__` (pv.codeunits names units so): where pv.mutation found a `@mutant(...)`."""
-    from pv.codeunits import _functions
+    from pv.codeunits import named_functions
 
-    return {(deco.lineno, deco.col_offset + 1): qualname for qualname, node in _functions(tree)
+    return {(deco.lineno, deco.col_offset + 1): qualname for qualname, node in named_functions(tree)
             for deco in node.decorator_list}  # type: ignore[attr-defined]
 
 

@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from pv import codebind, importbind
-from pv.codeunits import _functions  # noqa: PLC2701 - same package: codeunits' own walk names the units
-from pv.execution import Bound, _relative, _store, _units  # noqa: PLC2701 - the traced binding's readers
-from pv.mutation import _decorator_name  # noqa: PLC2701 - the static scan `pv validate` uses
+from pv.codeunits import named_functions
+from pv.execution import Bound, module_units, relative_path, unit_store
+from pv.mutation import decorator_name
 
 
 @functools.lru_cache(maxsize=1024)
@@ -56,8 +56,8 @@ def planted_units(data: bytes) -> tuple[frozenset[str], frozenset[str]]:
         return frozenset(), frozenset()
     names: set[str] = set()
     planted: dict[str, bool] = {}
-    for qualname, node in _functions(tree):
-        declared = [n for d in node.decorator_list if (n := _decorator_name(d)) is not None]  # type: ignore[attr-defined]
+    for qualname, node in named_functions(tree):
+        declared = [n for d in node.decorator_list if (n := decorator_name(d)) is not None]  # type: ignore[attr-defined]
         names.update(declared)
         planted[qualname] = planted.get(qualname, True) and bool(declared)
     return frozenset(names), frozenset(q for q, is_bug in planted.items() if is_bug)
@@ -99,7 +99,7 @@ def siblings(names: Iterable[str], mutants: str | None, roots: list[Path], *, ac
         path = codebind.module_file(name, roots)
         if path is None:
             continue
-        for imported in codebind._imports(name, path, roots):  # noqa: SLF001 - the closure's own reader
+        for imported in codebind.module_imports(name, path, roots):
             if name == mutants and imported.startswith(mutants + "."):
                 continue  # the registration imports: they run every bug module's <module> code only
             if candidates.pop(imported, None) is not None:
@@ -133,13 +133,13 @@ def bind(start: list[str], packages: Iterable[str], roots: list[Path], workspace
     problems: list[str] = []
     for name in sorted(names):
         path = _file_of(name, modules, roots)
-        units = None if path is None else _units(str(path), root)
+        units = None if path is None else module_units(str(path), root)
         if path is None or units is None:  # a namespace package, a module gone: nothing to bind, as before
             continue
         bugs = left_out.get(name, frozenset())
         executed[name] = {q: d for q, d in sorted(units.digests.items()) if not _is_planted(q, bugs)}
-        origins[name] = _relative(str(path), root)
-    store = _store(root)
+        origins[name] = relative_path(str(path), root)
+    store = unit_store(root)
     if store is not None:
         store.save()  # type: ignore[attr-defined]  # writes only when this bind parsed something new
     bound_files = {str(Path(root, o)) if not os.path.isabs(o) else o for o in origins.values()}

@@ -30,7 +30,7 @@ def test_the_recursive_text_equals_the_stack_walk_on_every_tree_and_unit():
         for drop in (True, False):
             assert (codeunits._canonical_unit(tree, drop_functions=drop)
                     == codeunits._canonical_unit_walk(tree, drop_functions=drop)), path
-        for qualname, node in codeunits._functions(tree):
+        for qualname, node in codeunits.named_functions(tree):
             assert (codeunits._canonical_unit(node, drop_functions=False)
                     == codeunits._canonical_unit_walk(node, drop_functions=False)), (path, qualname)
             compared += 1

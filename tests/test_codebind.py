@@ -115,7 +115,7 @@ def _empty_files(root: Path, *relative: str) -> None:
 def test_an_import_binds_the_module_and_every_parent_package(tmp_path):
     _empty_files(tmp_path, "pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/leaf.py", "pkg/other.py")
     (tmp_path / "main.py").write_text("import pkg.sub.leaf\nfrom . import nothing\nimport pkg.other\n")
-    found = codebind._imports("main", tmp_path / "main.py", [tmp_path])
+    found = codebind.module_imports("main", tmp_path / "main.py", [tmp_path])
     assert {"pkg", "pkg.sub", "pkg.sub.leaf", "pkg.other"} <= set(found)
 
 
@@ -153,7 +153,7 @@ def test_a_module_loaded_from_bytecode_is_digested_from_its_source(tmp_path):
 def test_a_relative_import_climbs_one_package_per_extra_dot(tmp_path):
     _empty_files(tmp_path, "pkg/__init__.py", "pkg/sub/__init__.py", "pkg/other.py", "pkg/sub/deep/__init__.py")
     (tmp_path / "pkg/sub/deep/leaf.py").write_text("from ...other import x\nfrom .. import deep\n")
-    found = codebind._imports("pkg.sub.deep.leaf", tmp_path / "pkg/sub/deep/leaf.py", [tmp_path])
+    found = codebind.module_imports("pkg.sub.deep.leaf", tmp_path / "pkg/sub/deep/leaf.py", [tmp_path])
     assert "pkg.other" in found and "pkg.sub.deep" in found
     assert "pkg.sub.deep.other" not in found and "pkg.sub.other" not in found
 

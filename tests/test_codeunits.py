@@ -63,7 +63,7 @@ TRICKY = textwrap.dedent('''\
 
 def _reference(tree: ast.Module) -> dict[str, str]:
     digests: dict[str, list[str]] = {}
-    for qualname, node in codeunits._functions(tree):
+    for qualname, node in codeunits.named_functions(tree):
         clean = copy.deepcopy(node)
         codebind._strip_docstrings(clean)
         digests.setdefault(qualname, []).append(codebind._canonical(clean))
@@ -153,7 +153,7 @@ def test_units_kept_in_the_cache_read_back_equal_and_a_bad_entry_is_a_miss(tmp_p
 
 
 def _functions_walking_every_child(tree: ast.Module) -> list[tuple[str, ast.AST]]:
-    """The walk _functions replaced: every child node but expressions (the oracle of its order)."""
+    """The walk named_functions replaced: every child node but expressions (the oracle of its order)."""
     found: list[tuple[str, ast.AST]] = []
     todo: list[tuple[str, ast.AST]] = [("", tree)]
     while todo:
@@ -207,7 +207,7 @@ BLOCKS = textwrap.dedent('''\
                          ids=[n for n, _ in _sources()] + ["blocks"])
 def test_functions_are_found_in_the_order_walking_every_child_finds_them(name, source):
     tree = ast.parse(source)
-    assert [(q, id(n)) for q, n in codeunits._functions(tree)] == [
+    assert [(q, id(n)) for q, n in codeunits.named_functions(tree)] == [
         (q, id(n)) for q, n in _functions_walking_every_child(tree)]
 
 
