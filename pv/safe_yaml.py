@@ -25,11 +25,10 @@ from typing import Any
 
 import yaml
 from pv.diagnostics import Diagnostic, Severity
+from pv.yamlbounds import (BOMB_HINT, C_COMPOSER_SAFE_DEPTH, MAX_DEPTH, MAX_NODES, TOO_DEEP_HINT, Budget, depth_bound,
+                           expanded_size, nesting_depth, parser_nesting_limit)
 
 MAX_BYTES = 1_000_000
-MAX_NODES = 100_000  # after alias expansion; real contracts have a few hundred
-MAX_DEPTH = 64  # nesting of collections; real contracts are about 6 deep
-_TOO_DEEP_HINT = "contracts are a few levels deep; this file is not one"
 SCHEMA_LINE_PREFIX = "# yaml-language-server: $schema="
 
 Loc = tuple  # a path into the document: ("falsification_tests", 0, "prediction")
@@ -135,7 +134,7 @@ class LoadedContract:
                 if node is not None:
                     _Builder(merges="<<" in self.text).build(node)  # flattens merge keys as before
                 self.node = node
-            except (yaml.YAMLError, _Budget, ValueError, TypeError, RecursionError):
+            except (yaml.YAMLError, Budget, ValueError, TypeError, RecursionError):
                 pass
         return self.node
 
@@ -271,12 +270,6 @@ def _key_value(node: Any) -> Any:
     return None
 
 
-class _Budget(Exception):
-    def __init__(self, message: str, hint: str, mark: Any = None, code: str = "PV103"):
-        super().__init__(message)
-        self.message, self.hint, self.mark, self.code = message, hint, mark, code
-
-
 class _Builder:
     """Turns a composed node tree into plain data; notes duplicate keys."""
 
@@ -291,7 +284,7 @@ class _Builder:
     def build(self, node: yaml.Node, depth: int = 1) -> Any:
         self.nodes += 1
         if self.nodes > MAX_NODES:  # a backstop; expanded_size() rejects bombs before this
-            raise _Budget(f"YAML aliases expand to more than {MAX_NODES:,} nodes", _BOMB_HINT)
+            raise Budget(f"YAML aliases expand to more than {MAX_NODES:,} nodes", BOMB_HINT)
         cls = node.__class__
         if cls is yaml.ScalarNode:
             tag = node.tag
@@ -314,8 +307,8 @@ class _Builder:
                     None, None, f"cannot read {node.value!r} as {tag.rsplit(':', 1)[-1]}: {exc}", node.start_mark
                 ) from None
         if depth > MAX_DEPTH:
-            raise _Budget(f"YAML nests more than {MAX_DEPTH} levels deep",
-                          _TOO_DEEP_HINT, node.start_mark, "PV108")
+            raise Budget(f"YAML nests more than {MAX_DEPTH} levels deep",
+                          TOO_DEEP_HINT, node.start_mark, "PV108")
         depth += 1
         if cls is yaml.MappingNode:
             if node.tag != _MAP:
@@ -363,93 +356,6 @@ def _tag_error(node: yaml.Node) -> yaml.constructor.ConstructorError:
     return yaml.constructor.ConstructorError(
         None, None, f"could not determine a constructor for the tag {node.tag!r}", node.start_mark
     )
-
-
-_BOMB_HINT = "this looks like an alias bomb ('billion laughs'); contracts need no such nesting"
-
-
-def expanded_size(root: yaml.Node, limit: int = MAX_NODES) -> int:
-    """Number of nodes once every alias is expanded, computed on the node graph (each distinct
-    node once). Raises _Budget when over `limit`, when nesting is deeper than MAX_DEPTH, or
-    when an alias contains itself."""
-    sizes: dict[int, int] = {}
-    active: set[int] = set()
-
-    def size(node: yaml.Node, depth: int) -> int:
-        key = id(node)
-        known = sizes.get(key)
-        if known is not None:
-            return known
-        cls = node.__class__
-        if cls is yaml.ScalarNode:
-            return 1
-        if key in active:
-            raise _Budget("recursive YAML alias (a collection that contains itself)",
-                          "remove the alias; contracts never need self-reference", node.start_mark)
-        if depth > MAX_DEPTH:
-            raise _Budget(f"YAML nests more than {MAX_DEPTH} levels deep",
-                          _TOO_DEEP_HINT, node.start_mark, "PV108")
-        total = 1
-        active.add(key)
-        if cls is yaml.MappingNode:
-            for k, v in node.value:
-                total += size(k, depth + 1) + size(v, depth + 1)
-                if total > limit:
-                    break
-        else:
-            for item in node.value:
-                total += size(item, depth + 1)
-                if total > limit:
-                    break
-        active.discard(key)
-        if total > limit:
-            raise _Budget(f"YAML aliases expand to more than {limit:,} nodes", _BOMB_HINT, node.start_mark)
-        sizes[key] = total
-        return total
-
-    return size(root, 1)
-
-
-C_COMPOSER_SAFE_DEPTH = 1000  # libyaml's composer recurses on the C stack: it crashed near 20,000
-
-
-def _depth_bound(text: str) -> int:
-    """A cheap upper bound on collection nesting: every collection, flow or block, is opened or
-    keyed by at least one of the characters [ { - : ? (str.count runs at C speed)."""
-    return sum(text.count(c) for c in "[{-:?")
-
-
-def parser_nesting_limit(exc: BaseException) -> bool:
-    """Whether a YAML error is the parser's own nesting limit. libyaml 0.2.6 (bundled with
-    PyYAML 6.0.4) stops at 1,000 flow levels ("while increasing flow level exceeded maximum
-    nesting depth"), and its scanner reads a flow collection ahead before the first event is
-    out, so that error can come before MAX_DEPTH is seen. Any such limit is far above
-    MAX_DEPTH: it means "nests too deeply", never a syntax error."""
-    return isinstance(exc, yaml.YAMLError) and "nesting depth" in str(getattr(exc, "problem", "") or "")
-
-
-def nesting_depth(text: str) -> tuple[int, Any]:
-    """Exact collection nesting depth from the parser's events (iterative, no recursion), and
-    the mark where it first exceeds MAX_DEPTH (or None). When the parser's own nesting limit
-    stops it first, the depth is past MAX_DEPTH and the mark is where the parser stopped."""
-    depth = deepest = 0
-    try:
-        for event in yaml.parse(text, Loader=_Loader):
-            cls = event.__class__
-            if cls is yaml.SequenceStartEvent or cls is yaml.MappingStartEvent:
-                depth += 1
-                if depth > deepest:
-                    deepest = depth
-                    if depth > MAX_DEPTH:
-                        return depth, event.start_mark
-            elif cls is yaml.SequenceEndEvent or cls is yaml.MappingEndEvent:
-                depth -= 1
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        if not parser_nesting_limit(exc) or mark is None:
-            raise
-        return max(deepest, MAX_DEPTH) + 1, mark
-    return deepest, None
 
 
 def diag(path: str, line: int, col: int, code: str, message: str, hint: str = "") -> Diagnostic:
@@ -520,16 +426,16 @@ def read_yaml(path: Path, display: str) -> tuple[LoadedContract | None, list[Dia
         return None, [diag(display, 0, 0, "PV106", "empty file: no YAML document",
                             "start from an existing contract in contracts/")]
     try:
-        if _depth_bound(text) > C_COMPOSER_SAFE_DEPTH:
+        if depth_bound(text) > C_COMPOSER_SAFE_DEPTH:
             depth, mark = nesting_depth(text)
             if mark is not None:
                 return None, [diag(display, mark.line + 1, mark.column + 1, "PV108",
                                     f"YAML nests more than {MAX_DEPTH} levels deep",
-                                    _TOO_DEEP_HINT)]
+                                    TOO_DEEP_HINT)]
         node = yaml.compose(text, Loader=_FastSafeLoader)
     except yaml.YAMLError as exc:
         if parser_nesting_limit(exc):
-            return None, [_yaml_diag(display, exc, "PV108", _TOO_DEEP_HINT)]
+            return None, [_yaml_diag(display, exc, "PV108", TOO_DEEP_HINT)]
         return None, [_yaml_diag(display, exc, "PV101")]
     except RecursionError:  # the pure-Python composer, when libyaml is missing
         return None, [diag(display, 1, 1, "PV108", "YAML nests too deeply")]
@@ -541,7 +447,7 @@ def read_yaml(path: Path, display: str) -> tuple[LoadedContract | None, list[Dia
         if "&" in text and "*" in text:  # no alias without an anchor: nothing can expand
             expanded_size(node)
         data = builder.build(node)
-    except _Budget as exc:
+    except Budget as exc:
         line, col = (exc.mark.line + 1, exc.mark.column + 1) if exc.mark is not None else (1, 1)
         return None, [diag(display, line, col, exc.code, exc.message, exc.hint)]
     except yaml.constructor.ConstructorError as exc:
