@@ -471,7 +471,12 @@ def _record(state: _State, outcome: Any) -> None:
         return
     from pv import ledger, provenance
 
-    root = state.workspace().root
+    ws = state.workspace()
+    root = ws.root
+    from pv import sessionbind
+
+    # the workspace's other code this session loaded (a conftest.py, a parent package's __init__)
+    outcome.session_code = sessionbind.loaded(root, ws.bound_packages, ws.generated_dir) or None
     # The ledgers are data, not code: appending evidence (or having merged some) never makes
     # the tree the evidence ran on "dirty".
     git = provenance.git_state(Path(root), exclude=tuple(dict.fromkeys((str(path), str(state.workspace().ledger)))))
