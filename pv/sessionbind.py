@@ -69,14 +69,17 @@ def loaded(root: Path, bound_packages: Iterable[str], generated_dir: Path,
         if not isinstance(path, str) or not isinstance(name, str) or codebind.in_packages(name, bound):
             continue
         real = os.path.realpath(path)
-        if _outside(real, [root_real]) or not _outside(real, environment):
+        # where the tree has it: a conftest.py that is a link to a file outside the tree is the tree's
+        here = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
+        place = here if not _outside(here, [root_real]) else real
+        if _outside(place, [root_real]) or not _outside(place, environment):
             continue
         if os.path.dirname(real) == generated and os.path.basename(real).startswith("test_"):
             continue  # a generated test module: pv.identity judges what ran of it
-        rel = Path(real).relative_to(root_real).as_posix()
+        rel = Path(place).relative_to(root_real).as_posix()
         if rel in found:
             continue
-        digest = _digest(Path(real))
+        digest = _digest(Path(place))
         if digest is not None:
             found[rel] = digest
     return dict(sorted(found.items()))
