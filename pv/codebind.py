@@ -281,6 +281,7 @@ class TreeDigests:
         self._store = None
         self._unit_store = None
         self._root = workspace_root
+        self._session: dict[str, str | None] = {}  # path -> digest now (pv.sessionbind)
         if persist:
             self._store = _shared_store(workspace_root, "code-digests")
 
@@ -314,7 +315,19 @@ class TreeDigests:
 
     def record_changes(self, record: object) -> tuple[str, ...]:
         """Why a record's code is not the tree's. A record that carries the units it executed
-        (pv.execution) is judged by those; an older one by its module digests."""
+        (pv.execution) is judged by those; an older one by its module digests. The workspace's
+        other code its session loaded (a conftest.py, a parent package's __init__: pv.sessionbind)
+        is judged by its digests too."""
+        session = getattr(record, "session_code", None)
+        loaded = () if not session else self._session_changes(session)
+        return self._code_changes(record) + loaded
+
+    def _session_changes(self, recorded: Mapping[str, str]) -> tuple[str, ...]:
+        from pv import sessionbind
+
+        return sessionbind.changes(self._root, recorded, self._session)
+
+    def _code_changes(self, record: object) -> tuple[str, ...]:
         executed = getattr(record, "executed_code", None)
         if executed is None:  # module binding: older records (timing checks' too), checks that never ran
             problems = tuple(f"binding: {p}" for p in getattr(record, "binding_problems", None) or ())

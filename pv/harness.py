@@ -443,6 +443,7 @@ def falsify(
     if tolerances.wants_tolerance(check):
         try:
             kwargs["tolerance"] = tolerances.merged(tolerance)
+            outcome.tolerance_table = copy.deepcopy(kwargs["tolerance"])
         except tolerances.ToleranceError as exc:
             outcome.message = f"bad tolerance: {exc}"
             raise FalsifierError(f"{label}: {outcome.message}") from None

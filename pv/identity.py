@@ -62,7 +62,7 @@ from pv.ledger import LedgerRecord, _sanitize
 from pv.testdigest import legacy_test_sha256, template_digests, test2_sha256, test4_sha256, test_sha256
 
 __all__ = ["EvidenceCheck", "NO_IDENTITY", "RENDERS_OTHER", "SIBLING_OTHER", "cells_option", "defined_texts",
-           "judged_differs", "mutant_not_run", "node_differs", "verdict_contradicts", "legacy_test_sha256", "ran_test", "template_digests", "test2_sha256", "test4_sha256",
+           "judged_differs", "mutant_not_run", "table_differs", "node_differs", "verdict_contradicts", "legacy_test_sha256", "ran_test", "template_digests", "test2_sha256", "test4_sha256",
            "test_sha256", "tolerance_numbers"]
 
 NO_IDENTITY = "recorded before pv recorded what ran (no test identity)"
@@ -110,7 +110,27 @@ def judged_differs(record: LedgerRecord, falsifier: Any, defined: tuple[str, str
     ) if _canonical(ran) != text]
     if differs:
         return f"the harness judged another {' and '.join(differs)} than the contract's"
-    return None
+    return table_differs(record, falsifier)
+
+
+def table_differs(record: LedgerRecord, falsifier: Any) -> str | None:
+    """Why the whole tolerance table the check received (`tolerance_table`: pv's per-dtype
+    defaults merged with the override) is not the one pv gives it now (None: it is, or the record
+    does not say). The override is part of the definition; the defaults are too: a run made with
+    pv's table widened (pv/tolerance.py edited, then put back) judged a looser bound than the
+    contract's, and its record must not count for the table of today."""
+    if record.tolerance_table is None:
+        return None
+    from pv import tolerance as tolerances
+
+    try:
+        now = tolerances.merged(falsifier.tolerance)
+    except tolerances.ToleranceError:
+        now = None
+    if _canonical(record.tolerance_table) == _canonical(now):
+        return None
+    return ("the check received another tolerance table than pv gives it now (pv's default tolerances "
+            "changed since the run?)")
 
 
 # How pv.ledger._sanitize keeps a non-finite observation (JSON has none): read back as the float.

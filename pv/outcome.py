@@ -54,6 +54,8 @@ class Outcome:
     test_templates: list[str] | None = None
     judged_params: dict[str, Any] | None = None
     judged_tolerance: dict[str, Any] | None = None
+    tolerance_table: dict[str, dict[str, float]] | None = None  # the whole table the check received
+    session_code: dict[str, str] | None = None  # the workspace's other code loaded (pv.sessionbind; the plugin)
     # Set once the record is written.
     record_id: str | None = None
     ledger: str | None = None
@@ -103,6 +105,8 @@ class Outcome:
             test_templates=self.test_templates,
             judged_params=self.judged_params,
             judged_tolerance=self.judged_tolerance,
+            tolerance_table=self.tolerance_table,
+            session_code=self.session_code,
             **provenance,
         )
 

@@ -199,7 +199,7 @@ def test_a_ledger_with_test_templates_round_trips_through_reading_and_merging(tm
     old = make_record(**base, schema_version=7, test_node="n", test_sha256="3" * 64, time_utc="2026-01-01T00:00:00Z")
     new = make_record(**base, test_node="n", test_sha256="4" * 64, test_templates=["a" * 64, "b" * 64],
                       time_utc="2026-01-02T00:00:00Z")
-    assert new.schema_version == ledger.LEDGER_SCHEMA_VERSION == 8 and old.test_templates is None
+    assert new.schema_version == ledger.LEDGER_SCHEMA_VERSION == 9 and old.test_templates is None
     path = tmp_path / "ledger.jsonl"
     ledger.append(path, [old])
     common = path.read_bytes()

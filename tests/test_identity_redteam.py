@@ -1,10 +1,11 @@
 """pv.identity against the red-team rounds: records that contradict themselves (verdict, device),
 a kill relabelled to another planted bug, executed code cut down to look fresh, a later failure
-made not to count."""
+made not to count, pv's default tolerance table widened for one run."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -253,3 +254,52 @@ def test_attack_removing_a_sibling_falsifier_never_brings_back_a_pass_an_honest_
     why = state["devices"]["cpu"]["stale_because"][0]
     assert "FAIL" in why and identity.SIBLING_OTHER in why
     assert cli("status")("--require-fresh").exit_code == 1
+
+
+# --- the tolerance table the check received (attack round of 2026-12-02) ---------------------------
+
+WIDENS_DEFAULTS = "import pv.tolerance\n\npv.tolerance.DEFAULTS['float32']['rtol'] = 0.02\n"
+
+
+def test_attack_pvs_default_tolerances_widened_for_one_run_then_put_back(tmp_path, monkeypatch):
+    """pv/tolerance.py edited for the run (here: a plugin from outside the workspace widens the
+    table, as an edit to pv would) and put back: the check received a looser table than the one
+    the contract is judged by today, so its PASS never counts."""
+    ws = make_workspace(tmp_path, mutants=False)
+    ws.add_contract("demo", [falsifier("FALSIFY-DEMO-001", prediction="rtol >= 0.01", check="basic:tol")])
+    ws.generate()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "widen_pv_defaults.py").write_text(WIDENS_DEFAULTS, encoding="utf-8")
+    assert ws.pytest("generated_tests").returncode == 1  # torch's table: rtol 1.3e-6
+    env = ws.env(PV_FORCE_NO_CUDA="1")
+    env["PYTHONPATH"] = f"{outside}:{env['PYTHONPATH']}"
+    assert ws.pytest("-p", "widen_pv_defaults", "generated_tests", env=env).returncode == 0
+    records = ws.records()
+    assert records[1].verdict.value == "PASS" and records[1].tolerance_table["float32"]["rtol"] == 0.02
+    assert records[1].judged_tolerance is None  # the override (none) is the contract's
+    state, f = _state_of(ws, monkeypatch)
+    assert state == "FALSIFIED", f  # the honest FAIL decides; the widened PASS does not count
+    assert Path(ws.ledger).read_text(encoding="utf-8").count('"tolerance_table"') == 2
+
+
+def _state_of(ws, monkeypatch):
+    ws.enter(monkeypatch)
+    data = json.loads(cli("status")("--format", "json").stdout)
+    f = data["contracts"][0]["falsifiers"][0]
+    return f["state"], f
+
+
+def test_table_differs_judges_only_a_record_that_says_what_table_it_received():
+    from pv import tolerance
+    from pv.schema import FalsificationTest
+
+    f = FalsificationTest.model_validate({"id": "FALSIFY-X-001", "rule": "r", "prediction": "x < 1", "check": "a.b:c",
+                                          "devices": ["cpu"], "if_fails": "i"})
+    base = dict(contract="c", contract_version="1", falsifier="FALSIFY-X-001", falsifier_sha256="0", device="cpu",
+                verdict="PASS", prediction="x < 1", duration_s=0.0, time_utc="2026-01-01T00:00:00Z")
+    assert identity.table_differs(make_record(**base), f) is None  # made before, or no tolerance taken
+    assert identity.table_differs(make_record(**base, tolerance_table=tolerance.merged(None)), f) is None
+    wide = tolerance.merged(None)
+    wide["float32"]["atol"] = 1e-2
+    assert "another tolerance table" in identity.table_differs(make_record(**base, tolerance_table=wide), f)
