@@ -10,9 +10,10 @@ A runtime is driven through two objects:
   checkpoint, greedy generation.
 
 Everything crossing the protocol is plain data: token ids and values as CPU torch tensors,
-numbers, lists of ints, checkpoint *directories* (Hugging Face layout: config.json +
-*.safetensors). No method hands a module, an optimizer or a device tensor across, so an adapter
-may run its runtime in another process (or language) and ship tensors as safetensors files;
+numbers, lists of ints, checkpoint *directories* (the runtime's own format, which its load()
+reads, plus a config.json with the `vocab_size` the pack reads). No method hands a module, an
+optimizer or a device tensor across, so an adapter may run its runtime in another process (or
+language) and ship tensors as safetensors files;
 `Batch.save` / `Batch.load` are that format.
 
 **Capabilities.** Each method is one capability (`CAPABILITIES`). An adapter implements those its
@@ -175,8 +176,10 @@ class RuntimeModel:
         raise CapabilityMissing(LEARNING_RATE)
 
     def state(self) -> Mapping[str, torch.Tensor]:
-        """Every tensor the model holds (parameters and persistent buffers), by its Hugging Face
-        checkpoint name, as held (device and dtype as the runtime keeps them)."""
+        """Every tensor the model holds (parameters and persistent buffers), by the name its
+        checkpoint gives it (Hugging Face names for a Hugging Face checkpoint, your own names for
+        your own format; gradients() must use the same names), as held (device and dtype as the
+        runtime keeps them). A copy or the live tensor: checks copy what they keep."""
         raise CapabilityMissing(STATE)
 
     def gradients(self) -> Mapping[str, torch.Tensor]:
@@ -185,8 +188,9 @@ class RuntimeModel:
         raise CapabilityMissing(GRADIENTS)
 
     def save(self, directory: Path) -> None:
-        """Write the model's current weights as a Hugging Face checkpoint directory that load()
-        (of this runtime, and of transformers) reads back."""
+        """Write the model's current weights as a checkpoint directory that this runtime's load()
+        reads back: its own format (a torch.save file, safetensors under its own names, a Hugging
+        Face checkpoint), plus a config.json holding `vocab_size` (the one key the pack reads)."""
         raise CapabilityMissing(SAVE)
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int) -> list[int]:
@@ -348,8 +352,13 @@ class Model:
     def save(self, directory: Path) -> Path:
         directory = Path(directory)
         self._call(SAVE, "save", directory)
-        if not (directory / "config.json").is_file() or not any(directory.glob("*.safetensors")):
-            raise AdapterError(self.adapter, SAVE, f"save({directory}) wrote no config.json + *.safetensors")
+        # The checkpoint format is the runtime's own (its load reads it back); the pack reads only
+        # config.json's vocab_size, so that is all a save must write besides its weights.
+        if not (directory / "config.json").is_file():
+            raise AdapterError(self.adapter, SAVE, f"save({directory}) wrote no config.json: write one beside your "
+                                                   "checkpoint file(s), with the vocab_size the pack reads")
+        if not any(item.name != "config.json" for item in directory.iterdir()):
+            raise AdapterError(self.adapter, SAVE, f"save({directory}) wrote only config.json, no weights")
         return directory
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int) -> list[int]:
