@@ -203,7 +203,20 @@ class RuntimeModel:
 
 
 class RuntimeAdapter:
-    """A runtime as the pack sees it. `load` is required; `data_split` optional."""
+    """A runtime as the pack sees it. `load` is required; `data_split` optional.
+
+    Optional declarations (class attributes an adapter may set):
+
+    - `paths`: the execution paths load() accepts (REFERENCE; a runtime with a fast path lists
+      FAST too);
+    - `capabilities`: the set of capability names it has (a check needing another is a SKIP
+      before any work);
+    - `undecayed_matrices`: names (as state() gives them) of the matrices (tensors of two or
+      more dimensions) its optimizer leaves undecayed by design, an input embedding say; every
+      other matrix is decayed when TrainSettings.weight_decay > 0 (not set: none). Which vectors
+      (norm gains, biases) decay is not declared: the runtime's own policy, recorded by the
+      AdamW checks, not judged. Read through Runtime.undecayed_matrices().
+    """
 
     #: execution paths load() accepts; a runtime with a fast path lists FAST too
     paths: tuple[str, ...] = (REFERENCE,)
@@ -263,6 +276,15 @@ class Runtime:
         if not isinstance(value, str):
             raise AdapterError(self.name, "version", f"returned {_describe(value)}, not a string")
         return value
+
+    def undecayed_matrices(self) -> frozenset[str]:
+        """The adapter's declared `undecayed_matrices` (none when it declares nothing)."""
+        declared = getattr(self.adapter, "undecayed_matrices", ())
+        if isinstance(declared, str) or not isinstance(declared, (tuple, list, set, frozenset)) \
+                or not all(isinstance(name, str) for name in declared):
+            raise AdapterError(self.name, "undecayed_matrices", f"is {_describe(declared)}, not a tuple of "
+                                                                "parameter names as state() gives them")
+        return frozenset(declared)
 
     def supports_path(self, path: str) -> bool:
         return path in tuple(getattr(self.adapter, "paths", (REFERENCE,)))
