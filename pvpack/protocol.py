@@ -234,7 +234,10 @@ class RuntimeAdapter:
 
     def data_split(self, subject_data: Path) -> tuple[Sequence[str], Sequence[str]]:
         """(train documents, held-out documents) exactly as the runtime's data pipeline splits the
-        corpus that `subject_data` (the subject's data description, subject.json) names."""
+        corpus that the subject names. `subject_data` is the subject *directory*: read its
+        subject.json's "data" entry (what your subject provider passed as
+        pvpack.subjects.write(data=...)). Documents are strings; a corpus of token ids joins each
+        document's ids into one string (equal documents must give equal strings)."""
         raise CapabilityMissing(DATA_SPLIT)
 
 
