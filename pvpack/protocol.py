@@ -10,9 +10,10 @@ A runtime is driven through two objects:
   checkpoint, greedy generation.
 
 Everything crossing the protocol is plain data: token ids and values as CPU torch tensors,
-numbers, lists of ints, checkpoint *directories* (Hugging Face layout: config.json +
-*.safetensors). No method hands a module, an optimizer or a device tensor across, so an adapter
-may run its runtime in another process (or language) and ship tensors as safetensors files;
+numbers, lists of ints, checkpoint *directories* (the runtime's own format, which its load()
+reads, plus a config.json with the `vocab_size` the pack reads). No method hands a module, an
+optimizer or a device tensor across, so an adapter may run its runtime in another process (or
+language) and ship tensors as safetensors files;
 `Batch.save` / `Batch.load` are that format.
 
 **Capabilities.** Each method is one capability (`CAPABILITIES`). An adapter implements those its
@@ -175,8 +176,10 @@ class RuntimeModel:
         raise CapabilityMissing(LEARNING_RATE)
 
     def state(self) -> Mapping[str, torch.Tensor]:
-        """Every tensor the model holds (parameters and persistent buffers), by its Hugging Face
-        checkpoint name, as held (device and dtype as the runtime keeps them)."""
+        """Every tensor the model holds (parameters and persistent buffers), by the name its
+        checkpoint gives it (Hugging Face names for a Hugging Face checkpoint, your own names for
+        your own format; gradients() must use the same names), as held (device and dtype as the
+        runtime keeps them). A copy or the live tensor: checks copy what they keep."""
         raise CapabilityMissing(STATE)
 
     def gradients(self) -> Mapping[str, torch.Tensor]:
@@ -185,8 +188,9 @@ class RuntimeModel:
         raise CapabilityMissing(GRADIENTS)
 
     def save(self, directory: Path) -> None:
-        """Write the model's current weights as a Hugging Face checkpoint directory that load()
-        (of this runtime, and of transformers) reads back."""
+        """Write the model's current weights as a checkpoint directory that this runtime's load()
+        reads back: its own format (a torch.save file, safetensors under its own names, a Hugging
+        Face checkpoint), plus a config.json holding `vocab_size` (the one key the pack reads)."""
         raise CapabilityMissing(SAVE)
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int) -> list[int]:
@@ -199,7 +203,20 @@ class RuntimeModel:
 
 
 class RuntimeAdapter:
-    """A runtime as the pack sees it. `load` is required; `data_split` optional."""
+    """A runtime as the pack sees it. `load` is required; `data_split` optional.
+
+    Optional declarations (class attributes an adapter may set):
+
+    - `paths`: the execution paths load() accepts (REFERENCE; a runtime with a fast path lists
+      FAST too);
+    - `capabilities`: the set of capability names it has (a check needing another is a SKIP
+      before any work);
+    - `undecayed_matrices`: names (as state() gives them) of the matrices (tensors of two or
+      more dimensions) its optimizer leaves undecayed by design, an input embedding say; every
+      other matrix is decayed when TrainSettings.weight_decay > 0 (not set: none). Which vectors
+      (norm gains, biases) decay is not declared: the runtime's own policy, recorded by the
+      AdamW checks, not judged. Read through Runtime.undecayed_matrices().
+    """
 
     #: execution paths load() accepts; a runtime with a fast path lists FAST too
     paths: tuple[str, ...] = (REFERENCE,)
@@ -217,7 +234,10 @@ class RuntimeAdapter:
 
     def data_split(self, subject_data: Path) -> tuple[Sequence[str], Sequence[str]]:
         """(train documents, held-out documents) exactly as the runtime's data pipeline splits the
-        corpus that `subject_data` (the subject's data description, subject.json) names."""
+        corpus that the subject names. `subject_data` is the subject *directory*: read its
+        subject.json's "data" entry (what your subject provider passed as
+        pvpack.subjects.write(data=...)). Documents are strings; a corpus of token ids joins each
+        document's ids into one string (equal documents must give equal strings)."""
         raise CapabilityMissing(DATA_SPLIT)
 
 
@@ -259,6 +279,15 @@ class Runtime:
         if not isinstance(value, str):
             raise AdapterError(self.name, "version", f"returned {_describe(value)}, not a string")
         return value
+
+    def undecayed_matrices(self) -> frozenset[str]:
+        """The adapter's declared `undecayed_matrices` (none when it declares nothing)."""
+        declared = getattr(self.adapter, "undecayed_matrices", ())
+        if isinstance(declared, str) or not isinstance(declared, (tuple, list, set, frozenset)) \
+                or not all(isinstance(name, str) for name in declared):
+            raise AdapterError(self.name, "undecayed_matrices", f"is {_describe(declared)}, not a tuple of "
+                                                                "parameter names as state() gives them")
+        return frozenset(declared)
 
     def supports_path(self, path: str) -> bool:
         return path in tuple(getattr(self.adapter, "paths", (REFERENCE,)))
@@ -348,8 +377,13 @@ class Model:
     def save(self, directory: Path) -> Path:
         directory = Path(directory)
         self._call(SAVE, "save", directory)
-        if not (directory / "config.json").is_file() or not any(directory.glob("*.safetensors")):
-            raise AdapterError(self.adapter, SAVE, f"save({directory}) wrote no config.json + *.safetensors")
+        # The checkpoint format is the runtime's own (its load reads it back); the pack reads only
+        # config.json's vocab_size, so that is all a save must write besides its weights.
+        if not (directory / "config.json").is_file():
+            raise AdapterError(self.adapter, SAVE, f"save({directory}) wrote no config.json: write one beside your "
+                                                   "checkpoint file(s), with the vocab_size the pack reads")
+        if not any(item.name != "config.json" for item in directory.iterdir()):
+            raise AdapterError(self.adapter, SAVE, f"save({directory}) wrote only config.json, no weights")
         return directory
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int) -> list[int]:

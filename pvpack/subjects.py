@@ -56,7 +56,7 @@ class SubjectError(Exception):
 @dataclasses.dataclass(frozen=True)
 class Subject:
     name: str
-    checkpoint: Path                    # HF directory: config.json + *.safetensors
+    checkpoint: Path                    # the runtime's checkpoint directory: config.json (vocab_size) + its weights
     directory: Path | None = None       # the subject directory (None: a bare checkpoint)
     init: str = TRAINED                 # TRAINED: the checkpoint's weights; RANDOM: its architecture only
     seed: int = 0

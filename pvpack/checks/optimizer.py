@@ -8,8 +8,10 @@ weight decay p <- p (1 - lr wd), then the moments m <- b1 m + (1 - b1) g and v <
 learning rate of TrainSettings' documented schedule at that step (warmup included). Each
 parameter is judged against both hypotheses, decayed and not: which parameters a runtime
 decays is its own policy (pvlab: matrices only; the transformers adapter: every parameter),
-and the check reports it (every matrix and embedding must decay: that is what weight decay is
-for).
+and the check reports it. adamw_update_matches_textbook's contracts predict that every matrix
+and embedding decays; a runtime that exempts some matrices by design (an input embedding: many
+trainers do) declares them (`RuntimeAdapter.undecayed_matrices`) and is judged against its
+declaration by adamw_update_matches_declared_decay.
 
 The oracle is that replay, written in the check from the documented definition: independent of
 every runtime's optimizer code. It uses the runtime's own gradients, so it judges the update and
@@ -111,6 +113,95 @@ def adamw_update_matches_textbook(*, runtime, device: str, subject: str, steps: 
         "matrices": len(matrices), "matrices_decayed": sum(found_decayed(n) for n in matrices),
         "matrices_undecided": sum(n not in decided for n in matrices),
         "vectors": len(vectors), "vectors_decayed": sum(found_decayed(n) for n in vectors),
+        "vectors_kept": sum(decided.get(n) == {"kept"} for n in vectors),
+        "steps": len(rates), "first_lr": rates[0] if rates else math.nan, "last_lr": rates[-1] if rates else math.nan,
+    }
+
+
+def _replay(model, who, *, steps: int, lr: float, min_lr: float, warmup_steps: int, total_steps: int,
+            weight_decay: float, beta1: float, beta2: float, eps: float, tol: float) -> dict:
+    """`steps` train_steps of `model` on the subject's first training batches, each replayed in
+    float64 as the textbook AdamW under both hypotheses (decayed, not): per parameter, what the
+    replay found ("decayed", "kept", or both/neither across steps), and the worst error."""
+    worst, worst_step, rates = 0.0, 0, []
+    mismatched: set[str] = set()
+    decided: dict[str, set[str]] = {}
+    moments: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    names: list[str] | None = None
+    shapes: dict[str, int] = {}
+    for step, batch in enumerate(who.train(steps), start=1):
+        before_all = {n: t.detach().to("cpu", torch.float64, copy=True) for n, t in model.state().items()}
+        model.train_step(batch)
+        gradients, after_all = model.gradients(), model.state()
+        if names is None:
+            names = sorted(set(gradients) & set(before_all))
+            if not names:
+                raise ValueError("gradients() and state() share no parameter name: the replay has nothing to judge")
+            shapes = {n: before_all[n].dim() for n in names}
+        before, after, grads = _float64(before_all, names), _float64(after_all, names), _float64(gradients, names)
+        rate = documented_lr(step - 1, lr=lr, min_lr=min_lr, warmup_steps=warmup_steps, total_steps=total_steps)
+        rates.append(rate)
+        for name in names:
+            g = grads[name]
+            m, v = moments.get(name, (torch.zeros_like(g), torch.zeros_like(g)))
+            m, v = beta1 * m + (1 - beta1) * g, beta2 * v + (1 - beta2) * g * g
+            moments[name] = (m, v)
+            update = rate * (m / (1 - beta1 ** step)) / ((v / (1 - beta2 ** step)).sqrt() + eps)
+            kept = float((after[name] - (before[name] - update)).abs().max())
+            decayed = float((after[name] - (before[name] * (1 - rate * weight_decay) - update)).abs().max())
+            best = min(kept, decayed)
+            if best > worst:
+                worst, worst_step = best, step
+            if best > tol:
+                mismatched.add(name)
+            elif kept <= tol < decayed:
+                decided.setdefault(name, set()).add("kept")
+            elif decayed <= tol < kept:
+                decided.setdefault(name, set()).add("decayed")
+    return {"worst": worst, "worst_step": worst_step, "mismatched": mismatched, "decided": decided,
+            "shapes": shapes, "rates": rates}
+
+
+@uses(LOAD, TRAIN_STEP, STATE, GRADIENTS)
+def adamw_update_matches_declared_decay(*, runtime, device: str, subject: str, steps: int = 3, lr: float = 1e-3,
+                                        min_lr: float = 1e-4, warmup_steps: int = 2, total_steps: int = 10,
+                                        weight_decay: float = 0.1, beta1: float = 0.9, beta2: float = 0.95,
+                                        eps: float = 1e-8, rtol: float = 2e-3) -> dict:
+    """adamw_update_matches_textbook, with the decay policy the runtime declares
+    (`RuntimeAdapter.undecayed_matrices`: matrices it leaves undecayed by design, an input
+    embedding say) judged instead of assumed: every other matrix must be found decayed, and every
+    declared one found kept. adamw_update_matches_textbook's `matrices_decayed == matrices`
+    assumes that every matrix decays, a false FAIL on a correct runtime that exempts its
+    embeddings (as many trainers do).
+
+    Observations: those of adamw_update_matches_textbook, and matrices_declared_undecayed (the
+    declaration's names), matrices_policy_mismatch (matrices the replay found decayed against the
+    declaration or kept against it, or could not tell), declared_unknown (declared names that are
+    no matrix of state() and gradients(): a typo would otherwise exempt nothing)."""
+    who = subject_of(subject)
+    undecayed = runtime.undecayed_matrices()
+    settings = TrainSettings(lr=lr, min_lr=min_lr, warmup_steps=warmup_steps, total_steps=total_steps,
+                             weight_decay=weight_decay, betas=(beta1, beta2), eps=eps, grad_clip=0.0)
+    model = load(runtime, who, device, REFERENCE, train=settings)
+    tol = rtol * lr
+    try:
+        seen = _replay(model, who, steps=steps, lr=lr, min_lr=min_lr, warmup_steps=warmup_steps,
+                       total_steps=total_steps, weight_decay=weight_decay, beta1=beta1, beta2=beta2, eps=eps, tol=tol)
+    finally:
+        model.close()
+    decided, shapes, rates = seen["decided"], seen["shapes"], seen["rates"]
+    matrices = [n for n, dims in shapes.items() if dims >= 2]
+    vectors = [n for n, dims in shapes.items() if dims < 2]
+    policy = {n: ({"kept"} if n in undecayed else {"decayed"}) for n in matrices}
+    return {
+        "update_max_abs_diff": seen["worst"], "update_max_abs_diff_step": seen["worst_step"], "tol": tol,
+        "mismatched_parameters": len(seen["mismatched"]), "parameters": len(shapes),
+        "matrices": len(matrices), "matrices_decayed": sum(decided.get(n) == {"decayed"} for n in matrices),
+        "matrices_undecided": sum(n not in decided for n in matrices),
+        "matrices_declared_undecayed": len(undecayed),
+        "matrices_policy_mismatch": sum(decided.get(n) != policy[n] for n in matrices),
+        "declared_unknown": len(undecayed - set(matrices)),
+        "vectors": len(vectors), "vectors_decayed": sum(decided.get(n) == {"decayed"} for n in vectors),
         "vectors_kept": sum(decided.get(n) == {"kept"} for n in vectors),
         "steps": len(rates), "first_lr": rates[0] if rates else math.nan, "last_lr": rates[-1] if rates else math.nan,
     }

@@ -5,8 +5,9 @@ carries only vocab_size, for the pack), whose loss takes windows of ids and shif
 no masking, and which has one execution path and no decode loop. It was written by following
 docs/adopting.md from outside the repository; the adapter below is the one that walkthrough
 wrote, condensed. Its adapter seams are the ones nanotrainer's does not exercise: a checkpoint
-the pack cannot read itself, and a batch (masked targets) the runtime cannot take, refused per
-call with CapabilityMissing."""
+the pack cannot read itself (which it saves and reloads, state() and gradients() under its own
+names), and a batch (masked targets) the runtime cannot take, refused per call with
+CapabilityMissing."""
 
 from __future__ import annotations
 
@@ -104,6 +105,15 @@ class ByteModel(RuntimeModel):
         loss.backward()
         self.optimizer.step()
         return float(loss.detach())
+
+    def state(self):
+        return dict(self.net.state_dict())          # its own names: tok.weight, qkv.weight, ...
+
+    def gradients(self):
+        return {name: p.grad for name, p in self.net.named_parameters() if p.grad is not None}
+
+    def save(self, directory):
+        save(self.net, directory)                   # one torch.save file + config.json
 
     def evaluate(self, batches):
         windows = [as_ids(b, EVALUATE) for b in batches]

@@ -169,3 +169,30 @@ def test_a_batch_refuses_what_is_not_token_ids():
         Batch(torch.zeros(1, 2), torch.zeros(1, 2, dtype=torch.int64))
     with pytest.raises(ValueError, match="differ in shape"):
         Batch(torch.zeros(1, 2, dtype=torch.int64), torch.zeros(1, 3, dtype=torch.int64))
+
+
+def test_save_accepts_a_checkpoint_in_the_runtimes_own_format(tmp_path):
+    """A runtime's own format (a torch.save file) is a checkpoint the facade accepts; what it
+    refuses, naming the fix, is a save without the config.json the pack reads, or without weights."""
+    class Model(RuntimeModel):
+        files: dict = {"config.json": '{"vocab_size": 8}', "weights.pt": "x"}
+
+        def save(self, directory):
+            directory.mkdir(parents=True)
+            for name, text in self.files.items():
+                (directory / name).write_text(text)
+
+    class NoConfig(Model):
+        files = {"weights.pt": "x"}
+
+    class OnlyConfig(Model):
+        files = {"config.json": '{"vocab_size": 8}'}
+
+    def adapter(model_class):
+        return type("Adapter", (RuntimeAdapter,), {"load": lambda self, checkpoint, **kwargs: model_class()})()
+
+    assert Runtime(adapter(Model), "own").load("x", device="cpu").save(tmp_path / "a") == tmp_path / "a"
+    with pytest.raises(AdapterError, match="capability 'save': .* wrote no config.json: write one beside"):
+        Runtime(adapter(NoConfig), "own").load("x", device="cpu").save(tmp_path / "b")
+    with pytest.raises(AdapterError, match="capability 'save': .* wrote only config.json, no weights"):
+        Runtime(adapter(OnlyConfig), "own").load("x", device="cpu").save(tmp_path / "c")
