@@ -417,3 +417,88 @@ def hf_greedy_decode_samples():
 
     with plant("hf_greedy_decode_samples", swap(adapter.TransformersModel, "generate", generate)):
         yield
+
+
+# ---- tenth blind batch (docs/independent-mutants.md, "Tenth batch") ------------------------------
+
+
+@mutant("hf_schedule_advances_per_micro_batch", runtimes=("transformers",))
+def hf_schedule_advances_per_micro_batch():
+    """Under gradient accumulation the step counter, which the learning-rate schedule reads,
+    advances once per micro-batch instead of once per optimizer step: warmup ends and the cosine
+    decays micro_batches times too early. With one micro-batch nothing changes.
+
+    Imitates `scheduler.step()` called inside the accumulation loop. Seam:
+    pvpack.adapters.transformers.TransformersModel.train_step (LigerModel has its own)."""
+    import math
+
+    from pvpack.adapters import transformers as adapter
+
+    original = adapter.TransformersModel.train_step
+
+    def train_step(self, batch):
+        loss = original(self, batch)
+        rows = batch.inputs.shape[0]
+        size = math.ceil(rows / self.settings.micro_batches)
+        self.step += math.ceil(rows / size) - 1                     # the defect: one step per micro-batch
+        return loss
+
+    with plant("hf_schedule_advances_per_micro_batch", swap(adapter.TransformersModel, "train_step", train_step)):
+        yield
+
+
+@mutant("hf_random_init_seeded_after_construction", runtimes=HF)
+def hf_random_init_seeded_after_construction():
+    """A random initialisation (init=RANDOM) seeds torch after building the model instead of
+    before: the weights come from whatever state torch's generator was in, so one seed gives a
+    different model from call to call (the seed then governs only what comes after).
+
+    Imitates `torch.manual_seed(seed)` placed below `from_config`. Seam:
+    pvpack.adapters.transformers.TransformersAdapter.load (LigerAdapter.load calls it)."""
+    import torch
+
+    from pvpack.adapters import transformers as adapter
+    from pvpack.protocol import RANDOM
+
+    original = adapter.TransformersAdapter.load
+
+    def load(self, checkpoint, *, device, path=adapter.REFERENCE, init=adapter.TRAINED, seed=0, train=None):
+        if init != RANDOM:
+            return original(self, checkpoint, device=device, path=path, init=init, seed=seed, train=train)
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        if path not in adapter.ATTENTION:
+            raise ValueError(f"unknown path {path!r}")
+        config = AutoConfig.from_pretrained(str(checkpoint))
+        config._attn_implementation = adapter.ATTENTION[path]
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        torch.manual_seed(seed)                                      # the defect: after construction
+        target = torch.device(device)
+        model.to(target)
+        if train is not None:
+            torch.manual_seed(train.seed)
+        return adapter.TransformersModel(model, target, train, path)
+
+    with plant("hf_random_init_seeded_after_construction", swap(adapter.TransformersAdapter, "load", load)):
+        yield
+
+
+@mutant("hf_fast_path_loss_in_bfloat16", runtimes=HF)
+def hf_fast_path_loss_in_bfloat16():
+    """The adapter's loss takes the logits in the dtype they come in: on the fast path (bf16
+    autocast) the cross-entropy, its reported value and its gradient are computed in bf16. The
+    reference path's fp32 logits are untouched.
+
+    Imitates a loss that drops the `.float()` upcast of the logits (transformers' models stopped
+    upcasting logits themselves). Seam: pvpack.adapters.transformers.token_loss (Liger's eval
+    goes through it)."""
+    import torch
+
+    from pvpack.adapters import transformers as adapter
+
+    def token_loss(logits, targets):
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),   # the defect
+                                                 ignore_index=adapter.IGNORE_INDEX, reduction="mean")
+
+    with plant("hf_fast_path_loss_in_bfloat16", swap(adapter, "token_loss", token_loss)):
+        yield

@@ -410,3 +410,27 @@ def heldout_split_seeded_by_model_seed():
 
     with plant("heldout_split_seeded_by_model_seed", swap(pretrain, "split_corpus", split_corpus)):
         yield
+
+
+# ---- tenth blind batch (docs/independent-mutants.md, "Tenth batch") ------------------------------
+
+
+@mutant("documents_encoded_with_leading_end_of_text")
+def documents_encoded_with_leading_end_of_text():
+    """encode_documents puts END_OF_TEXT before each document instead of after it: the stream
+    reads the same one token later, but a packed or single document never ends with the
+    terminator, so the model is never trained to predict the end of a document.
+
+    Imitates BOS and EOS conventions confused (a Llama-style BOS prepended where the runtime's
+    documents are EOS-terminated). Seam: runtime.data.encode_documents."""
+    from pvlab.runtime import data
+    from pvlab.runtime.errors import DataError
+
+    def encode_documents(tokenizer, documents):
+        end = tokenizer.token_to_id(data.END_OF_TEXT)
+        if end is None:
+            raise DataError(f"tokenizer has no {data.END_OF_TEXT} token")
+        return [[end] + encoding.ids for encoding in tokenizer.encode_batch(list(documents))]   # the defect
+
+    with plant("documents_encoded_with_leading_end_of_text", swap(data, "encode_documents", encode_documents)):
+        yield

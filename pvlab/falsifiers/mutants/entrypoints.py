@@ -249,3 +249,25 @@ def final_eval_skipped_off_cadence():
 
     with plant("final_eval_skipped_off_cadence", swap(pretrain, "train_steps", train_steps)):
         yield
+
+
+# ---- tenth blind batch (docs/independent-mutants.md, "Tenth batch") ------------------------------
+
+
+@mutant("perplexity_reported_as_two_to_the_loss")
+def perplexity_reported_as_two_to_the_loss():
+    """`python -m pvlab.runtime eval` reports perplexity as 2 ** val_loss, although the loss is
+    in nats: a loss of 2.0 reads as perplexity 4.0 instead of 7.39.
+
+    Imitates the bits/nats confusion of perplexity (2 ** H with H in nats). Seam: the `math`
+    the `eval` command of runtime.cli computes with."""
+    import math
+    import types
+
+    from pvlab.runtime import cli
+
+    shim = types.SimpleNamespace(**{name: getattr(math, name) for name in dir(math) if not name.startswith("_")})
+    shim.exp = lambda value: 2.0 ** value                                                  # the defect
+
+    with plant("perplexity_reported_as_two_to_the_loss", swap(cli, "math", shim)):
+        yield

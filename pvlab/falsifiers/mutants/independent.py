@@ -324,3 +324,174 @@ def decode_reads_first_position_logits():
     Imitates logits[:, 0] for logits[:, -1]. Seam: runtime.generate.generate."""
     with plant("decode_reads_first_position_logits", *_swap_generate(feed_whole_sequence=False, position=0)):
         yield
+
+
+# ---- tenth blind batch (docs/independent-mutants.md, "Tenth batch") ------------------------------
+# Written from pvlab/runtime and the pack's transformers adapter before reading any check or
+# contract. Added as functions of existing modules, never as a module of its own: a registration
+# line is module-level code, which every record that imported the package binds.
+
+
+@mutant("master_second_moment_bias_correction_dropped")
+def master_second_moment_bias_correction_dropped():
+    """The master-weight AdamW update keeps the first moment's bias correction and drops the
+    second's: p -= (lr / bc1) * m / (sqrt(v) + eps). The first steps are sqrt(1 / (1 - beta2^t))
+    times too large (4.5x at step 1 with beta2 = 0.95), converging to the right size later.
+
+    Imitates a hand-written Adam that folds only bc1 into the step size. Seam:
+    runtime.adamw_update.UpdateScalars.corrections (read by the reference update and the Triton
+    kernel alike)."""
+    import torch
+
+    from pvlab.runtime import adamw_update
+
+    original = adamw_update.UpdateScalars.corrections
+
+    def corrections(self):
+        step_size, bias_correction2_sqrt = original(self)
+        return step_size, torch.ones_like(bias_correction2_sqrt)           # the defect: no sqrt(bc2)
+
+    with plant("master_second_moment_bias_correction_dropped",
+               swap(adamw_update.UpdateScalars, "corrections", corrections)):
+        yield
+
+
+@mutant("master_eps_inside_square_root")
+def master_eps_inside_square_root():
+    """The master-weight AdamW update adds eps under the square root: denominator
+    sqrt(v / bc2 + eps) instead of sqrt(v) / sqrt(bc2) + eps. With eps = 1e-8 the floor is 1e-4,
+    so every coordinate whose gradient is below ~1e-4 takes a much smaller step.
+
+    Imitates eps placed as in RMSProp/Adafactor (or torch's `eps` confused with an `eps_root`).
+    Seam: runtime.adamw_update.update_reference (the CPU's update; the Triton kernel is left
+    as it is)."""
+    import torch
+
+    from pvlab.runtime import adamw_update
+
+    @torch.no_grad()
+    def update_reference(weights, grads, masters, exp_avgs, exp_avg_sqs, decays, scalars):
+        step_size, bias_correction2_sqrt = (t.float() for t in scalars.corrections())
+        keep = (scalars.skip == 0).float()
+        lr = scalars.lr.float()
+        for index, (weight, grad) in enumerate(zip(weights, grads)):
+            value = weight if masters is None else masters[index]
+            exp_avg, exp_avg_sq = exp_avgs[index], exp_avg_sqs[index]
+            g = grad.float() * scalars.clip
+            new_value = value - lr * decays[index] * value
+            new_m = scalars.beta1 * exp_avg + (1 - scalars.beta1) * g
+            new_v = scalars.beta2 * exp_avg_sq + (1 - scalars.beta2) * g * g
+            denom = (new_v / bias_correction2_sqrt ** 2 + scalars.eps).sqrt()     # the defect: eps inside
+            new_value = new_value - step_size * new_m / denom
+            value.copy_(torch.where(keep.bool(), new_value, value))
+            exp_avg.copy_(torch.where(keep.bool(), new_m, exp_avg))
+            exp_avg_sq.copy_(torch.where(keep.bool(), new_v, exp_avg_sq))
+            if masters is not None:
+                weight.copy_(value.to(weight.dtype))
+
+    with plant("master_eps_inside_square_root", swap(adamw_update, "update_reference", update_reference)):
+        yield
+
+
+@mutant("master_grad_norm_keeps_last_dtype_group")
+def master_grad_norm_keeps_last_dtype_group():
+    """MasterAdamW's global gradient norm is taken over the last dtype group only (the bf16
+    decoder matrices): the fp32 embedding, norms and biases drop out of the norm, so clipping
+    uses too small a norm (clips too little) and last_grad_norm under-reports.
+
+    Imitates `norms = ...` for `norms += ...` in a loop over dtype groups. Seam:
+    runtime.master_weights.MasterAdamW.grad_norm."""
+    import torch
+
+    from pvlab.runtime import master_weights
+
+    def grad_norm(self):
+        by_dtype = {}
+        for gradient in self.gradients():
+            by_dtype.setdefault(gradient.dtype, []).append(gradient)
+        if not by_dtype:
+            return torch.zeros((), device=self.device)
+        norms = []
+        for group in by_dtype.values():
+            norms = list(torch._foreach_norm(group, 2, dtype=torch.float32))   # the defect: = for +=
+        return torch.linalg.vector_norm(torch.stack(norms))
+
+    with plant("master_grad_norm_keeps_last_dtype_group", swap(master_weights.MasterAdamW, "grad_norm", grad_norm)):
+        yield
+
+
+@mutant("clip_inside_accumulation_loop")
+def clip_inside_accumulation_loop():
+    """Under gradient accumulation the running gradient is clipped after every micro-batch's
+    backward (and not once after the last): early micro-batches are scaled down again and again,
+    the step is not the whole batch's clipped gradient; the reported norm is the last running
+    norm. With one micro-batch nothing changes.
+
+    Imitates `clip_grad_norm_` moved inside the accumulation loop. Seam:
+    runtime.trainer.Trainer.train_step."""
+    import torch
+
+    from pvlab.runtime import trainer
+    from pvlab.runtime.errors import ArgumentError
+    from pvlab.runtime.kernels import IGNORE_INDEX
+
+    def train_step(self, micro_batches):
+        if not micro_batches:
+            raise ArgumentError("train_step needs at least one micro-batch")
+        self.model.train()
+        micro_batches = [b.to(self.device) for b in micro_batches]
+        lr = self.current_lr()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.zero_grad(set_to_none=True)
+        counts = [(b.targets != IGNORE_INDEX).sum() for b in micro_batches]
+        step_tokens = torch.stack(counts).sum()
+        loss_total = total_norm = None
+        for micro, count in zip(micro_batches, counts):
+            weight = trainer.micro_batch_weight(count, step_tokens, len(micro_batches))
+            loss = trainer._batch_loss(self.model, micro, micro.targets) * weight
+            loss_total = loss.detach() if loss_total is None else loss_total + loss.detach()
+            if loss.requires_grad:
+                loss.backward()
+            running = [p.grad for _, p in self.named_parameters if p.grad is not None]
+            total_norm = trainer.global_grad_norm(running)
+            trainer.clip_gradients(running, self.hyperparameters["grad_clip"], total_norm)   # the defect
+        finite = torch.isfinite(loss_total) & (step_tokens > 0)
+        if trainer.skips_on_device(self.optimizer):
+            self.optimizer.found_inf = (~finite).float()
+            try:
+                self.optimizer.step()
+            finally:
+                del self.optimizer.found_inf
+            applied = self._read_step(loss_total, total_norm, step_tokens)
+        else:
+            applied = self._read_step(loss_total, total_norm, step_tokens)
+            if applied:
+                self.optimizer.step()
+        if applied:
+            self.step += 1
+        return self.last_loss
+
+    with plant("clip_inside_accumulation_loop", swap(trainer.Trainer, "train_step", train_step)):
+        yield
+
+
+@mutant("resume_drops_grad_clip")
+def resume_drops_grad_clip():
+    """Trainer.resume builds the new trainer without the saved grad_clip: a run saved with
+    clipping off (or at 0.25) continues clipping at the constructor's default 1.0, and saves 1.0
+    from then on. Invisible for runs that use the default.
+
+    Imitates a hyperparameter not threaded through the resume path. Seam:
+    runtime.trainer.Trainer.resume."""
+    from pvlab.runtime import trainer
+
+    original = trainer.Trainer.resume.__func__
+
+    def resume(cls, directory, *, device="cpu", path=None):
+        resumed = original(cls, directory, device=device, path=path)
+        resumed.hyperparameters["grad_clip"] = 1.0       # the defect: Trainer(...)'s default, not the saved value
+        return resumed
+
+    with plant("resume_drops_grad_clip", swap(trainer.Trainer, "resume", classmethod(resume))):
+        yield

@@ -189,3 +189,32 @@ def fast_eval_loss_scores_padding():
 
     with plant("fast_eval_loss_scores_padding", swap(kernels, "chunk_loss_sum", chunk_loss_sum)):
         yield
+
+
+# ---- tenth blind batch (docs/independent-mutants.md, "Tenth batch") ------------------------------
+
+
+@mutant("fused_loss_statistics_in_bfloat16")
+def fused_loss_statistics_in_bfloat16():
+    """The fused loss keeps its per-chunk statistics in the compute dtype: on the fast path the
+    log-sum-exp, the target logit, the loss sum, the softmax and the 1/n row scale are all bf16
+    (8 bits of mantissa) instead of fp32. The loss is off by a few parts per thousand, the logit
+    gradient likewise; the reference path (fp32 logits) is untouched.
+
+    Imitates a custom cross-entropy kernel that forgets to upcast its bf16 logits. Seam:
+    runtime.kernels.chunk_loss_sum and chunk_loss_and_logit_gradient."""
+    from pvlab.runtime import kernels
+
+    original_sum, original_gradient = kernels.chunk_loss_sum, kernels.chunk_loss_and_logit_gradient
+
+    def chunk_loss_sum(logits, targets, counted):
+        return original_sum(logits, targets, counted.to(logits.dtype)).to(counted.dtype)   # the defect
+
+    def chunk_loss_and_logit_gradient(logits, targets, counted, row_scale, gradient_dtype):
+        loss_sum, gradient = original_gradient(logits, targets, counted.to(logits.dtype), row_scale.to(logits.dtype),
+                                               gradient_dtype)                              # the defect
+        return loss_sum.to(counted.dtype), gradient
+
+    with plant("fused_loss_statistics_in_bfloat16", swap(kernels, "chunk_loss_sum", chunk_loss_sum),
+               swap(kernels, "chunk_loss_and_logit_gradient", chunk_loss_and_logit_gradient)):
+        yield

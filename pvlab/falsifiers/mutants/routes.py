@@ -178,3 +178,29 @@ def graph_eval_scores_the_captured_batch():
 
     with plant("graph_eval_scores_the_captured_batch", swap(step_graph._Captured, "fill", fill)):
         yield
+
+
+# ---- tenth blind batch (docs/independent-mutants.md, "Tenth batch") ------------------------------
+
+
+@mutant("fused_projection_biases_reversed")
+def fused_projection_biases_reversed():
+    """With fused projections on, the stacked bias is built in the reverse order of the stacked
+    weights ([b_v; b_k; b_q] under [W_q; W_k; W_v]): the lengths still add up, so Q, K and V get
+    slices of the wrong biases. Models without projection biases are untouched.
+
+    Imitates a fused QKV bias assembled in a different order than its weight. Seam:
+    runtime.kernels.fused_linear_fast."""
+    import torch
+
+    from pvlab.runtime import kernels
+
+    def fused_linear_fast(x, weights, biases):
+        weight = torch.cat(weights)
+        pairs = list(zip(weights, biases))[::-1]                                      # the defect
+        bias = None if all(b is None for b in biases) else torch.cat(
+            [b if b is not None else w.new_zeros(w.shape[0]) for w, b in pairs])
+        return kernels.linear_fast(x, weight, bias).split([w.shape[0] for w in weights], dim=-1)
+
+    with plant("fused_projection_biases_reversed", swap(kernels, "fused_linear_fast", fused_linear_fast)):
+        yield
