@@ -14,7 +14,7 @@ FAST = dict(device="cpu", subject="tiny-trained", path="fast", batches=2)
 
 
 def holds(seen: dict) -> bool:
-    """FALSIFY-APR-PRETRAIN-EVAL-METHODOLOGY-007's prediction."""
+    """FALSIFY-FUSED-LOSS-PRECISION-002's prediction."""
     return (seen["loss_rel_diff"] <= 1e-5 and seen["eval_rel_diff"] <= 1e-5 and seen["batches"] == 2
             and seen["scored_tokens"] > 0)
 
