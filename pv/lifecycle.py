@@ -24,7 +24,9 @@ The rules (docs/internals.md, "Lifecycle"):
   has only records of older definitions; PENDING otherwise. SKIP never discharges: a device
   whose latest record is a SKIP shows SKIP and counts as not passed.
 * Mutant strength per falsifier x declared mutant, from fresh records run under that mutant,
-  latest per required device: KILLED if the latest record on some device is a FAIL (many
+  latest per required device: KILLED if the latest record on some device is a FAIL and the
+  falsifier PASSes, fresh, on that cell without the bug (a check that fails on clean code
+  "kills" every bug; such a FAIL is STALE, not counted) (many
   mutants act on one device only, e.g. `cuda_drops_qkv_bias`, so surviving on a device the
   mutant does not touch does not count against the falsifier); else ERROR if one errored;
   else SURVIVED if one passed; else NOT_RUN. A falsifier that declares no mutant is UNPROVEN.
@@ -58,6 +60,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 DEFINITION_CHANGED = "definition changed"
 NOT_COUNTED = "not counted: "  # a stale_because entry: why the record is refused (pv.identity)
+# Why a FAIL under a planted bug is not a kill: the falsifier does not PASS on that cell without it.
+NO_CLEAN_PASS = "a FAIL under the bug is a kill only where the falsifier PASSes without it (here: {state})"
 HAND_SET = frozenset({LifecycleStatus.RETIRED, LifecycleStatus.SUPERSEDED})
 
 
@@ -449,6 +453,9 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
     else:
         state = FalsifierState.PENDING
 
+    # A failure under a planted bug shows the falsifier can see it only where the falsifier PASSes
+    # without the bug: on a cell that FAILs (or has no fresh PASS) without it, every bug "dies".
+    clean = {(d.runtime, d.subject, d.device): d.state for d in devices}
     mutants = []
     for mutant in falsifier.mutants:
         under = [(i, r, s, rt) for i, r, s, rt in relevant if r.mutant == mutant and r.falsifier_sha256 == cell_sha[s]]
@@ -464,6 +471,10 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
             elif latest is not None:
                 changed = code_changes(latest, code, falsifier)
                 state_here = DeviceState.STALE if changed else _VERDICT_STATE[latest.verdict]
+                without_bug = clean.get((rt_, subject, device))
+                if state_here is DeviceState.FAIL and without_bug is not DeviceState.PASS:
+                    state_here, changed = DeviceState.STALE, (NOT_COUNTED + NO_CLEAN_PASS.format(
+                        state="no record" if without_bug is None else without_bug.value),)
                 per_device.append(DeviceEvidence(device, state_here, latest, changed, subject, rt_))
         seen = {d.state for d in per_device}
         if DeviceState.FAIL in seen:

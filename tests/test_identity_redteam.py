@@ -102,6 +102,8 @@ def planted_ws(tmp_path, monkeypatch):
     ws.add_contract("demo", [falsifier("FALSIFY-DEMO-001", mutants=["drops_bias", "does_nothing"])])
     ws.generate()
     ws.enter(monkeypatch)
+    # without a bug first: a FAIL under one is a kill only where the falsifier PASSes without it
+    assert cli("run")("--contract", "demo", "--device", "cpu").exit_code == 0
     for mutant in ("drops_bias", "does_nothing"):
         run = cli("run")("--contract", "demo", "--device", "cpu", "--mutant", mutant)
         assert run.output and mutant in run.output

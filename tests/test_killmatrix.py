@@ -13,7 +13,8 @@ def test_a_bug_no_cell_meets_shows_as_no_cell_and_off_runtime_records_are_not_co
     c = contract(falsifiers=[dict(falsifier(mutants=("pvlab_bug", "liger_bug")), runtimes=["pvlab", "hf"],
                                   check="p.m:f")])
     off_runtime_pass = rec(c, "PASS", mutant="pvlab_bug").model_copy(update={"runtime": "hf"})
-    status = contract_status(c, [rec(c, "FAIL", mutant="pvlab_bug"), off_runtime_pass],
+    clean_pass = rec(c, "PASS")  # the default runtime (pvlab) without the bug: a FAIL under it can be a kill
+    status = contract_status(c, [clean_pass, rec(c, "FAIL", mutant="pvlab_bug"), off_runtime_pass],
                              _PlantedIn({"liger_bug": ("liger",)}))
     text = "\n".join(kill_matrix_section([SimpleNamespace(status=status)]))
     row = next(line for line in text.splitlines() if line.startswith("| `FALSIFY-DEMO-001`"))

@@ -426,9 +426,28 @@ def test_adhoc_cells_list_path_subjects_per_digest_and_judge_them_by_the_plain_d
 
 def test_a_mutant_is_killed_per_subject_cell():
     c = contract(falsifiers=[dict(falsifier(), subjects=["small", "big"])])
-    records = [subject_rec(c, "PASS", "small", mutant="m_one"), subject_rec(c, "FAIL", "big", mutant="m_one")]
+    records = [subject_rec(c, "PASS", "big"),  # without the bug: a FAIL under it can show something
+               subject_rec(c, "PASS", "small", mutant="m_one"), subject_rec(c, "FAIL", "big", mutant="m_one")]
     m = contract_status(c, records, subject_param="checkpoint").falsifiers[0].mutants[0]
     assert m.state is MutantState.KILLED and [d.label for d in m.devices] == ["cpu[small]", "cpu[big]"]
+
+
+def test_a_fail_under_a_bug_kills_only_where_the_falsifier_passes_without_it():
+    """A check that FAILs on clean code fails under every planted bug: a "kill" there shows
+    nothing. The FAIL under the bug counts once the same cell PASSes without it (and stops
+    counting when a later clean run of that cell FAILs)."""
+    c = contract(falsifiers=[dict(falsifier(), subjects=["small", "big"])])
+    killed_on_big = subject_rec(c, "FAIL", "big", mutant="m_one")
+    for clean in ([], [subject_rec(c, "FAIL", "big")], [subject_rec(c, "PASS", "small")]):
+        m = contract_status(c, [*clean, killed_on_big], subject_param="checkpoint").falsifiers[0].mutants[0]
+        assert m.state is MutantState.STALE, clean
+        assert "a kill only where the falsifier PASSes without it" in m.devices[0].stale_reason()
+    passed = subject_rec(c, "PASS", "big")
+    m = contract_status(c, [passed, killed_on_big], subject_param="checkpoint").falsifiers[0].mutants[0]
+    assert m.state is MutantState.KILLED
+    m = contract_status(c, [passed, killed_on_big, subject_rec(c, "FAIL", "big")],
+                        subject_param="checkpoint").falsifiers[0].mutants[0]
+    assert m.state is MutantState.STALE
 
 
 def test_a_record_from_before_subjects_fills_the_cell_whose_hash_it_carries():
@@ -481,8 +500,10 @@ def test_a_bug_is_judged_only_on_the_cells_of_the_runtimes_it_is_planted_in():
         record = rec(c, verdict, mutant=mutant)
         return record.model_copy(update={"runtime": runtime})
 
-    def states(*records):
-        status = falsifier_status(c.metadata.id, f, list(enumerate(records)), code)
+    clean = [rec(c, "PASS").model_copy(update={"runtime": runtime}) for runtime in ("pvlab", "hf")]
+
+    def states(*records):  # after clean PASSes on both runtimes: a FAIL under a bug can be a kill
+        status = falsifier_status(c.metadata.id, f, list(enumerate([*clean, *records])), code)
         return {m.mutant: (m.state, [d.label for d in m.devices]) for m in status.mutants}
 
     # off-runtime survivors (the pvlab bug passing on hf, the hf bug on pvlab) never lower the count

@@ -109,6 +109,8 @@ def test_good_falsifier_killed_vacuous_survives_every_mutant_exit_one(ws):
 
 
 def test_all_declared_killed_exits_zero_and_lifecycle_sees_the_kills(ws):
+    # without the bug first: a FAIL under it is a kill only where the falsifier PASSes without it
+    assert cli("run")("FALSIFY-DEMO-001", "--device", "cpu").exit_code == 0
     result = pv("FALSIFY-DEMO-001", "--device", "cpu")
     assert result.exit_code == 0, result.output
     assert "mutation score: 1/1 (100.0%) killed" in result.output
@@ -460,6 +462,7 @@ def test_an_off_runtime_record_counts_neither_way(rws):
     replay = json.loads(pv("--device", "cpu", "--from-ledger", "--format", "json").stdout)
     assert replay["cells"] == [] and alpha_bug_state().state is lifecycle.MutantState.NOT_RUN  # not SURVIVED
 
+    assert run("FALSIFY-RT-001", "--device", "cpu", "--runtime", "alpha").exit_code == 0  # alpha without the bug
     assert pv("--device", "cpu", "--mutant", "alpha_bug").exit_code == 0  # the kill, on alpha
     assert run("--all", "--device", "cpu", "--runtime", "beta", "--mutant", "alpha_bug").exit_code == 0  # a later PASS on beta
     replay = json.loads(pv("--device", "cpu", "--from-ledger", "--format", "json", "--mutant", "alpha_bug").stdout)
