@@ -323,9 +323,7 @@ class TreeDigests:
         return self._code_changes(record) + loaded
 
     def _session_changes(self, recorded: Mapping[str, str]) -> tuple[str, ...]:
-        from pv import sessionbind
-
-        return sessionbind.changes(self._root, recorded, self._session)
+        return session_changes(self._root, recorded, self._session)
 
     def _code_changes(self, record: object) -> tuple[str, ...]:
         executed = getattr(record, "executed_code", None)
@@ -355,3 +353,34 @@ class TreeDigests:
             elif now != digest:
                 changed.append(module)
         return tuple(changed)
+
+
+# The judging half of pv.sessionbind (which records session_code): here, so that TreeDigests
+# reads it without importing the module that imports this one.
+def session_file_digest(path: Path) -> str | None:
+    """The digest pv.sessionbind records for a file the session loaded: its source's digest for
+    Python, else its bytes'."""
+    if path.suffix == ".py":
+        return digest_file(path)
+    try:
+        return "raw-" + hashlib.sha256(path.read_bytes()).hexdigest()[: DIGEST_CHARS - 4]
+    except OSError:
+        return None
+
+
+def session_changes(root: Path, recorded: Mapping[str, str] | None, cache: dict[str, str | None] | None = None) -> tuple[str, ...]:
+    """Why a record's session code is not the tree's: () when every file is as it was."""
+    if not recorded:
+        return ()
+    cache = {} if cache is None else cache
+    out = []
+    for rel, digest in sorted(recorded.items()):
+        if rel not in cache:
+            path = Path(root) / rel
+            cache[rel] = session_file_digest(path) if path.is_file() else None
+        now = cache[rel]
+        if now is None:
+            out.append(f"{rel} (loaded in the session: removed)")
+        elif now != digest:
+            out.append(f"{rel} (loaded in the session)")
+    return tuple(out)

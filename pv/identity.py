@@ -55,6 +55,7 @@ exactly when it counted before; pv's plugin writes "test4" and `test_templates` 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -430,3 +431,37 @@ def cells_option(selected: Any) -> str:
     selected, so that no other test's outcome is recorded (extra paths given after `--`)."""
     return json.dumps(sorted({(s.contract, s.falsifier, s.device, s.subject) for s in selected},
                              key=lambda cell: tuple("" if part is None else part for part in cell)))
+
+
+def unrendered_modules(workspace: object, sources: Mapping[str, str]) -> list[str]:
+    """Binding problems for the generated test modules of this session (`sources`: path -> text as
+    collected) that are not what `pv generate` renders from their contract now. Every module
+    collected is imported, so a hand edit to another contract's module (a patch at its top) runs
+    beside this falsifier's test; pv.identity judges only the falsifier's own module, and
+    `session_code` (pv.sessionbind) leaves the generated modules out (a sibling contract's honest edit must not
+    stale this record), so such a module is judged here, as it ran: a record made beside one is
+    never fresh. `pv run` regenerates first, so only a plain pytest run can meet one."""
+    from pv.codegen import HEADER_PREFIX, module_name, render
+    from pv.loader import load_contract
+
+    generated = os.path.realpath(workspace.generated_dir)  # type: ignore[attr-defined]
+    problems = []
+    for path, text in sorted(sources.items()):
+        real = os.path.realpath(path)
+        if os.path.dirname(real) != generated:
+            continue  # elsewhere: a workspace module like any other (session_code), recording nothing
+        name = os.path.basename(real)
+        first = text.split("\n", 1)[0]
+        contract = first[len(HEADER_PREFIX):].split(" — ", 1)[0] if first.startswith(HEADER_PREFIX) else ""
+        rendered = None
+        try:
+            loaded, _ = load_contract(workspace.root / contract, contract)  # type: ignore[attr-defined]
+            if contract and loaded is not None and loaded.contract is not None \
+                    and module_name(loaded.contract.metadata.id) == name:
+                rendered = render(loaded, workspace)
+        except Exception:  # noqa: BLE001 - a module pv cannot render from its contract is not pv's
+            rendered = None
+        if rendered != text:
+            problems.append(f"{workspace.rel(Path(real))} ran in the session but is not what `pv generate` renders "  # type: ignore[attr-defined]
+                            "from its contract (edited by hand?)")
+    return problems

@@ -60,7 +60,7 @@ class _State:
         # Generated modules as collected, read before pytest imports them (pv.identity digests
         # the test that ran from this text, which the module's own code cannot rewrite).
         self.sources: dict[str, str] = {}
-        self.unrendered: list[str] | None = None  # problems of generated modules not rendered now (pv.sessionbind)
+        self.unrendered: list[str] | None = None  # problems of generated modules not rendered now (pv.identity)
         # `--pv-cells`: the (contract, falsifier, device, subject) cells `pv run` selected; only
         # their tests record evidence. None: every generated test of the workspace may.
         self.cells: set[tuple[Any, ...]] | None = _read_cells(opt.pv_cells)
@@ -474,12 +474,12 @@ def _record(state: _State, outcome: Any) -> None:
 
     ws = state.workspace()
     root = ws.root
-    from pv import sessionbind
+    from pv import identity, sessionbind
 
     # the workspace's other code this session loaded (a conftest.py, a parent package's __init__)
     outcome.session_code = sessionbind.loaded(root, ws.bound_packages, ws.generated_dir) or None
     if state.unrendered is None:  # every module is collected before the first test runs
-        state.unrendered = sessionbind.unrendered(ws, state.sources)
+        state.unrendered = identity.unrendered_modules(ws, state.sources)
     if state.unrendered:  # another contract's generated module, edited by hand, ran beside this test
         outcome.binding_problems = sorted({*(outcome.binding_problems or ()), *state.unrendered})
     # The ledgers are data, not code: appending evidence (or having merged some) never makes

@@ -15,7 +15,8 @@ of the workspace, outside the bound packages (bound by their units), outside pv'
 (the tool: editing pv stales no evidence) and other than the generated test modules (bound by
 their test identity, pv.identity), its path from the workspace root and the digest of its
 source (pv.codebind.digest_source: docstrings, comments and formatting change nothing). A record
-whose session code differs from the tree's now (edited or removed) is stale, named by path.
+whose session code differs from the tree's now (edited or removed) is stale, named by path
+(pv.codebind.session_changes, which TreeDigests reads).
 Binding more than ran stales more often, never less. What it cannot see: code outside the
 workspace (an installed package, a sitecustomize in the virtual environment), which, like
 torch's version, is recorded by no digest.
@@ -23,13 +24,13 @@ torch's version, is recorded by no digest.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from pv import codebind
+from pv.codebind import session_file_digest as _digest
 
 TOOL_PACKAGE = "pv"  # the tool itself: never bound (docs/status.md)
 
@@ -43,15 +44,6 @@ def _environment_dirs() -> list[str]:
     workspace included): not the workspace's code."""
     dirs = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
     return sorted(dirs)
-
-
-def _digest(path: Path) -> str | None:
-    if path.suffix == ".py":
-        return codebind.digest_file(path)
-    try:
-        return "raw-" + hashlib.sha256(path.read_bytes()).hexdigest()[: codebind.DIGEST_CHARS - 4]
-    except OSError:
-        return None
 
 
 def loaded(root: Path, bound_packages: Iterable[str], generated_dir: Path,
@@ -83,55 +75,3 @@ def loaded(root: Path, bound_packages: Iterable[str], generated_dir: Path,
         if digest is not None:
             found[rel] = digest
     return dict(sorted(found.items()))
-
-
-def changes(root: Path, recorded: Mapping[str, str] | None, cache: dict[str, str | None] | None = None) -> tuple[str, ...]:
-    """Why a record's session code is not the tree's: () when every file is as it was."""
-    if not recorded:
-        return ()
-    cache = {} if cache is None else cache
-    out = []
-    for rel, digest in sorted(recorded.items()):
-        if rel not in cache:
-            path = Path(root) / rel
-            cache[rel] = _digest(path) if path.is_file() else None
-        now = cache[rel]
-        if now is None:
-            out.append(f"{rel} (loaded in the session: removed)")
-        elif now != digest:
-            out.append(f"{rel} (loaded in the session)")
-    return tuple(out)
-
-
-def unrendered(workspace: object, sources: Mapping[str, str]) -> list[str]:
-    """Binding problems for the generated test modules of this session (`sources`: path -> text as
-    collected) that are not what `pv generate` renders from their contract now. Every module
-    collected is imported, so a hand edit to another contract's module (a patch at its top) runs
-    beside this falsifier's test; pv.identity judges only the falsifier's own module, and
-    `session_code` leaves the generated modules out (a sibling contract's honest edit must not
-    stale this record), so such a module is judged here, as it ran: a record made beside one is
-    never fresh. `pv run` regenerates first, so only a plain pytest run can meet one."""
-    from pv.codegen import HEADER_PREFIX, module_name, render
-    from pv.loader import load_contract
-
-    generated = os.path.realpath(workspace.generated_dir)  # type: ignore[attr-defined]
-    problems = []
-    for path, text in sorted(sources.items()):
-        real = os.path.realpath(path)
-        if os.path.dirname(real) != generated:
-            continue  # elsewhere: a workspace module like any other (session_code), recording nothing
-        name = os.path.basename(real)
-        first = text.split("\n", 1)[0]
-        contract = first[len(HEADER_PREFIX):].split(" — ", 1)[0] if first.startswith(HEADER_PREFIX) else ""
-        rendered = None
-        try:
-            loaded, _ = load_contract(workspace.root / contract, contract)  # type: ignore[attr-defined]
-            if contract and loaded is not None and loaded.contract is not None \
-                    and module_name(loaded.contract.metadata.id) == name:
-                rendered = render(loaded, workspace)
-        except Exception:  # noqa: BLE001 - a module pv cannot render from its contract is not pv's
-            rendered = None
-        if rendered != text:
-            problems.append(f"{workspace.rel(Path(real))} ran in the session but is not what `pv generate` renders "  # type: ignore[attr-defined]
-                            "from its contract (edited by hand?)")
-    return problems
