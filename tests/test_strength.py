@@ -152,6 +152,8 @@ def test_an_erroring_check_is_an_error_never_a_kill(ws):
         "FALSIFY-CRASH-001  crashes_checks  ERROR",
         "ERROR: FALSIFY-CRASH-001 under crashes_checks could not run — not a kill",
         "the runtime fell over",
+        # the score leaves the ERROR out of its denominator, and says so on the same line
+        "mutation score: 0/0 killed (declared pairs); 1 pair(s) ERROR, not judged (not kills)",
     ])
     assert [r.verdict.value for r in ws.records()] == ["ERROR"]
 
@@ -229,6 +231,7 @@ def test_matrix_markdown_score_and_sections(ws):
         "- matrix: 2 falsifiers × 4 mutants",
         "- mutation score: 1/5 (20.0%)",
         "- declared pairs killed: 1/3 (33.3%)",
+        "- 1 pair(s) ERROR: not judged, so outside the score (a crash is not a kill)",
         "| falsifier | `crashes_checks` | `cuda_only_bug` | `does_nothing` | `drops_bias` | kills |",
         "| `FALSIFY-DEMO-001` | E | - | · | **K** | 1 |",
         "| `FALSIFY-DEMO-002` | · | - | **·** | **·** | 0 |",
@@ -240,7 +243,7 @@ def test_matrix_markdown_score_and_sections(ws):
         "- `FALSIFY-DEMO-002` survived `drops_bias`",
         "`cuda_only_bug`: acts on cuda only",
     ])
-    assert "mutation score: 1/5 (20.0%) killed" in result.output
+    assert "mutation score: 1/5 (20.0%) killed; 1 pair(s) ERROR, not judged (not kills)" in result.output
     # every pair that ran is a record with its mutant (matrix runs are evidence too)
     records = records_by_pair(ws)
     assert len(records) == 6 and all(r.mutant for r in records.values())
@@ -254,8 +257,9 @@ def test_matrix_json_is_clean_on_stdout(ws):
     data = json.loads(result.stdout)  # regeneration and progress lines went to stderr
     assert "regenerating" in result.stderr and "mutant drops_bias" in result.stderr
     assert data["mode"] == "matrix" and data["device"] == "cpu"
-    assert data["score"] == {"killed": 1, "judged": 5, "ratio": 0.2}
+    assert data["score"] == {"killed": 1, "judged": 5, "ratio": 0.2, "errored": 1}
     assert data["declared_score"]["killed"] == 1 and data["declared_score"]["judged"] == 3
+    assert data["declared_score"]["errored"] == 0  # crashes_checks is declared by no falsifier
     cells = {(c["falsifier"], c["mutant"]): c for c in data["cells"]}
     assert cells[("FALSIFY-DEMO-001", "drops_bias")]["result"] == KILLED
     assert cells[("FALSIFY-DEMO-001", "drops_bias")]["declared"] is True

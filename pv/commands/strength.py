@@ -122,6 +122,10 @@ class StrengthResult:
         cells = [r for _, _, r in self.cells(declared_only)]
         return cells.count(KILLED), cells.count(KILLED) + cells.count(SURVIVED)
 
+    def errored(self, declared_only: bool = False) -> int:
+        """Pairs that ran and crashed: outside the score's denominator, so reported beside it."""
+        return sum(1 for _, _, r in self.cells(declared_only) if r == ERROR)
+
     def killers(self, mutant: str) -> list[str]:
         return [f for f in self.falsifiers if self.cell(f, mutant) == KILLED]
 
@@ -148,8 +152,11 @@ class StrengthResult:
             "device": self.device,
             "mutants": self.mutants,
             "falsifiers": self.falsifiers,
-            "score": {"killed": killed, "judged": judged, "ratio": killed / judged if judged else None},
-            "declared_score": {"killed": dk, "judged": dj, "ratio": dk / dj if dj else None},
+            # errored: pairs that crashed, outside `judged` (an ERROR measures nothing)
+            "score": {"killed": killed, "judged": judged, "ratio": killed / judged if judged else None,
+                      "errored": self.errored(declared_only=not self.matrix)},
+            "declared_score": {"killed": dk, "judged": dj, "ratio": dk / dj if dj else None,
+                               "errored": self.errored(declared_only=True)},
             "cells": [
                 {"falsifier": f, "mutant": m, "result": r, "declared": m in self.declared.get(f, []),
                  "devices": self.verdicts[(f, m)], "message": self.messages.get((f, m), "")}
@@ -190,6 +197,9 @@ def render_matrix(result: StrengthResult) -> str:
         + (", every pair run" if result.matrix else ", declared pairs") + ")",
         f"- declared pairs killed: {_score_line(dk, dj)}",
     ]
+    errored = result.errored(declared_only=not result.matrix)
+    if errored:
+        lines.append(f"- {errored} pair(s) ERROR: not judged, so outside the score (a crash is not a kill)")
     run_cells = sum(1 for f in result.falsifiers for m in result.mutants if (f, m) in result.verdicts)
     total_cells = len(result.falsifiers) * len(result.mutants)
     if result.matrix and run_cells < total_cells:
@@ -512,9 +522,13 @@ def _print_summary(result: StrengthResult, ledger_label: str | None) -> None:
             devices = ", ".join(f"{d} {v}" for d, v in sorted(result.verdicts[(f, m)].items()))
             click.echo(f"{f}  {m}  " + click.style(r, fg=_COLOURS[r], bold=r != KILLED) + f"  ({devices})")
     killed, judged = result.score(declared_only=not result.matrix)
+    # An ERROR is outside the score's denominator (it measured nothing), so "8/8 (100.0%)" beside
+    # a ninth pair that crashed reads as a full score; the line itself says what it leaves out.
+    errored = result.errored(declared_only=not result.matrix)
     click.echo("")
     click.echo(click.style(f"mutation score: {_score_line(killed, judged)} killed"
-                           + ("" if result.matrix else " (declared pairs)"), bold=True))
+                           + ("" if result.matrix else " (declared pairs)")
+                           + (f"; {errored} pair(s) ERROR, not judged (not kills)" if errored else ""), bold=True))
     for f, m, r in result.not_killed():
         if r == SURVIVED:
             click.echo(click.style(f"SURVIVED: {f} passes with {m} planted — it cannot see that bug", fg="red"))
