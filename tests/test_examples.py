@@ -336,3 +336,19 @@ def test_broken_adapters_are_named_errors_never_passes(nanotrainer: Project):
     for name, text in expected_errors.items():
         assert by_runtime[name]["verdict"] == "ERROR", (name, by_runtime[name])
         assert text in message(name), (name, message(name))
+
+
+def test_nanotrainer_blind_batch_changes_what_it_plants():
+    """Each bug of nanotrainer's blind batch (docs/independent-mutants.md, "Eleventh batch")
+    changes what nanotrainer computes while planted and nothing after (probes in
+    tests/examples_data/nanotrainer_blind_probes.py, run in a process of their own)."""
+    script = REPO_ROOT / "tests" / "examples_data" / "nanotrainer_blind_probes.py"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, str(script)], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    lines = dict(line.split() for line in done.stdout.splitlines() if line.strip())
+    planted = re.findall(r'^@mutant\("(nano_\w+)"\)', (NANOTRAINER / "adoption" / "nanotrainer_checks" /
+                                                      "mutants.py").read_text(), flags=re.M)
+    blind = [name for name in planted if name not in NANO_MUTANTS]
+    assert len(blind) >= 10 and sorted(lines) == sorted(blind), (blind, done.stdout, done.stderr)
+    assert set(lines.values()) == {"changed"} and done.returncode == 0, (done.stdout, done.stderr)
