@@ -194,6 +194,12 @@ NANO_MUTANTS = ("nano_checkpoint_keys_not_loaded", "nano_fused_qkv_drops_bias", 
                 "nano_trainer_reinitialises_weights", "nano_generate_samples", "nano_warmup_never_warms",
                 "nano_lr_set_after_step", "nano_reference_mask_sees_next_key", "nano_adam_l2_weight_decay",
                 "nano_heads_merged_across_rows", "nano_clip_per_parameter", "nano_tied_head_detached")
+# the eleventh (blind) batch's bugs that a falsifier declares (docs/independent-mutants.md, "Eleventh batch"):
+# the five that survived before FALSIFY-NANO-EVAL-004, -HELDOUT-001, -ADAMW-002 and -DECODE-001 (and one more
+# that EVAL-004 also kills); the batch's other eight are killed by falsifiers that do not declare them
+NANO_BLIND_DECLARED = ("nano_block_mlp_skips_norm", "nano_mlp_gelu_tanh_approximation",
+                       "nano_rope_frequencies_over_head_dim", "nano_corpus_train_includes_heldout",
+                       "nano_decay_on_norms_and_biases", "nano_generate_window_keeps_oldest")
 
 
 def adopt_nanotrainer(project: Project) -> None:
@@ -232,20 +238,22 @@ def nanotrainer(tmp_path: Path) -> Project:
 
 @pytest.mark.slow  # trains nano-trained (seconds), then one pytest process per planted bug
 def test_nanotrainer_example_end_to_end(nanotrainer: Project):
-    """The seed falsifiers, pv's learning-rate falsifier and six more of the pack's claims
-    (causality, the AdamW update, the save/load round trip, independent rows, clipping, gradient
-    correctness) PASS on nanotrainer on the cpu (its
+    """The seed falsifiers (and the reproduction of the recorded held-out loss, the disjoint
+    held-out split), pv's learning-rate falsifier and more of the pack's claims (causality, the
+    AdamW update and nanotrainer's decay policy, the save/load round trip, independent rows,
+    clipping, gradient correctness, decoding across the context window) PASS on nanotrainer on
+    the cpu (its
     subjects built by itself), each planted bug is KILLED by the falsifier that declares it, and
     the dashboard says so (the seed contract stays DRAFT_PARTIAL_DISCHARGE until its cuda cells
     run on a GPU; the schedule's is cpu-only)."""
     project = nanotrainer
     validate = project.run("pv", "validate")
-    assert "3 contracts, 15 falsifiers: 0 errors, 0 warnings" in validate.stdout, validate.stdout
+    assert "3 contracts, 19 falsifiers: 0 errors, 0 warnings" in validate.stdout, validate.stdout
     project.run("pv", "generate")
     project.run("pv", "generate", "--check")
 
     run = project.run("pv", "run", "--all", "--device", "cpu", timeout=900)  # trains nano-trained first
-    assert "15 passed, 0 falsified, 0 errored" in run.stdout, run.stdout
+    assert "19 passed, 0 falsified, 0 errored" in run.stdout, run.stdout
     records = project.ledger()
     assert {(r["runtime"], r["runtime_version"], r["verdict"]) for r in records} == {
         ("nanotrainer", "nanotrainer 0.1.0", "PASS")}
@@ -255,7 +263,7 @@ def test_nanotrainer_example_end_to_end(nanotrainer: Project):
     assert schedule["observations"]["warmup_first_lr_ratio"] == pytest.approx(0.25)  # 1 / warmup_steps
 
     strength = project.run("pv", "strength", "--device", "cpu", "-j", "2", timeout=900)
-    for mutant in NANO_MUTANTS:
+    for mutant in NANO_MUTANTS + NANO_BLIND_DECLARED:
         assert re.search(rf"\s{mutant}\s+FALSIFY-NANO-[A-Z-]+-00\d\s+cpu\[nano-\w+\]@nanotrainer\s+KILLED", strength.stdout), \
             (mutant, strength.stdout)
     assert "SURVIVED" not in strength.stdout, strength.stdout
@@ -268,7 +276,7 @@ def test_nanotrainer_example_end_to_end(nanotrainer: Project):
 
     # every cpu cell discharged and every planted bug killed; the cuda cells wait for a GPU
     status = project.run("pv", "status")
-    assert "falsifiers discharged: cpu 15/15, cuda 0/14; mutants killed 19/19 (100%)" in status.stdout, status.stdout
+    assert "falsifiers discharged: cpu 19/19, cuda 0/15; mutants killed 25/25 (100%)" in status.stdout, status.stdout
     assert "nanotrainer-pack: DRAFT_PARTIAL_DISCHARGE (declared DRAFT)" in status.stdout, status.stdout
     assert "nanotrainer-seeds: DRAFT_PARTIAL_DISCHARGE (declared DRAFT)" in status.stdout, status.stdout
     assert "nanotrainer-lr-schedule: ACTIVE_RUNTIME (declared DRAFT)" in status.stdout, status.stdout
@@ -336,3 +344,19 @@ def test_broken_adapters_are_named_errors_never_passes(nanotrainer: Project):
     for name, text in expected_errors.items():
         assert by_runtime[name]["verdict"] == "ERROR", (name, by_runtime[name])
         assert text in message(name), (name, message(name))
+
+
+def test_nanotrainer_blind_batch_changes_what_it_plants():
+    """Each bug of nanotrainer's blind batch (docs/independent-mutants.md, "Eleventh batch")
+    changes what nanotrainer computes while planted and nothing after (probes in
+    tests/examples_data/nanotrainer_blind_probes.py, run in a process of their own)."""
+    script = REPO_ROOT / "tests" / "examples_data" / "nanotrainer_blind_probes.py"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, str(script)], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    lines = dict(line.split() for line in done.stdout.splitlines() if line.strip())
+    planted = re.findall(r'^@mutant\("(nano_\w+)"\)', (NANOTRAINER / "adoption" / "nanotrainer_checks" /
+                                                      "mutants.py").read_text(), flags=re.M)
+    blind = [name for name in planted if name not in NANO_MUTANTS]
+    assert len(blind) >= 10 and sorted(lines) == sorted(blind), (blind, done.stdout, done.stderr)
+    assert set(lines.values()) == {"changed"} and done.returncode == 0, (done.stdout, done.stderr)

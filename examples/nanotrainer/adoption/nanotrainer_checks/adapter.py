@@ -4,8 +4,9 @@ nanotrainer calls everything through its modules (`train.evaluate`, `train.lr_at
 `model.fused_qkv`), so this adapter does too: a planted bug that patches one of them is seen.
 The learning rate is read back from the optimizer that nanotrainer's own Trainer set, never
 recomputed from the schedule's formula here.
-Capabilities it lacks: gradient accumulation (train_step raises CapabilityMissing for
-micro_batches > 1) and data_split (nanotrainer's corpus is one token stream, not documents).
+Capability it lacks: gradient accumulation (train_step raises CapabilityMissing for
+micro_batches > 1). Its data split is of one token stream, not of documents: data_split gives as
+"documents" the windows nanotrainer trains and evaluates on (below).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import torch
 
 import nanotrainer
+from nanotrainer import data as nano_data
 from nanotrainer import model as nano_model
 from nanotrainer import train as nano_train
 from pvpack.protocol import (FAST, GRADIENT_ACCUMULATION, IGNORE_INDEX, RANDOM, REFERENCE, Batch, CapabilityMissing,
@@ -116,3 +118,17 @@ class NanoTrainerAdapter(RuntimeAdapter):
         else:
             gpt = nano_train.load(checkpoint)
         return NanoModel(gpt.to(device).set_path(path), device, train)
+
+    def data_split(self, subject_data):
+        """nanotrainer's split of the subject's corpus (subject.json "data": the corpus settings
+        and the window width), through nanotrainer's own `data.corpus`: as train documents every
+        window `data.random_batch` can draw from the train stream (every offset), as held-out
+        documents the consecutive windows eval scores from the held-out stream; a window is its
+        token ids joined by spaces."""
+        meta = json.loads((Path(subject_data) / "subject.json").read_text())["data"]
+        split = nano_data.corpus(**meta["corpus"])
+        width = int(meta["window"])
+        train, heldout = split["train"], split["heldout"]
+        joined = lambda rows: [" ".join(map(str, row)) for row in rows.tolist()]  # noqa: E731
+        return (joined(train.unfold(0, width, 1)[: len(train) - width]),
+                joined(heldout[: len(heldout) // width * width].view(-1, width)))

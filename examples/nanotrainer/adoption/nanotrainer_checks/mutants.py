@@ -280,3 +280,294 @@ def nano_tied_head_detached():
 
     with _swapped(nanotrainer.model, "output_head", output_head):
         yield
+
+
+# ---- blind batch (docs/independent-mutants.md, "Eleventh batch"): written from nanotrainer's code,
+# its adapter, its subjects and pvpack/protocol.py, before reading the pack's checks or contracts ----
+
+def _attention_forward(*, split=None, scale=None):
+    """Attention.forward as nanotrainer writes it, with the head split (q/k/v (B, T, C) -> (B, H,
+    T, D)) or the reference path's score scale replaced: one copy of the method for two bugs."""
+    import math
+
+    model = nanotrainer.model
+
+    def heads(t, B, T, H, C):
+        return t.view(B, T, H, C // H).transpose(1, 2)
+
+    split = split or heads
+    scale = scale or (lambda C, H: math.sqrt(C // H))
+
+    def forward(self, x, fast):
+        B, T, C = x.shape
+        H = self.cfg.n_head
+        if fast:
+            q, k, v = model.fused_qkv(x, self).split(C, dim=-1)
+        else:
+            q, k, v = self.q(x), self.k(x), self.v(x)
+        q, k, v = (split(t, B, T, H, C) for t in (q, k, v))
+        if self.cfg.positions == "rotary":
+            q, k = model.rotary(q, self.cfg.rope_theta), model.rotary(k, self.cfg.rope_theta)
+        if fast:
+            y = model.fast_attention(q, k, v)
+        else:
+            scores = q @ k.transpose(-2, -1) / scale(C, H)
+            y = scores.masked_fill(model.future_keys(T, x.device), float("-inf")).softmax(dim=-1) @ v
+        return self.o(model.merge_heads(y))
+
+    return forward
+
+
+@mutant("nano_block_mlp_skips_norm")
+def nano_block_mlp_skips_norm():
+    """The block's MLP reads the raw residual stream, `x + mlp(x)` for `x + mlp(ln2(x))`: ln2 is
+    built, saved and loaded, and never used (a copy-paste of a refactor that moved the norm).
+    Both paths alike, so no parity check sees it; a trained checkpoint loses what it learnt.
+    Seam: nanotrainer.model.Block.forward."""
+
+    def forward(self, x, fast):
+        x = x + self.attn(self.ln1(x), fast)
+        return x + self.mlp(x)
+
+    with _swapped(nanotrainer.model.Block, "forward", forward):
+        yield
+
+
+@mutant("nano_mlp_gelu_tanh_approximation")
+def nano_mlp_gelu_tanh_approximation():
+    """The MLP's GELU is the tanh approximation (`gelu_new`, GPT-2's) where the weights were
+    trained with the exact erf GELU (nn.GELU()): logits move by ~1e-3, the loss barely.
+    Imitates the gelu / gelu_new / gelu_pytorch_tanh confusion of converted checkpoints.
+    Seam: nanotrainer.model.Block.forward (both paths)."""
+    import torch.nn.functional as F
+
+    def forward(self, x, fast):
+        x = x + self.attn(self.ln1(x), fast)
+        up, _, down = self.mlp
+        return x + down(F.gelu(up(self.ln2(x)), approximate="tanh"))
+
+    with _swapped(nanotrainer.model.Block, "forward", forward):
+        yield
+
+
+@mutant("nano_rope_frequencies_over_head_dim")
+def nano_rope_frequencies_over_head_dim():
+    """RoPE's inverse frequencies are theta ** (-i / D) over the whole head dimension D where
+    the pairs (i, i + D/2) need theta ** (-i / (D/2)) (= theta ** (-2i / D)): the slow channels
+    rotate far too fast, the position encoding differs from the one trained. Both paths.
+    Seam: nanotrainer.model.rotary."""
+    import torch
+
+    def rotary(x, theta):
+        half = x.shape[-1] // 2
+        freqs = theta ** (-torch.arange(half, device=x.device, dtype=torch.float32) / x.shape[-1])
+        angles = torch.arange(x.shape[-2], device=x.device, dtype=torch.float32)[:, None] * freqs
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        x1, x2 = x[..., :half], x[..., half:]
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+    with _swapped(nanotrainer.model, "rotary", rotary):
+        yield
+
+
+@mutant("nano_heads_split_without_transpose")
+def nano_heads_split_without_transpose():
+    """Q, K and V are split into heads with `view(B, H, T, D)` straight from (B, T, C) instead of
+    `view(B, T, H, D).transpose(1, 2)`: shapes match, but each "head" row mixes channels of
+    several positions, so a query position carries features of later tokens (the future leaks
+    through the split, not the mask). Seam: nanotrainer.model.Attention.forward (both paths)."""
+
+    def split(t, B, T, H, C):
+        return t.reshape(B, H, T, C // H)
+
+    with _swapped(nanotrainer.model.Attention, "forward", _attention_forward(split=split)):
+        yield
+
+
+@mutant("nano_reference_scores_scaled_by_model_width")
+def nano_reference_scores_scaled_by_model_width():
+    """The reference path divides the attention scores by sqrt(d_model) where sqrt(head_dim) is
+    meant (SDPA's default on the fast path): the written-out attention is flatter than the fused
+    one. Seam: nanotrainer.model.Attention.forward (reference path only)."""
+    import math
+
+    with _swapped(nanotrainer.model.Attention, "forward",
+                  _attention_forward(scale=lambda C, H: math.sqrt(C))):
+        yield
+
+
+@mutant("nano_fused_qkv_key_value_swapped")
+def nano_fused_qkv_key_value_swapped():
+    """The fused QKV weight (and bias) is stacked Q, V, K while the output is split Q, K, V: the
+    fast path attends with values as keys and keys as values. Imitates a fused-weight layout
+    conversion in the wrong order. Seam: nanotrainer.model.fused_qkv (fast path only)."""
+    import torch
+    import torch.nn.functional as F
+
+    def fused_qkv(x, attn):
+        weight = torch.cat([attn.q.weight, attn.v.weight, attn.k.weight])
+        bias = torch.cat([attn.q.bias, attn.v.bias, attn.k.bias]) if attn.q.bias is not None else None
+        return F.linear(x, weight, bias)
+
+    with _swapped(nanotrainer.model, "fused_qkv", fused_qkv):
+        yield
+
+
+@mutant("nano_evaluate_counts_padding")
+def nano_evaluate_counts_padding():
+    """evaluate() divides the summed loss by every label position, `labels[:, 1:].numel()`,
+    padding included: on unpadded batches it is exact, on padded ones the reported loss is too
+    low by the padding fraction. Seam: nanotrainer.train.evaluate."""
+    import torch
+
+    @torch.no_grad()
+    def evaluate(model, batches):
+        model.eval()
+        total, tokens = 0.0, 0
+        for ids, labels in batches:
+            total += model.loss(ids, labels, reduction="sum").item()
+            tokens += labels[:, 1:].numel()
+        if tokens == 0:
+            raise ValueError("evaluate() got no scored tokens")
+        return total / tokens
+
+    with _swapped(nanotrainer.train, "evaluate", evaluate):
+        yield
+
+
+@mutant("nano_decay_on_norms_and_biases")
+def nano_decay_on_norms_and_biases():
+    """build_optimizer puts every parameter in the decayed group (`p.dim() >= 1` for `>= 2`):
+    LayerNorm gains and biases are pulled to zero, against nanotrainer's documented policy
+    (decay on matrices only). Seam: nanotrainer.train.build_optimizer."""
+    import torch
+
+    def build_optimizer(model, tc):
+        params = [p for p in model.parameters() if p.requires_grad]
+        groups = [{"params": [p for p in params if p.dim() >= 1], "weight_decay": tc.weight_decay},
+                  {"params": [p for p in params if p.dim() < 1], "weight_decay": 0.0}]
+        return torch.optim.AdamW(groups, lr=tc.lr, betas=tc.betas, eps=tc.eps)
+
+    with _swapped(nanotrainer.train, "build_optimizer", build_optimizer):
+        yield
+
+
+@mutant("nano_cosine_progress_from_step_zero")
+def nano_cosine_progress_from_step_zero():
+    """The cosine's progress is step / total_steps, not (step - warmup) / (total - warmup): the
+    decay starts under the warmup, so the first step after it is already below the peak (the
+    rate drops at the boundary) though the floor is still reached at total_steps. Seam:
+    nanotrainer.train.lr_at."""
+    import math
+
+    def lr_at(step, tc):
+        if step < tc.warmup_steps:
+            return tc.lr * (step + 1) / tc.warmup_steps
+        if tc.total_steps is None:
+            return tc.lr
+        progress = min(1.0, step / max(1, tc.total_steps))
+        return tc.min_lr + 0.5 * (tc.lr - tc.min_lr) * (1 + math.cos(math.pi * progress))
+
+    with _swapped(nanotrainer.train, "lr_at", lr_at):
+        yield
+
+
+@mutant("nano_clip_matrices_only")
+def nano_clip_matrices_only():
+    """clip_gradients passes only the matrices (the decayed group's parameters) to
+    clip_grad_norm_: the norm leaves out biases and norm gains, and their gradients are not
+    scaled with the rest. Imitates clipping `optimizer.param_groups[0]["params"]`. Seam:
+    nanotrainer.train.clip_gradients."""
+    import torch
+
+    def clip_gradients(model, max_norm):
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.dim() >= 2], max_norm)
+
+    with _swapped(nanotrainer.train, "clip_gradients", clip_gradients):
+        yield
+
+
+@mutant("nano_save_rounds_to_bfloat16")
+def nano_save_rounds_to_bfloat16():
+    """save() writes every floating tensor as bfloat16 (a "half the disk" change): load() copies
+    them back into float32 parameters, silently rounded to 8 bits of mantissa. Seam:
+    nanotrainer.train.save."""
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+
+    import torch
+    from safetensors.torch import save_file
+
+    def save(model, out_dir):
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps({"model_type": "nanotrainer-gpt", **asdict(model.cfg)}, indent=2))
+        state = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).detach().contiguous().cpu()
+                 for k, v in model.state_dict().items()}
+        if model.cfg.tie_embeddings:
+            state.pop("head.weight")
+        save_file(state, str(out / "model.safetensors"))
+        return out
+
+    with _swapped(nanotrainer.train, "save", save):
+        yield
+
+
+@mutant("nano_generate_window_keeps_oldest")
+def nano_generate_window_keeps_oldest():
+    """generate() crops the context to the first max_seq_len tokens (`ids[:, :max_seq_len]`)
+    instead of the last: identical while prompt + output fit, and once they do not, every step
+    predicts from the same stale window and the output repeats. Seam:
+    nanotrainer.train.generate."""
+    import torch
+
+    @torch.no_grad()
+    def generate(model, ids, new_tokens):
+        model.eval()
+        for _ in range(new_tokens):
+            window = ids[:, :model.cfg.max_seq_len]
+            next_id = model(window)[:, -1].argmax(dim=-1, keepdim=True)
+            ids = torch.cat([ids, next_id], dim=1)
+        return ids
+
+    with _swapped(nanotrainer.train, "generate", generate):
+        yield
+
+
+@mutant("nano_corpus_train_includes_heldout")
+def nano_corpus_train_includes_heldout():
+    """data.corpus returns the whole stream as "train" and its tail as "heldout": the held-out
+    tokens are trained on (the cut applied to one side only). Held-out losses look better than
+    they are. Seam: nanotrainer.data.corpus (what a data split is built from)."""
+    import nanotrainer.data
+
+    original = nanotrainer.data.corpus
+
+    def corpus(vocab_size, *, seed=0, tokens=20_000, heldout=0.1, lag=2):
+        split = original(vocab_size, seed=seed, tokens=tokens, heldout=heldout, lag=lag)
+        import torch
+
+        return {"train": torch.cat([split["train"], split["heldout"]]), "heldout": split["heldout"]}
+
+    with _swapped(nanotrainer.data, "corpus", corpus):
+        yield
+
+
+@mutant("nano_adapter_grad_clip_not_passed")
+def nano_adapter_grad_clip_not_passed():
+    """The adapter builds nanotrainer's TrainConfig without grad_clip: TrainConfig's default 1.0
+    applies whatever TrainSettings says, so a run asked for no clipping (grad_clip=0) is clipped
+    at 1.0 and one asked for another bound gets 1.0. An adopter's bug: one setting forgotten in
+    the translation. Seam: nanotrainer_checks.adapter.NanoModel.__init__."""
+    from nanotrainer_checks import adapter
+
+    original = adapter.NanoModel.__init__
+
+    def __init__(self, gpt, device, settings):
+        original(self, gpt, device, settings)
+        if self.trainer is not None:
+            self.trainer.tc.grad_clip = nanotrainer.train.TrainConfig.grad_clip
+
+    with _swapped(adapter.NanoModel, "__init__", __init__):
+        yield

@@ -63,6 +63,7 @@ def _build(name: str, directory: Path) -> None:
         train=[Batch(w[:, :-1].contiguous(), w[:, 1:].contiguous()) for w in training],
         train_windows=_batches(_windows(corpus["train"]))[:6],
         prompts=[row[:16].tolist() for row in heldout[:6]],
+        data={"corpus": {"vocab_size": cfg.vocab_size, "seed": tc.seed}, "window": SEQ_LEN + 1},
         recorded={} if SUBJECTS[name] == "random" else {"val_loss": _val_loss(checkpoint, _batches(heldout)[:6])},
     )
 
