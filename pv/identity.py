@@ -192,6 +192,38 @@ def executed_code_cut(record: LedgerRecord, falsifier: Any) -> str | None:
     return None
 
 
+def _within(module: str, packages: Any) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+def runtime_not_driven(record: LedgerRecord, falsifier: Any, workspace: Any) -> str | None:
+    """Why a PASS of a falsifier that drives a runtime through its adapter (`runtimes:`) is no
+    evidence about the code under test (None: it is, or it cannot be told). The adapter is code
+    pv does not control: one that answers with a model of its own or the oracle's formula passes
+    whatever the runtime does. Its run then executed no function of `[tool.pv] code_packages`
+    outside the check packages (the adapter lives in a check package, `pv init`'s layout) — at
+    most their module-level code, run at import. Where the project names no such package, or the
+    record binds whole modules (timing), nothing is judged."""
+    if record.verdict.value != "PASS" or record.mutant is not None or record.binding == "modules" \
+            or not isinstance(record.executed_code, dict):
+        return None
+    if not (record.runtime or getattr(falsifier, "runtimes", None)):
+        return None
+    checks = tuple(getattr(workspace, "check_packages", ()) or ())
+    under_test = [p for p in (getattr(workspace, "code_packages", ()) or ()) if not _within(p, checks)]
+    if not under_test:
+        return None
+    from pv.codeunits import MODULE_UNIT
+
+    if any(_within(module, under_test) and not _within(module, checks) and set(units) - {MODULE_UNIT}
+           for module, units in record.executed_code.items()):
+        return None
+    return (f"it drove no code under test: its run through runtime {record.runtime or '(default)'!r} executed no "
+            f"function of {', '.join(under_test)} (code_packages), at most their module-level code — an "
+            "adapter that answers without the runtime (a model of its own, the oracle's formula) passes "
+            "whatever the runtime does")
+
+
 def node_differs(record: LedgerRecord, prefix: str) -> str | None:
     """Why the parameters in the record's test node (`...::test_x[cpu-tiny-trained-pvlab]`, device
     first, then subject, then runtime: pv.codegen.test_name) are not the record's own `device`,
@@ -385,7 +417,7 @@ class EvidenceCheck:
         if id(falsifier) not in self._defined:
             self._defined[id(falsifier)] = (falsifier, defined_texts(falsifier))
         why = (judged_differs(record, falsifier, self._defined[id(falsifier)][1]) or verdict_contradicts(record)
-               or executed_code_cut(record, falsifier))
+               or executed_code_cut(record, falsifier) or runtime_not_driven(record, falsifier, self.workspace))
         if why is None and record.mutant is not None:
             self._scan_mutants()
             why = mutant_not_run(record, self._mutant_defs.get(record.mutant), bool(self.workspace.mutants_module))

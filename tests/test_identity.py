@@ -408,3 +408,39 @@ def test_an_evidence_check_not_yet_built_has_no_attributes_instead_of_recursing(
     bare = object.__new__(identity.EvidenceCheck)  # as copy and pickle make one, before its state
     with pytest.raises(AttributeError):
         bare.changes_of_anything  # noqa: B018 - the lookup is the test
+
+
+def _adapter_pass(executed: dict, **fields) -> object:
+    base = dict(contract="c", contract_version="1.0.0", falsifier="FALSIFY-X-001", falsifier_sha256="0" * 64,
+                device="cpu", verdict="PASS", prediction="x < 1", duration_s=0.1, time_utc="2026-01-01T00:00:00Z",
+                runtime="mytrainer", executed_code=executed)
+    return make_record(**{**base, **fields})
+
+
+def test_attack_an_adapter_that_never_drives_the_runtime_discharges_nothing():
+    """Red team 2026-12-03: an adapter answering the learning-rate check with the pack's own
+    formula (the runtime imported, never called) PASSed, and a bug planted in the adapter made
+    the contract ACTIVE_RUNTIME. A PASS through a runtime whose run executed no function of the
+    code under test is refused; one that ran a function of it counts; FAILs, planted-bug records,
+    falsifiers without runtimes and projects naming no code package are not judged."""
+    from types import SimpleNamespace
+
+    ws = SimpleNamespace(check_packages=("mylib_checks", "pvpack.checks"), code_packages=("mylib",))
+    falsifier = SimpleNamespace(runtimes=["mytrainer"])
+    imported_only = {"mylib": {"<module>": "a"}, "mylib.train": {"<module>": "b"},
+                     "mylib_checks.adapter": {"<module>": "c", "Fixed.learning_rate": "d"}}
+    why = identity.runtime_not_driven(_adapter_pass(imported_only), falsifier, ws)
+    assert why and "drove no code under test" in why and "mylib" in why
+    driven = {**imported_only, "mylib.train": {"<module>": "b", "lr_at": "e"}}
+    assert identity.runtime_not_driven(_adapter_pass(driven), falsifier, ws) is None
+    assert identity.runtime_not_driven(_adapter_pass(imported_only, verdict="FAIL"), falsifier, ws) is None
+    assert identity.runtime_not_driven(_adapter_pass(imported_only, mutant="m"), falsifier, ws) is None
+    assert identity.runtime_not_driven(_adapter_pass(imported_only, runtime=None), SimpleNamespace(runtimes=None),
+                                       ws) is None
+    # the runtime's record without a runtime name still drives one: the falsifier lists it
+    assert identity.runtime_not_driven(_adapter_pass(imported_only, runtime=None), falsifier, ws)
+    unnamed = SimpleNamespace(check_packages=("mylib_checks",), code_packages=())
+    assert identity.runtime_not_driven(_adapter_pass(imported_only), falsifier, unnamed) is None
+    # a code package inside a check package is the instrument, not the code under test
+    inside = SimpleNamespace(check_packages=("mylib_checks",), code_packages=("mylib_checks.adapter",))
+    assert identity.runtime_not_driven(_adapter_pass(imported_only), falsifier, inside) is None
