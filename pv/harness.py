@@ -462,8 +462,9 @@ def falsify(
     run = None
     collector = timing.untraced() if timing_observations else execution.collecting(_bound_packages(check))
     try:
-        with collector as run, mutation.around_check():
+        with collector as run, mutation.around_check(tuple(_bound_packages(check))):
             observations = check(**kwargs)
+        outcome.planted_at = mutation.last_seams() if mutant else None
     except DeviceUnavailable as exc:
         outcome.verdict, outcome.message = "SKIP", f"device absent: {exc}"
         pytest.skip(f"{label}: {outcome.message} — not evidence")

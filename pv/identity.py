@@ -69,6 +69,7 @@ __all__ = ["EvidenceCheck", "NO_IDENTITY", "RENDERS_OTHER", "SIBLING_OTHER", "ce
 NO_IDENTITY = "recorded before pv recorded what ran (no test identity)"
 RENDERS_OTHER = "the test that ran is not what `pv generate` renders from the current contract"
 SIBLING_OTHER = "a sibling test that ran is not rendered from the current contract"
+PLANTED_IN_CHECKS = "the bug is planted in check code only"
 
 
 def tolerance_numbers(tolerance: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -222,6 +223,25 @@ def runtime_not_driven(record: LedgerRecord, falsifier: Any, workspace: Any) -> 
             f"function of {', '.join(under_test)} (code_packages), at most their module-level code — an "
             "adapter that answers without the runtime (a model of its own, the oracle's formula) passes "
             "whatever the runtime does")
+
+
+def planted_in_checks(record: LedgerRecord, workspace: Any) -> str | None:
+    """Why a FAIL under a planted bug is no kill (None: it is one, or it cannot be told): entering
+    the bug replaced code of the check packages only — the adapter or the check, the instrument —
+    and nothing of the code under test. An adapter that bypasses its runtime kills such bugs and
+    no bug of the runtime. Seams outside the bound packages (torch, a library runtime) are not
+    judged, nor records made before pv recorded seams (`planted_at` None)."""
+    if record.mutant is None or record.verdict.value != "FAIL" or not record.planted_at:
+        return None
+    checks = tuple(getattr(workspace, "check_packages", ()) or ())
+    own = getattr(workspace, "mutants_module", None)
+    seams = [s for s in record.planted_at if isinstance(s, str)
+             and not (own and _within(s.split(":", 1)[0], (own,)))]   # the bug's own bookkeeping
+    if not seams or not all(_within(s.split(":", 1)[0], checks) for s in seams):
+        return None
+    shown = ", ".join(seams[:3]) + (f" and {len(seams) - 3} more" if len(seams) > 3 else "")
+    return (f"{PLANTED_IN_CHECKS} ({shown}: check_packages), not in the code under test — "
+            "a FAIL under it shows the check sees its own instrument broken, not the runtime")
 
 
 def node_differs(record: LedgerRecord, prefix: str) -> str | None:
@@ -420,7 +440,8 @@ class EvidenceCheck:
                or executed_code_cut(record, falsifier) or runtime_not_driven(record, falsifier, self.workspace))
         if why is None and record.mutant is not None:
             self._scan_mutants()
-            why = mutant_not_run(record, self._mutant_defs.get(record.mutant), bool(self.workspace.mutants_module))
+            why = (mutant_not_run(record, self._mutant_defs.get(record.mutant), bool(self.workspace.mutants_module))
+                   or planted_in_checks(record, self.workspace))
         return why
 
 

@@ -56,6 +56,7 @@ class Outcome:
     judged_tolerance: dict[str, Any] | None = None
     tolerance_table: dict[str, dict[str, float]] | None = None  # the whole table the check received
     session_code: dict[str, str] | None = None  # the workspace's other code loaded (pv.sessionbind; the plugin)
+    planted_at: list[str] | None = None  # where the run's planted bug changed the bound packages (pv.mutation)
     # Set once the record is written.
     record_id: str | None = None
     ledger: str | None = None
@@ -107,6 +108,7 @@ class Outcome:
             judged_tolerance=self.judged_tolerance,
             tolerance_table=self.tolerance_table,
             session_code=self.session_code,
+            planted_at=self.planted_at,
             **provenance,
         )
 

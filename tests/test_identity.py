@@ -199,7 +199,7 @@ def test_a_ledger_with_test_templates_round_trips_through_reading_and_merging(tm
     old = make_record(**base, schema_version=7, test_node="n", test_sha256="3" * 64, time_utc="2026-01-01T00:00:00Z")
     new = make_record(**base, test_node="n", test_sha256="4" * 64, test_templates=["a" * 64, "b" * 64],
                       time_utc="2026-01-02T00:00:00Z")
-    assert new.schema_version == ledger.LEDGER_SCHEMA_VERSION == 9 and old.test_templates is None
+    assert new.schema_version == ledger.LEDGER_SCHEMA_VERSION == 10 and old.test_templates is None
     path = tmp_path / "ledger.jsonl"
     ledger.append(path, [old])
     common = path.read_bytes()
@@ -444,3 +444,32 @@ def test_attack_an_adapter_that_never_drives_the_runtime_discharges_nothing():
     # a code package inside a check package is the instrument, not the code under test
     inside = SimpleNamespace(check_packages=("mylib_checks",), code_packages=("mylib_checks.adapter",))
     assert identity.runtime_not_driven(_adapter_pass(imported_only), falsifier, inside) is None
+
+
+def test_attack_a_kill_of_a_bug_planted_in_the_adapter_is_no_kill():
+    """Red team 2026-12-03: an adapter whose learning_rate returns the pack's formula (the runtime
+    loaded, its schedule never read) survives the runtime's schedule bugs; the adopter declared a
+    bug planted in the adapter instead (NanoModel.learning_rate one step late), it was KILLED, and
+    the contract ACTIVE_RUNTIME. A FAIL under a bug whose seams are all in the check packages is
+    refused; one seam in the code under test, seams outside the workspace (torch, a library
+    runtime: no seam recorded), the bug's own module, and records without `planted_at` count."""
+    from types import SimpleNamespace
+
+    ws = SimpleNamespace(check_packages=("mylib_checks", "pvpack.checks"), code_packages=("mylib",),
+                         mutants_module="mylib_checks.mutants")
+
+    def kill(planted_at, **fields):
+        return _adapter_pass({}, **{"verdict": "FAIL", "mutant": "adapter_rate_late", "planted_at": planted_at,
+                                    **fields})
+
+    why = identity.planted_in_checks(kill(["mylib_checks.adapter:NanoModel.learning_rate"]), ws)
+    assert why and why.startswith(identity.PLANTED_IN_CHECKS) and "NanoModel.learning_rate" in why
+    assert identity.planted_in_checks(kill(["mylib_checks.adapter:NanoModel.learning_rate",
+                                            "mylib.train:lr_at"]), ws) is None
+    assert identity.planted_in_checks(kill(["mylib.train:lr_at"]), ws) is None
+    assert identity.planted_in_checks(kill([]), ws) is None
+    assert identity.planted_in_checks(kill(None), ws) is None
+    assert identity.planted_in_checks(kill(["mylib_checks.mutants:_state"]), ws) is None
+    assert identity.planted_in_checks(kill(["mylib_checks.adapter:X"], verdict="PASS"), ws) is None
+    assert identity.planted_in_checks(_adapter_pass({}, verdict="FAIL", planted_at=["mylib_checks.adapter:X"]),
+                                      ws) is None   # no bug: not a kill at all
