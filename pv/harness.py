@@ -437,6 +437,7 @@ def falsify(
         try:
             kwargs[runtimes.RUNTIME_PARAM] = runtimes.adapter(runtime)
             outcome.runtime_version = runtimes.version(runtime)
+            outcome.runtime_binding = runtimes.binding_of(runtime)
         except runtimes.RuntimeUnavailable as exc:
             outcome.message = str(exc)
             raise FalsifierError(f"{label}: {outcome.message}") from None

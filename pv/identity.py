@@ -225,6 +225,22 @@ def runtime_not_driven(record: LedgerRecord, falsifier: Any, workspace: Any) -> 
             "whatever the runtime does")
 
 
+def runtime_rebound(record: LedgerRecord, workspace: Any) -> str | None:
+    """Why a record that ran through a runtime's adapter is not evidence for the runtime of that
+    name now (None: it is, or it cannot be told): `[tool.pv] runtimes` binds the name to another
+    adapter since. The records made through the old one (its module unchanged, so fresh by code)
+    would otherwise keep the cells of the new one discharged — pointing `transformers` at the
+    Liger adapter changed nothing on this repository's dashboard. Records made before records
+    carried their binding (schema 10) are not judged."""
+    if not record.runtime or not record.runtime_binding:
+        return None
+    now = (getattr(workspace, "runtimes", None) or {}).get(record.runtime)
+    if now is None or now == record.runtime_binding:
+        return None
+    return (f"it ran through {record.runtime_binding}; [tool.pv] runtimes binds runtime {record.runtime!r} to "
+            f"{now} now")
+
+
 def planted_in_checks(record: LedgerRecord, workspace: Any) -> str | None:
     """Why a FAIL under a planted bug is no kill (None: it is one, or it cannot be told): entering
     the bug replaced code of the check packages only — the adapter or the check, the instrument —
@@ -437,7 +453,8 @@ class EvidenceCheck:
         if id(falsifier) not in self._defined:
             self._defined[id(falsifier)] = (falsifier, defined_texts(falsifier))
         why = (judged_differs(record, falsifier, self._defined[id(falsifier)][1]) or verdict_contradicts(record)
-               or executed_code_cut(record, falsifier) or runtime_not_driven(record, falsifier, self.workspace))
+               or executed_code_cut(record, falsifier) or runtime_not_driven(record, falsifier, self.workspace)
+               or runtime_rebound(record, self.workspace))
         if why is None and record.mutant is not None:
             self._scan_mutants()
             why = (mutant_not_run(record, self._mutant_defs.get(record.mutant), bool(self.workspace.mutants_module))

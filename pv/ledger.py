@@ -30,7 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 # 2: records may carry code_digests, git_commit_source and merged_from; 3: subject and
 # subject_digest; 4: executed_code, code_origins and binding_problems; 5: test_node, test_sha256,
 # judged_params, judged_tolerance; 6: runtime and runtime_version; 7: binding; 8: test_templates;
-# 9: tolerance_table and session_code; 10: planted_at (all optional, so older lines still read).
+# 9: tolerance_table and session_code; 10: planted_at, runtime_binding (all optional, so older
+# lines still read).
 LEDGER_SCHEMA_VERSION = 10
 # A record is a flat object with a few small mappings; anything nested deeper is not ours.
 MAX_DEPTH = 16
@@ -83,6 +84,9 @@ class LedgerRecord(BaseModel):
     # records older than schema 4 (those count as the project's default runtime: pv.lifecycle).
     runtime: str | None = None
     runtime_version: str | None = None
+    # The adapter the runtime's name was bound to when it ran (`[tool.pv] runtimes`, "module:factory").
+    # None: no runtime, or a record made before schema 10.
+    runtime_binding: str | None = None
     verdict: Verdict
     observations: dict[str, Any] = Field(default_factory=dict)
     prediction: str

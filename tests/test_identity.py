@@ -473,3 +473,20 @@ def test_attack_a_kill_of_a_bug_planted_in_the_adapter_is_no_kill():
     assert identity.planted_in_checks(kill(["mylib_checks.adapter:X"], verdict="PASS"), ws) is None
     assert identity.planted_in_checks(_adapter_pass({}, verdict="FAIL", planted_at=["mylib_checks.adapter:X"]),
                                       ws) is None   # no bug: not a kill at all
+
+
+def test_attack_a_runtime_name_repointed_at_another_adapter_keeps_no_cell_discharged():
+    """Red team 2026-12-03: `transformers = "pvpack.adapters.liger:LigerAdapter"` in [tool.pv]
+    runtimes changed nothing on this repository's dashboard, and nanotrainer's name repointed at
+    an adapter that never drives it kept ACTIVE_RUNTIME: the records ran through the old adapter,
+    whose code is unchanged. A record whose binding is not the table's now is refused; one made
+    before records carried their binding, or of a runtime no longer in the table, is not judged."""
+    from types import SimpleNamespace
+
+    ws = SimpleNamespace(runtimes={"mytrainer": "mylib_checks.bypass:BypassAdapter"})
+    old = _adapter_pass({}, runtime_binding="mylib_checks.adapter:MyAdapter")
+    why = identity.runtime_rebound(old, ws)
+    assert why and "mylib_checks.adapter:MyAdapter" in why and "mylib_checks.bypass:BypassAdapter now" in why
+    assert identity.runtime_rebound(_adapter_pass({}, runtime_binding="mylib_checks.bypass:BypassAdapter"), ws) is None
+    assert identity.runtime_rebound(_adapter_pass({}), ws) is None                       # before schema 10
+    assert identity.runtime_rebound(old, SimpleNamespace(runtimes={"other": "x:Y"})) is None
