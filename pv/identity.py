@@ -241,15 +241,23 @@ def runtime_rebound(record: LedgerRecord, workspace: Any) -> str | None:
             f"{now} now")
 
 
-def planted_in_checks(record: LedgerRecord, workspace: Any) -> str | None:
-    """Why a FAIL under a planted bug is no kill (None: it is one, or it cannot be told): entering
-    the bug replaced code of the check packages only — the adapter or the check, the instrument —
-    and nothing of the code under test. An adapter that bypasses its runtime kills such bugs and
-    no bug of the runtime. Seams outside the bound packages (torch, a library runtime) are not
-    judged, nor records made before pv recorded seams (`planted_at` None)."""
+def planted_in_checks(record: LedgerRecord, falsifier: Any, workspace: Any) -> str | None:
+    """Why a FAIL under a planted bug is no kill (None: it is one, or it cannot be told): the
+    falsifier drives a runtime through its adapter (`runtimes:`), and entering the bug replaced
+    code of the check packages only — the adapter or the check, the instrument — and nothing of the
+    code under test. An adapter that bypasses its runtime kills such bugs and no bug of the
+    runtime. Not judged: falsifiers without `runtimes:` (`pv init`'s demo keeps the code it
+    checks in the check package), projects whose `code_packages` name nothing outside the check
+    packages (the runtime is a library outside the workspace, e.g. transformers, and the adapter
+    is its only seam there), seams outside the bound packages (torch), and records made before
+    pv recorded seams (`planted_at` None)."""
     if record.mutant is None or record.verdict.value != "FAIL" or not record.planted_at:
         return None
+    if not (record.runtime or getattr(falsifier, "runtimes", None)):
+        return None
     checks = tuple(getattr(workspace, "check_packages", ()) or ())
+    if not any(not _within(p, checks) for p in (getattr(workspace, "code_packages", ()) or ())):
+        return None
     own = getattr(workspace, "mutants_module", None)
     seams = [s for s in record.planted_at if isinstance(s, str)
              and not (own and _within(s.split(":", 1)[0], (own,)))]   # the bug's own bookkeeping
@@ -458,7 +466,7 @@ class EvidenceCheck:
         if why is None and record.mutant is not None:
             self._scan_mutants()
             why = (mutant_not_run(record, self._mutant_defs.get(record.mutant), bool(self.workspace.mutants_module))
-                   or planted_in_checks(record, self.workspace))
+                   or planted_in_checks(record, falsifier, self.workspace))
         return why
 
 

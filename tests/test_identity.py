@@ -452,27 +452,35 @@ def test_attack_a_kill_of_a_bug_planted_in_the_adapter_is_no_kill():
     bug planted in the adapter instead (NanoModel.learning_rate one step late), it was KILLED, and
     the contract ACTIVE_RUNTIME. A FAIL under a bug whose seams are all in the check packages is
     refused; one seam in the code under test, seams outside the workspace (torch, a library
-    runtime: no seam recorded), the bug's own module, and records without `planted_at` count."""
+    runtime: no seam recorded), the bug's own module, and records without `planted_at` count;
+    falsifiers without runtimes (pv init's demo checks code in its check package) and projects
+    with no code package outside the check packages are not judged."""
     from types import SimpleNamespace
 
     ws = SimpleNamespace(check_packages=("mylib_checks", "pvpack.checks"), code_packages=("mylib",),
                          mutants_module="mylib_checks.mutants")
+    falsifier = SimpleNamespace(runtimes=["mytrainer"])
 
     def kill(planted_at, **fields):
         return _adapter_pass({}, **{"verdict": "FAIL", "mutant": "adapter_rate_late", "planted_at": planted_at,
                                     **fields})
 
-    why = identity.planted_in_checks(kill(["mylib_checks.adapter:NanoModel.learning_rate"]), ws)
+    def judged(record, f=falsifier, w=ws):
+        return identity.planted_in_checks(record, f, w)
+
+    in_adapter = kill(["mylib_checks.adapter:NanoModel.learning_rate"])
+    why = judged(in_adapter)
     assert why and why.startswith(identity.PLANTED_IN_CHECKS) and "NanoModel.learning_rate" in why
-    assert identity.planted_in_checks(kill(["mylib_checks.adapter:NanoModel.learning_rate",
-                                            "mylib.train:lr_at"]), ws) is None
-    assert identity.planted_in_checks(kill(["mylib.train:lr_at"]), ws) is None
-    assert identity.planted_in_checks(kill([]), ws) is None
-    assert identity.planted_in_checks(kill(None), ws) is None
-    assert identity.planted_in_checks(kill(["mylib_checks.mutants:_state"]), ws) is None
-    assert identity.planted_in_checks(kill(["mylib_checks.adapter:X"], verdict="PASS"), ws) is None
-    assert identity.planted_in_checks(_adapter_pass({}, verdict="FAIL", planted_at=["mylib_checks.adapter:X"]),
-                                      ws) is None   # no bug: not a kill at all
+    assert judged(kill(["mylib_checks.adapter:NanoModel.learning_rate", "mylib.train:lr_at"])) is None
+    assert judged(kill(["mylib.train:lr_at"])) is None
+    assert judged(kill([])) is None and judged(kill(None)) is None
+    assert judged(kill(["mylib_checks.mutants:_state"])) is None
+    assert judged(kill(["mylib_checks.adapter:X"], verdict="PASS")) is None
+    assert judged(_adapter_pass({}, verdict="FAIL", planted_at=["mylib_checks.adapter:X"])) is None  # no bug
+    demo = kill(["mylib_checks.softmax:softmax"], runtime=None)
+    assert judged(demo, SimpleNamespace(runtimes=None)) is None          # no runtime: the demo's bug counts
+    library = SimpleNamespace(check_packages=("mylib_checks",), code_packages=(), mutants_module=None)
+    assert judged(in_adapter, w=library) is None                          # the runtime is outside the workspace
 
 
 def test_attack_a_runtime_name_repointed_at_another_adapter_keeps_no_cell_discharged():
