@@ -91,6 +91,12 @@ class _Collector:
 
 
 _collectors: dict[tuple[str, ...], _Collector] = {}
+# What each check measured in this session ran, by its token (current_check), so that a later
+# check reusing a value it computed binds that code too (reuses); and, per check measured now,
+# innermost last, the tokens of the checks whose values it reused.
+_ran: dict[str, dict[str, frozenset[int]]] = {}
+_reused: list[tuple[str, set[str]]] = []
+_tokens = iter(range(1, 1 << 62))
 _untraced_imports: tuple[str, ...] = ()
 _measuring: list[_Collector] = []  # the collectors measuring now, outermost first
 
@@ -102,6 +108,24 @@ def _measured_now() -> tuple[object, str, str] | None:
         return None
     collector = _measuring[-1]
     return collector.cov, collector.context, collector.children
+
+
+def current_check() -> str | None:
+    """A token naming the check measured now (None: none is). A check package that caches what a
+    check computes (a trained model, a run two falsifiers judge) keeps the token with the value,
+    and calls reuses(token) when a later check takes the value from the cache."""
+    return _reused[-1][0] if _reused else None
+
+
+def reuses(token: str | None) -> None:
+    """The check measured now uses a value computed while check `token` ran (an earlier check of
+    this session): its record binds what that check executed as well, so an edit to the code that
+    computed the value stales it too. Without this, a check answered from a cache binds only the
+    cache lookup: an edit to the trainer that produced a cached run left the second falsifier
+    judging that run fresh (red team 2026-12-03). Binding the whole earlier check binds more than
+    the value needed: more staleness, never less. Unknown tokens (another process) are ignored."""
+    if token and _reused and token != _reused[-1][0]:
+        _reused[-1][1].add(token)
 
 
 def set_untraced_imports(modules: Iterable[str]) -> None:
@@ -150,6 +174,8 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
     previous = os.environ.get(_ENV)
     started = False
     context = collector.next_context()
+    token = f"pv-check-{next(_tokens)}"
+    _reused.append((token, set()))
     # what torch.compile traces instead of running (pv.compiledtrace): coverage cannot see it
     compiledtrace.install()
     compiled_before, unreadable_before = compiledtrace.compiled_frames(), compiledtrace.unreadable_count()
@@ -179,10 +205,16 @@ def collecting(packages: Iterable[str]) -> Iterator[Run]:
             problems = compiledtrace.problems_since(compiled_before, unreadable_before)
             if problems:
                 run.problem = "; ".join(problems)
+            for earlier in _reused[-1][1] if _reused and _reused[-1][0] == token else ():
+                for name, lines in _ran.get(earlier, {}).items():
+                    run.lines.setdefault(name, set()).update(lines)
+            _ran[token] = {name: frozenset(lines) for name, lines in run.lines.items()}
         except Exception as exc:  # noqa: BLE001 - never lose the verdict over its binding
             run.problem = f"executed code could not be collected ({type(exc).__name__}: {exc})"
         finally:
             compiledtrace.drop_sink(traced)   # never left open, whatever happened above
+            if _reused and _reused[-1][0] == token:
+                _reused.pop()
             collector.active = False
             if collector in _measuring:
                 _measuring.remove(collector)

@@ -437,6 +437,7 @@ def falsify(
         try:
             kwargs[runtimes.RUNTIME_PARAM] = runtimes.adapter(runtime)
             outcome.runtime_version = runtimes.version(runtime)
+            outcome.runtime_binding = runtimes.binding_of(runtime)
         except runtimes.RuntimeUnavailable as exc:
             outcome.message = str(exc)
             raise FalsifierError(f"{label}: {outcome.message}") from None
@@ -462,8 +463,9 @@ def falsify(
     run = None
     collector = timing.untraced() if timing_observations else execution.collecting(_bound_packages(check))
     try:
-        with collector as run, mutation.around_check():
+        with collector as run, mutation.around_check(tuple(_bound_packages(check))):
             observations = check(**kwargs)
+        outcome.planted_at = mutation.last_seams() if mutant else None
     except DeviceUnavailable as exc:
         outcome.verdict, outcome.message = "SKIP", f"device absent: {exc}"
         pytest.skip(f"{label}: {outcome.message} — not evidence")

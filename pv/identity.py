@@ -69,6 +69,7 @@ __all__ = ["EvidenceCheck", "NO_IDENTITY", "RENDERS_OTHER", "SIBLING_OTHER", "ce
 NO_IDENTITY = "recorded before pv recorded what ran (no test identity)"
 RENDERS_OTHER = "the test that ran is not what `pv generate` renders from the current contract"
 SIBLING_OTHER = "a sibling test that ran is not rendered from the current contract"
+PLANTED_IN_CHECKS = "the bug is planted in check code only"
 
 
 def tolerance_numbers(tolerance: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -190,6 +191,81 @@ def executed_code_cut(record: LedgerRecord, falsifier: Any) -> str | None:
             return (f"its executed code does not include its own check {check}, which every run calls (the "
                     "record was cut down after the run?)")
     return None
+
+
+def _within(module: str, packages: Any) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+def runtime_not_driven(record: LedgerRecord, falsifier: Any, workspace: Any) -> str | None:
+    """Why a PASS of a falsifier that drives a runtime through its adapter (`runtimes:`) is no
+    evidence about the code under test (None: it is, or it cannot be told). The adapter is code
+    pv does not control: one that answers with a model of its own or the oracle's formula passes
+    whatever the runtime does. Its run then executed no function of `[tool.pv] code_packages`
+    outside the check packages (the adapter lives in a check package, `pv init`'s layout) — at
+    most their module-level code, run at import. Where the project names no such package, or the
+    record binds whole modules (timing), nothing is judged."""
+    if record.verdict.value != "PASS" or record.mutant is not None or record.binding == "modules" \
+            or not isinstance(record.executed_code, dict):
+        return None
+    if not (record.runtime or getattr(falsifier, "runtimes", None)):
+        return None
+    checks = tuple(getattr(workspace, "check_packages", ()) or ())
+    under_test = [p for p in (getattr(workspace, "code_packages", ()) or ()) if not _within(p, checks)]
+    if not under_test:
+        return None
+    from pv.codeunits import MODULE_UNIT
+
+    if any(_within(module, under_test) and not _within(module, checks) and set(units) - {MODULE_UNIT}
+           for module, units in record.executed_code.items()):
+        return None
+    return (f"it drove no code under test: its run through runtime {record.runtime or '(default)'!r} executed no "
+            f"function of {', '.join(under_test)} (code_packages), at most their module-level code — an "
+            "adapter that answers without the runtime (a model of its own, the oracle's formula) passes "
+            "whatever the runtime does")
+
+
+def runtime_rebound(record: LedgerRecord, workspace: Any) -> str | None:
+    """Why a record that ran through a runtime's adapter is not evidence for the runtime of that
+    name now (None: it is, or it cannot be told): `[tool.pv] runtimes` binds the name to another
+    adapter since. The records made through the old one (its module unchanged, so fresh by code)
+    would otherwise keep the cells of the new one discharged — pointing `transformers` at the
+    Liger adapter changed nothing on this repository's dashboard. Records made before records
+    carried their binding (schema 10) are not judged."""
+    if not record.runtime or not record.runtime_binding:
+        return None
+    now = (getattr(workspace, "runtimes", None) or {}).get(record.runtime)
+    if now is None or now == record.runtime_binding:
+        return None
+    return (f"it ran through {record.runtime_binding}; [tool.pv] runtimes binds runtime {record.runtime!r} to "
+            f"{now} now")
+
+
+def planted_in_checks(record: LedgerRecord, falsifier: Any, workspace: Any) -> str | None:
+    """Why a FAIL under a planted bug is no kill (None: it is one, or it cannot be told): the
+    falsifier drives a runtime through its adapter (`runtimes:`), and entering the bug replaced
+    code of the check packages only — the adapter or the check, the instrument — and nothing of the
+    code under test. An adapter that bypasses its runtime kills such bugs and no bug of the
+    runtime. Not judged: falsifiers without `runtimes:` (`pv init`'s demo keeps the code it
+    checks in the check package), projects whose `code_packages` name nothing outside the check
+    packages (the runtime is a library outside the workspace, e.g. transformers, and the adapter
+    is its only seam there), seams outside the bound packages (torch), and records made before
+    pv recorded seams (`planted_at` None)."""
+    if record.mutant is None or record.verdict.value != "FAIL" or not record.planted_at:
+        return None
+    if not (record.runtime or getattr(falsifier, "runtimes", None)):
+        return None
+    checks = tuple(getattr(workspace, "check_packages", ()) or ())
+    if not any(not _within(p, checks) for p in (getattr(workspace, "code_packages", ()) or ())):
+        return None
+    own = getattr(workspace, "mutants_module", None)
+    seams = [s for s in record.planted_at if isinstance(s, str)
+             and not (own and _within(s.split(":", 1)[0], (own,)))]   # the bug's own bookkeeping
+    if not seams or not all(_within(s.split(":", 1)[0], checks) for s in seams):
+        return None
+    shown = ", ".join(seams[:3]) + (f" and {len(seams) - 3} more" if len(seams) > 3 else "")
+    return (f"{PLANTED_IN_CHECKS} ({shown}: check_packages), not in the code under test — "
+            "a FAIL under it shows the check sees its own instrument broken, not the runtime")
 
 
 def node_differs(record: LedgerRecord, prefix: str) -> str | None:
@@ -385,10 +461,12 @@ class EvidenceCheck:
         if id(falsifier) not in self._defined:
             self._defined[id(falsifier)] = (falsifier, defined_texts(falsifier))
         why = (judged_differs(record, falsifier, self._defined[id(falsifier)][1]) or verdict_contradicts(record)
-               or executed_code_cut(record, falsifier))
+               or executed_code_cut(record, falsifier) or runtime_not_driven(record, falsifier, self.workspace)
+               or runtime_rebound(record, self.workspace))
         if why is None and record.mutant is not None:
             self._scan_mutants()
-            why = mutant_not_run(record, self._mutant_defs.get(record.mutant), bool(self.workspace.mutants_module))
+            why = (mutant_not_run(record, self._mutant_defs.get(record.mutant), bool(self.workspace.mutants_module))
+                   or planted_in_checks(record, falsifier, self.workspace))
         return why
 
 

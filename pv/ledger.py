@@ -30,8 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 # 2: records may carry code_digests, git_commit_source and merged_from; 3: subject and
 # subject_digest; 4: executed_code, code_origins and binding_problems; 5: test_node, test_sha256,
 # judged_params, judged_tolerance; 6: runtime and runtime_version; 7: binding; 8: test_templates;
-# 9: tolerance_table and session_code (all optional, so older lines still read).
-LEDGER_SCHEMA_VERSION = 9
+# 9: tolerance_table and session_code; 10: planted_at, runtime_binding (all optional, so older
+# lines still read).
+LEDGER_SCHEMA_VERSION = 10
 # A record is a flat object with a few small mappings; anything nested deeper is not ours.
 MAX_DEPTH = 16
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
@@ -83,6 +84,9 @@ class LedgerRecord(BaseModel):
     # records older than schema 4 (those count as the project's default runtime: pv.lifecycle).
     runtime: str | None = None
     runtime_version: str | None = None
+    # The adapter the runtime's name was bound to when it ran (`[tool.pv] runtimes`, "module:factory").
+    # None: no runtime, or a record made before schema 10.
+    runtime_binding: str | None = None
     verdict: Verdict
     observations: dict[str, Any] = Field(default_factory=dict)
     prediction: str
@@ -128,6 +132,9 @@ class LedgerRecord(BaseModel):
     # The whole tolerance table the check received (pv's per-dtype defaults merged with the
     # override; pv.tolerance): None when the check takes no `tolerance`, and on records made before.
     tolerance_table: dict[str, dict[str, float]] | None = None
+    # Where the planted bug of a record under one changed the bound packages' modules on entry
+    # (`module:attribute`; pv.mutation.last_seams). None: not told (records before schema 10).
+    planted_at: list[str] | None = None
     # The workspace's other code the session loaded (pv.sessionbind): path from the workspace root
     # -> digest (a conftest.py, a parent package's __init__.py). None on records made before.
     session_code: dict[str, str] | None = None

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from pv import keypaths as K
 from pv.codebind import BEFORE_BINDING
 from pv.diagnostics import Diagnostic
+from pv.identity import PLANTED_IN_CHECKS
 from pv.ledger import LedgerRecord, Verdict
 from pv.orphans import orphans  # noqa: F401 - re-exported: pv.lifecycle.orphans
 from pv.runtimes import cell_runtime
@@ -476,6 +477,10 @@ def falsifier_status(contract_id: str, falsifier: FalsificationTest, records: Se
                     state_here, changed = DeviceState.STALE, (NOT_COUNTED + NO_CLEAN_PASS.format(
                         state="no record" if without_bug is None else without_bug.value),)
                 per_device.append(DeviceEvidence(device, state_here, latest, changed, subject, rt_))
+            elif passed_over and passed_over[0][1].startswith(PLANTED_IN_CHECKS):
+                # killed, but only a bug of the check's own code: say so, never NOT_RUN
+                record, why = passed_over[0]
+                per_device.append(DeviceEvidence(device, DeviceState.STALE, record, (NOT_COUNTED + why,), subject, rt_))
         seen = {d.state for d in per_device}
         if DeviceState.FAIL in seen:
             mstate = MutantState.KILLED

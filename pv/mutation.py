@@ -38,6 +38,7 @@ import importlib
 import inspect
 import re
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -111,9 +112,86 @@ def run_mutant_factory() -> Callable[[], Any] | None:
     return None if _RUN is None else _RUN[1]
 
 
-def around_check() -> contextlib.AbstractContextManager[Any]:
-    """The context a check call runs in: the run's mutant, or nothing."""
-    return _RUN[1]() if _RUN is not None else contextlib.nullcontext()
+def around_check(packages: tuple[str, ...] = ()) -> contextlib.AbstractContextManager[Any]:
+    """The context a check call runs in: the run's mutant, or nothing. With `packages` (the
+    record's bound packages), also where entering the mutant changed their code: last_seams()."""
+    global _SEAMS
+    _SEAMS = None
+    if _RUN is None:
+        return contextlib.nullcontext()
+    return _seamed(_RUN[1], packages) if packages else _RUN[1]()
+
+
+_SEAMS: list[str] | None = None  # where the run's mutant, entered last, changed the bound packages
+
+
+def last_seams() -> list[str] | None:
+    """Where entering the run's mutant for the last check call changed the bound packages'
+    modules (`module:attribute`, `module:Class.attribute`, `module:name[key]`); None: not told."""
+    return None if _SEAMS is None else list(_SEAMS)
+
+
+def _within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def _attributes(packages: tuple[str, ...], modules: frozenset[str] | None = None) -> tuple[dict[str, int], frozenset[str]]:
+    """id() of every attribute of the loaded modules of `packages` (of `modules` only, if given),
+    of the classes they define, and of the entries of their module-level dicts."""
+    seen: dict[str, int] = {}
+    names = []
+    for name, module in list(sys.modules.items()):
+        if module is None or not _within(name, packages) or (modules is not None and name not in modules):
+            continue
+        names.append(name)
+        try:
+            items = list(vars(module).items())
+        except TypeError:
+            continue
+        for attr, value in items:
+            if isinstance(value, types.ModuleType):   # a submodule imported: bound as itself
+                continue
+            seen[f"{name}:{attr}"] = id(value)
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                for inner, member in list(vars(value).items()):
+                    seen[f"{name}:{attr}.{inner}"] = id(member)
+            elif isinstance(value, dict) and len(value) <= 1000 and not attr.startswith("__"):
+                for key, member in list(value.items()):
+                    if isinstance(key, (str, int)):
+                        seen[f"{name}:{attr}[{key!r}]"] = id(member)
+    return seen, frozenset(names)
+
+
+@contextlib.contextmanager
+def _seamed(factory: Callable[[], Any], packages: tuple[str, ...]) -> Iterator[None]:
+    """The mutant's context, and where it changed the bound packages: what entering it replaced
+    in the modules loaded before, and, in a module it imported itself to plant there, what leaving
+    it put back. Best effort: a failure leaves last_seams() None."""
+    global _SEAMS
+    seams: set[str] | None = None
+    try:
+        before, loaded = _attributes(packages)
+    except Exception:  # noqa: BLE001 - never lose the run over where its bug sits
+        before, loaded = None, frozenset()
+    with factory():
+        during, imported = {}, frozenset()
+        if before is not None:
+            try:
+                during, now = _attributes(packages)
+                imported = now - loaded
+                seams = {k for k in before.keys() | during.keys()
+                         if k.split(":", 1)[0] in loaded and before.get(k) != during.get(k)}
+            except Exception:  # noqa: BLE001
+                seams = None
+        yield
+    if seams is not None and imported:
+        try:
+            after, _ = _attributes(packages, imported)
+            seams |= {k for k in during.keys() | after.keys()
+                      if k.split(":", 1)[0] in imported and during.get(k) != after.get(k)}
+        except Exception:  # noqa: BLE001
+            seams = None
+    _SEAMS = None if seams is None else sorted(seams)
 
 
 def _reporting(name: str, factory: Callable[[], contextlib.AbstractContextManager[Any]]) -> Callable[[], Any]:

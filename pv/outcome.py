@@ -36,6 +36,7 @@ class Outcome:
     subject: str | None = None  # the model and data it drove (None: a falsifier without subjects)
     runtime: str | None = None  # the runtime it drove ([tool.pv] runtimes; None: no runtime dimension)
     runtime_version: str | None = None  # what the adapter says it drives, e.g. "transformers 4.57.1"
+    runtime_binding: str | None = None  # its adapter's `module:factory` in [tool.pv] runtimes when it ran
     subject_digest: str | None = None  # an ad-hoc (path) subject's checkpoint digest (pv.subjects)
     code_digests: dict[str, str] | None = None  # module -> syntax-tree digest (pv.codebind)
     executed_code: dict[str, dict[str, str]] | None = None  # module -> unit -> digest (pv.execution)
@@ -56,6 +57,7 @@ class Outcome:
     judged_tolerance: dict[str, Any] | None = None
     tolerance_table: dict[str, dict[str, float]] | None = None  # the whole table the check received
     session_code: dict[str, str] | None = None  # the workspace's other code loaded (pv.sessionbind; the plugin)
+    planted_at: list[str] | None = None  # where the run's planted bug changed the bound packages (pv.mutation)
     # Set once the record is written.
     record_id: str | None = None
     ledger: str | None = None
@@ -88,6 +90,7 @@ class Outcome:
             subject_digest=self.subject_digest,
             runtime=self.runtime,
             runtime_version=self.runtime_version,
+            runtime_binding=self.runtime_binding,
             verdict=self.verdict,
             observations=dict(self.observations),
             prediction=self.prediction or "",
@@ -107,6 +110,7 @@ class Outcome:
             judged_tolerance=self.judged_tolerance,
             tolerance_table=self.tolerance_table,
             session_code=self.session_code,
+            planted_at=self.planted_at,
             **provenance,
         )
 

@@ -110,6 +110,11 @@ def adapter(name: str) -> Any:
     return built
 
 
+def binding_of(name: str) -> str | None:
+    """The `module:factory` runtime `name` is bound to in [tool.pv] runtimes now (None: unknown)."""
+    return _settings()[0].get(name)
+
+
 def name_of(built: Any) -> str | None:
     """The name a built adapter was registered under (None: not one of ours)."""
     for name, candidate in _built.items():

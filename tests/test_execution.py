@@ -312,3 +312,54 @@ def test_a_check_run_inside_another_check_binds_what_each_ran(pkg):
     assert set(inner_units) == {"<module>", "used"}
     assert not outer.problem and not inner.problem
 
+
+
+CACHED = '''\
+from pv import execution
+
+from . import kernels
+
+_CACHE = {}
+
+
+def computed():
+    if "run" not in _CACHE:
+        _CACHE["run"] = (kernels.used(1.0), execution.current_check())
+    value, token = _CACHE["run"]
+    execution.reuses(token)
+    return value
+
+
+def first(device="cpu"):
+    return {"y": computed()}
+
+
+def second(device="cpu"):
+    return {"y": computed()}
+'''
+
+
+def test_attack_a_check_answered_from_a_cache_binds_the_code_that_computed_the_value(pkg):
+    """Red team 2026-12-03: FALSIFY-TEXTBOOK-TRAINING-001 judged a run that -002 computed earlier
+    in the session (pvlab's fixtures cache): its record bound only the cache lookup, and an edit
+    to Trainer.train_step left its cpu cell PASS, fresh. A check that reuses a cached value says
+    so (execution.reuses with the token current_check() gave the computing check): its record
+    binds what that check ran. A cache that does not say so is still blind (docs/status.md)."""
+    (pkg.dir / "cached.py").write_text(CACHED)
+    module = importlib.import_module(f"{pkg.name}.cached")
+
+    def run(function):
+        with execution.collecting([pkg.name]) as ran:
+            getattr(module, function)()
+        bound = execution.bind(ran, [pkg.name], pkg.root)
+        return SimpleNamespace(executed_code=bound.executed, code_origins=bound.origins,
+                               binding_problems=bound.problems, code_digests=None)
+
+    first, second = run("first"), run("second")
+    assert "used" in first.executed_code[f"{pkg.name}.kernels"]
+    assert "used" in second.executed_code[f"{pkg.name}.kernels"]   # reused: bound, though not run here
+    assert "first" in second.executed_code[f"{pkg.name}.cached"]   # the computing check whole: more, never less
+    edit(pkg.dir / "kernels.py", "return x + EPS", "return x - EPS")
+    assert changes(pkg, second) and changes(pkg, first)
+    assert execution.current_check() is None
+    execution.reuses("pv-check-unknown")                            # outside a check: nothing happens

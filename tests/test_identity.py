@@ -199,7 +199,7 @@ def test_a_ledger_with_test_templates_round_trips_through_reading_and_merging(tm
     old = make_record(**base, schema_version=7, test_node="n", test_sha256="3" * 64, time_utc="2026-01-01T00:00:00Z")
     new = make_record(**base, test_node="n", test_sha256="4" * 64, test_templates=["a" * 64, "b" * 64],
                       time_utc="2026-01-02T00:00:00Z")
-    assert new.schema_version == ledger.LEDGER_SCHEMA_VERSION == 9 and old.test_templates is None
+    assert new.schema_version == ledger.LEDGER_SCHEMA_VERSION == 10 and old.test_templates is None
     path = tmp_path / "ledger.jsonl"
     ledger.append(path, [old])
     common = path.read_bytes()
@@ -408,3 +408,93 @@ def test_an_evidence_check_not_yet_built_has_no_attributes_instead_of_recursing(
     bare = object.__new__(identity.EvidenceCheck)  # as copy and pickle make one, before its state
     with pytest.raises(AttributeError):
         bare.changes_of_anything  # noqa: B018 - the lookup is the test
+
+
+def _adapter_pass(executed: dict, **fields) -> object:
+    base = dict(contract="c", contract_version="1.0.0", falsifier="FALSIFY-X-001", falsifier_sha256="0" * 64,
+                device="cpu", verdict="PASS", prediction="x < 1", duration_s=0.1, time_utc="2026-01-01T00:00:00Z",
+                runtime="mytrainer", executed_code=executed)
+    return make_record(**{**base, **fields})
+
+
+def test_attack_an_adapter_that_never_drives_the_runtime_discharges_nothing():
+    """Red team 2026-12-03: an adapter answering the learning-rate check with the pack's own
+    formula (the runtime imported, never called) PASSed, and a bug planted in the adapter made
+    the contract ACTIVE_RUNTIME. A PASS through a runtime whose run executed no function of the
+    code under test is refused; one that ran a function of it counts; FAILs, planted-bug records,
+    falsifiers without runtimes and projects naming no code package are not judged."""
+    from types import SimpleNamespace
+
+    ws = SimpleNamespace(check_packages=("mylib_checks", "pvpack.checks"), code_packages=("mylib",))
+    falsifier = SimpleNamespace(runtimes=["mytrainer"])
+    imported_only = {"mylib": {"<module>": "a"}, "mylib.train": {"<module>": "b"},
+                     "mylib_checks.adapter": {"<module>": "c", "Fixed.learning_rate": "d"}}
+    why = identity.runtime_not_driven(_adapter_pass(imported_only), falsifier, ws)
+    assert why and "drove no code under test" in why and "mylib" in why
+    driven = {**imported_only, "mylib.train": {"<module>": "b", "lr_at": "e"}}
+    assert identity.runtime_not_driven(_adapter_pass(driven), falsifier, ws) is None
+    assert identity.runtime_not_driven(_adapter_pass(imported_only, verdict="FAIL"), falsifier, ws) is None
+    assert identity.runtime_not_driven(_adapter_pass(imported_only, mutant="m"), falsifier, ws) is None
+    assert identity.runtime_not_driven(_adapter_pass(imported_only, runtime=None), SimpleNamespace(runtimes=None),
+                                       ws) is None
+    # the runtime's record without a runtime name still drives one: the falsifier lists it
+    assert identity.runtime_not_driven(_adapter_pass(imported_only, runtime=None), falsifier, ws)
+    unnamed = SimpleNamespace(check_packages=("mylib_checks",), code_packages=())
+    assert identity.runtime_not_driven(_adapter_pass(imported_only), falsifier, unnamed) is None
+    # a code package inside a check package is the instrument, not the code under test
+    inside = SimpleNamespace(check_packages=("mylib_checks",), code_packages=("mylib_checks.adapter",))
+    assert identity.runtime_not_driven(_adapter_pass(imported_only), falsifier, inside) is None
+
+
+def test_attack_a_kill_of_a_bug_planted_in_the_adapter_is_no_kill():
+    """Red team 2026-12-03: an adapter whose learning_rate returns the pack's formula (the runtime
+    loaded, its schedule never read) survives the runtime's schedule bugs; the adopter declared a
+    bug planted in the adapter instead (NanoModel.learning_rate one step late), it was KILLED, and
+    the contract ACTIVE_RUNTIME. A FAIL under a bug whose seams are all in the check packages is
+    refused; one seam in the code under test, seams outside the workspace (torch, a library
+    runtime: no seam recorded), the bug's own module, and records without `planted_at` count;
+    falsifiers without runtimes (pv init's demo checks code in its check package) and projects
+    with no code package outside the check packages are not judged."""
+    from types import SimpleNamespace
+
+    ws = SimpleNamespace(check_packages=("mylib_checks", "pvpack.checks"), code_packages=("mylib",),
+                         mutants_module="mylib_checks.mutants")
+    falsifier = SimpleNamespace(runtimes=["mytrainer"])
+
+    def kill(planted_at, **fields):
+        return _adapter_pass({}, **{"verdict": "FAIL", "mutant": "adapter_rate_late", "planted_at": planted_at,
+                                    **fields})
+
+    def judged(record, f=falsifier, w=ws):
+        return identity.planted_in_checks(record, f, w)
+
+    in_adapter = kill(["mylib_checks.adapter:NanoModel.learning_rate"])
+    why = judged(in_adapter)
+    assert why and why.startswith(identity.PLANTED_IN_CHECKS) and "NanoModel.learning_rate" in why
+    assert judged(kill(["mylib_checks.adapter:NanoModel.learning_rate", "mylib.train:lr_at"])) is None
+    assert judged(kill(["mylib.train:lr_at"])) is None
+    assert judged(kill([])) is None and judged(kill(None)) is None
+    assert judged(kill(["mylib_checks.mutants:_state"])) is None
+    assert judged(kill(["mylib_checks.adapter:X"], verdict="PASS")) is None
+    assert judged(_adapter_pass({}, verdict="FAIL", planted_at=["mylib_checks.adapter:X"])) is None  # no bug
+    demo = kill(["mylib_checks.softmax:softmax"], runtime=None)
+    assert judged(demo, SimpleNamespace(runtimes=None)) is None          # no runtime: the demo's bug counts
+    library = SimpleNamespace(check_packages=("mylib_checks",), code_packages=(), mutants_module=None)
+    assert judged(in_adapter, w=library) is None                          # the runtime is outside the workspace
+
+
+def test_attack_a_runtime_name_repointed_at_another_adapter_keeps_no_cell_discharged():
+    """Red team 2026-12-03: `transformers = "pvpack.adapters.liger:LigerAdapter"` in [tool.pv]
+    runtimes changed nothing on this repository's dashboard, and nanotrainer's name repointed at
+    an adapter that never drives it kept ACTIVE_RUNTIME: the records ran through the old adapter,
+    whose code is unchanged. A record whose binding is not the table's now is refused; one made
+    before records carried their binding, or of a runtime no longer in the table, is not judged."""
+    from types import SimpleNamespace
+
+    ws = SimpleNamespace(runtimes={"mytrainer": "mylib_checks.bypass:BypassAdapter"})
+    old = _adapter_pass({}, runtime_binding="mylib_checks.adapter:MyAdapter")
+    why = identity.runtime_rebound(old, ws)
+    assert why and "mylib_checks.adapter:MyAdapter" in why and "mylib_checks.bypass:BypassAdapter now" in why
+    assert identity.runtime_rebound(_adapter_pass({}, runtime_binding="mylib_checks.bypass:BypassAdapter"), ws) is None
+    assert identity.runtime_rebound(_adapter_pass({}), ws) is None                       # before schema 10
+    assert identity.runtime_rebound(old, SimpleNamespace(runtimes={"other": "x:Y"})) is None

@@ -366,7 +366,7 @@ def test_a_version_2_record_without_a_subject_still_reads(tmp_path):
                                 falsifier_sha256="0" * 64, device="cpu", verdict="PASS", prediction="x < 1",
                                 duration_s=0.1, time_utc="2026-11-22T03:01:02Z")
     data = json.loads(record.to_line())
-    assert data["subject"] is None and data["runtime"] is None and data["schema_version"] == ledger.LEDGER_SCHEMA_VERSION == 9
+    assert data["subject"] is None and data["runtime"] is None and data["schema_version"] == ledger.LEDGER_SCHEMA_VERSION == 10
     old = {k: v for k, v in data.items() if k not in ("subject", "subject_digest", "runtime", "runtime_version")}
     old["schema_version"] = 2
     path = tmp_path / "l.jsonl"

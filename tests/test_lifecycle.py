@@ -635,3 +635,22 @@ def test_attack_a_later_survival_that_no_longer_counts_never_revives_the_kill_be
     m = contract_status(c, records, _Refusing(records[2])).falsifiers[0].mutants[0]
     assert m.state is MutantState.STALE and m.devices[0].record is records[2]
     assert "does not count" in m.devices[0].stale_reason()
+
+
+def test_attack_a_kill_of_a_bug_planted_in_check_code_shows_why_it_does_not_count():
+    """Red team 2026-12-03: a FAIL under a bug planted only in the adapter (pv.identity refuses
+    it) left the bug NOT_RUN, as if `pv strength` had never run it; it is STALE with the reason.
+    Other refusals of the only record under a bug keep NOT_RUN, as before."""
+    from pv.identity import PLANTED_IN_CHECKS
+
+    class _PlantedInChecks(_Refusing):
+        def refuses(self, record, falsifier):
+            return (f"{PLANTED_IN_CHECKS} (mylib_checks.adapter:M.learning_rate: check_packages)"
+                    if record.record_id in self.refused else None)
+
+    c = contract()
+    records = [rec(c, "PASS"), rec(c, "FAIL", mutant="m_one")]
+    m = contract_status(c, records, _PlantedInChecks(records[1])).falsifiers[0].mutants[0]
+    assert m.state is MutantState.STALE and m.devices[0].record is records[1]
+    assert PLANTED_IN_CHECKS in m.devices[0].stale_reason()
+    assert contract_status(c, records, _Refusing(records[1])).falsifiers[0].mutants[0].state is MutantState.NOT_RUN

@@ -338,3 +338,49 @@ def test_scanning_a_parsed_tree_finds_what_scanning_the_file_finds(tmp_path, var
                 mutation.scan_parsed(path, data, ast.parse(data))
             continue
         assert mutation.scan_parsed(path, data, ast.parse(data)) == expected, source_file.name
+
+
+def test_around_check_tells_where_the_bug_is_planted(tmp_path, monkeypatch):
+    """Red team 2026-12-03: pv records where entering a run's planted bug replaced code of the
+    bound packages (`planted_at`), so a kill of a bug planted in the adapter — not the runtime —
+    can be told. A swapped function, a swapped method, a dict entry, and a module the bug imports
+    itself to plant in (its change is seen when leaving puts the original back)."""
+    import sys
+
+    pkg = tmp_path / "seamrt"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core.py").write_text("def rate(step):\n    return 1.0\n\nclass Model:\n    def forward(self):\n        return 1\n\n"
+                                 "TABLE = {'a': 1.5}\n")
+    (pkg / "lazy.py").write_text("def late():\n    return 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m == "seamrt" or m.startswith("seamrt.")]:
+        monkeypatch.delitem(sys.modules, name)
+    import seamrt.core as core
+
+    @mutation.mutant("rate_halved")
+    def rate_halved():
+        original, method, entry = core.rate, core.Model.forward, core.TABLE["a"]
+        core.rate, core.Model.forward, core.TABLE["a"] = (lambda step: 0.5), (lambda self: 2), 9.5
+        import seamrt.lazy as lazy          # imported by the bug itself, then planted in
+        late = lazy.late
+        lazy.late = lambda: 1
+        try:
+            yield
+        finally:
+            core.rate, core.Model.forward, core.TABLE["a"], lazy.late = original, method, entry, late
+
+    mutation.set_run_mutant("rate_halved", mutation.REGISTRY["rate_halved"].factory)
+    try:
+        with mutation.around_check(("seamrt",)):
+            assert core.rate(0) == 0.5
+        assert mutation.last_seams() == ["seamrt.core:Model.forward", "seamrt.core:TABLE['a']", "seamrt.core:rate",
+                                         "seamrt.lazy:late"]
+        with mutation.around_check():            # no packages: nothing told
+            pass
+        assert mutation.last_seams() is None
+    finally:
+        mutation.set_run_mutant(None)
+    with mutation.around_check(("seamrt",)):     # no planted bug: nothing told
+        pass
+    assert mutation.last_seams() is None and core.rate(0) == 1.0

@@ -144,3 +144,24 @@ def test_the_harness_refuses_params_that_set_the_runtime(monkeypatch):
                             runtime="a")
     finally:
         runtimes.configure(None)
+
+
+def test_a_record_carries_the_adapter_its_runtime_was_bound_to(tmp_path, monkeypatch):
+    """Red team 2026-12-03: records name the runtime, not the adapter the name was bound to, so
+    `[tool.pv] runtimes` repointed at another adapter kept every cell of that name discharged.
+    The outcome (and so the record) carries the binding it ran through (`runtime_binding`)."""
+    from pv import harness
+
+    (tmp_path / "rtbind_demo.py").write_text(
+        "class Alpha:\n    def version(self):\n        return 'alpha 1'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    runtimes.configure({"a": "rtbind_demo:Alpha"})
+    try:
+        assert runtimes.binding_of("a") == "rtbind_demo:Alpha" and runtimes.binding_of("b") is None
+        harness.falsify(lambda **kw: {"x": 0}, params={}, prediction="x < 1", device="cpu", runtime="a")
+        outcome = harness.take_outcome()
+    finally:
+        runtimes.configure(None)
+    assert outcome.verdict == "PASS", outcome.message
+    assert outcome.runtime_binding == "rtbind_demo:Alpha"
+    assert outcome.to_record(time_utc="2026-12-03T00:00:00Z").runtime_binding == "rtbind_demo:Alpha"
