@@ -481,3 +481,33 @@ def test_an_off_runtime_record_counts_neither_way(rws):
     with_beta_broken.write_text(with_beta_broken.read_text().replace("BROKEN = set()", 'BROKEN = {"Beta"}'))
     assert run("--all", "--device", "cpu", "--runtime", "beta", "--mutant", "alpha_bug").exit_code == 1  # FAIL on beta
     assert alpha_bug_state().state is lifecycle.MutantState.NOT_RUN
+
+
+def test_a_fail_under_a_bug_planted_in_check_code_only_is_no_kill_in_the_live_report(capsys):
+    """Red team 2026-12-03: pv status refused the kill of a bug planted in the adapter only (the
+    instrument, not the runtime), but `pv strength`'s own report still printed KILLED. The live
+    outcome is judged by the same rule before it is counted."""
+    from types import SimpleNamespace
+
+    from pv.commands.strength import ERROR, _print_summary, planted_in_checks_only
+
+    ws = SimpleNamespace(check_packages=("mylib_checks",), code_packages=("mylib",),
+                         mutants_module="mylib_checks.mutants")
+    entry = (None, SimpleNamespace(runtimes=["mytrainer"]))
+    in_adapter = SimpleNamespace(planted_at=["mylib_checks.adapter:Model.learning_rate"], runtime="mytrainer")
+    why = planted_in_checks_only(in_adapter, "adapter_rate_late", entry, ws)
+    assert why and why.startswith("the bug is planted in check code only")
+    in_runtime = SimpleNamespace(planted_at=["mylib.train:lr_at"], runtime="mytrainer")
+    assert planted_in_checks_only(in_runtime, "rate_late", entry, ws) is None
+    unrecorded = SimpleNamespace(planted_at=None, runtime="mytrainer")  # records from before seams
+    assert planted_in_checks_only(unrecorded, "rate_late", entry, ws) is None
+
+    result = StrengthResult(falsifiers=["F-1"], mutants=["adapter_rate_late"], declared={"F-1": ["adapter_rate_late"]},
+                            device="cpu")
+    result.verdicts[("F-1", "adapter_rate_late")] = {"cpu": "ERROR"}
+    result.messages[("F-1", "adapter_rate_late")] = why
+    assert result.cell("F-1", "adapter_rate_late") == ERROR and result.score(declared_only=True) == (0, 0)
+    _print_summary(result, None)
+    out = capsys.readouterr().out
+    assert "NOT A KILL: F-1 FAILed under adapter_rate_late, but the bug is planted in check code only" in out
+    assert "1 pair(s) ERROR, not judged" in out and "KILLED" not in out

@@ -291,6 +291,20 @@ def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants
     return out
 
 
+def planted_in_checks_only(event: Any, mutant: str, entry: Any, workspace: Workspace) -> str | None:
+    """Why a FAIL under `mutant` is no kill because the bug replaced check code only (None: it is
+    a kill, or it cannot be told): the rule of pv.identity.planted_in_checks, applied to the live
+    outcome before it is counted, so the printed score and the dashboard agree."""
+    from types import SimpleNamespace
+
+    from pv.identity import planted_in_checks
+
+    record = SimpleNamespace(mutant=mutant, verdict=SimpleNamespace(value="FAIL"),
+                             planted_at=getattr(event, "planted_at", None), runtime=event.runtime)
+    falsifier = entry[1] if isinstance(entry, tuple) and len(entry) > 1 else None
+    return planted_in_checks(record, falsifier, workspace)
+
+
 def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutants: list[str], *,
                  device: str, ledger: Any, matrix: bool, registry: dict[str, Any] | None = None,
                  jobs: int = 1, echo: Callable[..., None] = click.echo,
@@ -314,10 +328,16 @@ def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutan
         def on_outcome(event: Any, _rep: int) -> None:  # a pv.outcome.Outcome
             fid, verdict = event.falsifier, event.verdict or "ERROR"
             dev = _cell(event.device, event.subject, event.runtime)
+            message = event.message
+            # The rule pv status judges the record by (pv.identity.planted_in_checks): a FAIL under
+            # a bug that replaced only the adapter or the check is the instrument broken, no kill.
+            in_checks = planted_in_checks_only(event, mutant, index.get(fid), workspace) if verdict == "FAIL" else None
+            if in_checks:
+                verdict, message = "ERROR", in_checks
             with lock:
                 result.verdicts.setdefault((fid, mutant), {})[dev] = verdict
-                if verdict in ("ERROR", "SKIP") and event.message:
-                    result.messages[(fid, mutant)] = str(event.message).strip().splitlines()[0][:200]
+                if verdict in ("ERROR", "SKIP") and message:
+                    result.messages[(fid, mutant)] = str(message).strip().splitlines()[0][:200]
                 if event.record_id:
                     result.records += 1
                 label = _LABEL.get(verdict, verdict)
@@ -514,6 +534,8 @@ def workspace_registry(workspace: Workspace) -> dict[str, Any]:
 
 
 def _print_summary(result: StrengthResult, ledger_label: str | None) -> None:
+    from pv.identity import PLANTED_IN_CHECKS
+
     click.echo("")
     if result.matrix:
         click.echo(render_matrix(result))
@@ -532,8 +554,9 @@ def _print_summary(result: StrengthResult, ledger_label: str | None) -> None:
     for f, m, r in result.not_killed():
         if r == SURVIVED:
             click.echo(click.style(f"SURVIVED: {f} passes with {m} planted — it cannot see that bug", fg="red"))
+        elif (why := result.messages.get((f, m), "")).startswith(PLANTED_IN_CHECKS):
+            click.echo(click.style(f"NOT A KILL: {f} FAILed under {m}, but {why}", fg="red"))
         else:
-            why = result.messages.get((f, m), "")
             click.echo(click.style(f"ERROR: {f} under {m} could not run — not a kill" + (f": {why}" if why else ""),
                                    fg="red"))
     skipped = [(f, m) for f, m, r in result.cells() if r == SKIPPED]
