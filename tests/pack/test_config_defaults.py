@@ -24,8 +24,9 @@ def test_the_minimal_config_reads_as_the_full_one(runtime):
     assert holds(seen), seen
 
 
-def test_an_absent_tie_key_read_as_tied_is_reported():
-    with registry()["absent_tie_key_reads_tied"]():
+@pytest.mark.parametrize("bug", ["absent_tie_key_reads_tied", "untied_head_tied_on_load"])
+def test_a_head_read_as_tied_is_reported(bug):
+    with registry()[bug]():
         seen = config_defaults.minimal_config_reads_as_full(runtime="pvlab", **ARGS)
     assert not holds(seen), seen
 
