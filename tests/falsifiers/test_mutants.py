@@ -24,6 +24,7 @@ import seventh_mutant_probes  # probes of the seventh blind batch (docs/mutants.
 import eighth_mutant_probes  # probes of the eighth blind batch (docs/mutants.md, "Eighth blind batch")
 import ninth_mutant_probes  # probes of the ninth blind batch (docs/mutants.md, "Ninth blind batch")
 import tenth_mutant_probes  # probes of the tenth blind batch (docs/independent-mutants.md, "Tenth batch")
+import twelfth_mutant_probes  # probes of the twelfth blind batch (docs/independent-mutants.md, "Twelfth batch")
 import equivalence_probes  # probes of mutants/equivalence.py (kept apart: this file's size)
 import performance_probes  # probes of mutants/performance.py
 import domain_mutant_probes  # probes of mutants/domains.py and the sampler bugs of mutants/data.py
@@ -538,7 +539,7 @@ PROBES = {name[len("probe_"):]: fn
                            **vars(review_mutant_probes), **vars(third_mutant_probes), **vars(fourth_mutant_probes),
                            **vars(fifth_mutant_probes), **vars(sixth_mutant_probes),
                            **vars(seventh_mutant_probes), **vars(eighth_mutant_probes), **vars(ninth_mutant_probes),
-                           **vars(tenth_mutant_probes),
+                           **vars(tenth_mutant_probes), **vars(twelfth_mutant_probes),
                            **vars(domain_mutant_probes),
                            **vars(entrypoint_mutant_probes), **vars(behaviour_mutant_probes),
                            **vars(route_mutant_probes), **vars(master_weight_probes),

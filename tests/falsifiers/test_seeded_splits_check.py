@@ -1,4 +1,4 @@
-"""pvlab.falsifiers.seeded_splits (FALSIFY-SEEDED-SPLITS-001): holds on the runtime, false under
+"""pvlab.falsifiers.seeded_splits (FALSIFY-SEEDED-SPLITS-001, -003): holds on the runtime, false under
 named_corpus_split_ignores_seed, and reports a split that trains on a file it holds out."""
 
 from __future__ import annotations
@@ -40,3 +40,12 @@ def test_the_documented_rules_written_in_the_check():
     assert seeded_splits.expected_document_count(3, 0.01) == 1 and seeded_splits.expected_document_count(3, 0.99) == 2
     # a corpus of two files at a tiny fraction: nothing under the threshold, the lowest-ranked one is held out
     assert len(seeded_splits.expected_path_heldout(["a.py", "b.py"], 0, 1e-12)) == 1
+
+
+def test_a_fractional_count_holds_on_the_runtime_and_a_floored_count_is_killed():
+    """FALSIFY-SEEDED-SPLITS-003: at val_fraction 0.24, 40 * 0.24 = 9.6 documents round to 10."""
+    assert_holds_and_killed(CONTRACT, "FALSIFY-SEEDED-SPLITS-003", "heldout_count_floored")
+    assert seeded_splits.expected_document_count(40, 0.24) == 10
+    with registry()["heldout_count_floored"]():
+        observations, _ = observe(CONTRACT, "FALSIFY-SEEDED-SPLITS-003")
+    assert observations["share_errors"] == 6 and observations["rule_mismatches"] == 6

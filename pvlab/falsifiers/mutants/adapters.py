@@ -502,3 +502,58 @@ def hf_fast_path_loss_in_bfloat16():
 
     with plant("hf_fast_path_loss_in_bfloat16", swap(adapter, "token_loss", token_loss)):
         yield
+
+
+# ---- twelfth blind batch ----
+# Written from pvpack/adapters/transformers.py alone, before any kill was measured
+# (docs/independent-mutants.md, "Twelfth batch"; probes in tests/falsifiers/twelfth_mutant_probes.py).
+
+
+@mutant("hf_fast_path_autocasts_to_float16", runtimes=HF)
+def hf_fast_path_autocasts_to_float16():
+    """The adapter's fast path runs its forward under float16 autocast instead of bfloat16. On the
+    CPU and on recent GPUs both run; fp16 has 3 more mantissa bits than bf16 (so the fast path
+    even looks closer to the reference) but 5 exponent bits: activations past 65504 overflow to
+    inf and small gradients underflow, with no loss scaling anywhere.
+
+    Imitates `torch.float16` written for "half precision". Seam:
+    pvpack.adapters.transformers.TransformersModel.precision."""
+    import contextlib
+
+    import torch
+
+    from pvpack.adapters import transformers as adapter
+
+    def precision(self):
+        if self.path == adapter.FAST:
+            return torch.autocast(device_type=self.device.type, dtype=torch.float16)   # the defect
+        return contextlib.nullcontext()
+
+    with plant("hf_fast_path_autocasts_to_float16", swap(adapter.TransformersModel, "precision", precision)):
+        yield
+
+
+@mutant("hf_cosine_progress_ignores_warmup", runtimes=HF)
+def hf_cosine_progress_ignores_warmup():
+    """The adapter's cosine decay measures its progress from step 0 instead of from the end of
+    warmup: after warmup the learning rate starts below the peak (it jumps down at the boundary)
+    and reaches the floor at total_steps just the same. Without warmup it is right.
+
+    Imitates `progress = step / total_steps`. Seam: pvpack.adapters.transformers.schedule."""
+    import math
+
+    from pvpack.adapters import transformers as adapter
+
+    def schedule(step, settings):
+        peak, floor = settings.lr, settings.floor_lr
+        if settings.warmup_steps and step < settings.warmup_steps:
+            return peak * (step + 1) / settings.warmup_steps
+        if not settings.total_steps:
+            return peak
+        if step >= settings.total_steps:
+            return floor
+        progress = step / settings.total_steps   # the defect: warmup not subtracted
+        return floor + 0.5 * (peak - floor) * (1 + math.cos(math.pi * progress))
+
+    with plant("hf_cosine_progress_ignores_warmup", swap(adapter, "schedule", schedule)):
+        yield

@@ -207,3 +207,36 @@ def static_decode_positions_one_late():
 
     with plant("static_decode_positions_one_late", swap(graph_decode, "_step", _step)):
         yield
+
+
+# ---- twelfth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured
+# (docs/independent-mutants.md, "Twelfth batch"; probes in tests/falsifiers/twelfth_mutant_probes.py).
+
+
+@mutant("masked_fast_attention_kv_heads_tiled")
+def masked_fast_attention_kv_heads_tiled():
+    """On the fast path, an attention that carries a mask (a left-padded batch in batched
+    generation, a packed batch of documents) shares the K/V heads by TILING them (`repeat`:
+    query head h reads K/V head h % KV) instead of giving each group of H/KV consecutive query
+    heads its own K/V head. The plain causal calls (no mask) and the reference path are right.
+
+    Imitates an explicit head expansion added to the masked SDPA call (for a backend that took
+    no enable_gqa with an attn_mask) with `repeat` where `repeat_interleave` is meant. Seam:
+    runtime.kernels.attention_fast (its masked branch only)."""
+    import torch.nn.functional as F
+
+    from pvlab.runtime import kernels
+
+    original = kernels.attention_fast
+
+    def attention_fast(q, k, v, mask=None):
+        if mask is None:
+            return original(q, k, v)
+        groups = q.shape[1] // k.shape[1]
+        if groups > 1:
+            k, v = k.repeat(1, groups, 1, 1), v.repeat(1, groups, 1, 1)   # the defect: tiled heads
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    with plant("masked_fast_attention_kv_heads_tiled", swap(kernels, "attention_fast", attention_fast)):
+        yield

@@ -158,3 +158,64 @@ def eos_token_list_reads_last_id():
 
     with plant("eos_token_list_reads_last_id", swap(config, "_single_token_id", _single_token_id)):
         yield
+
+
+# ---- twelfth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured
+# (docs/independent-mutants.md, "Twelfth batch"; probes in tests/falsifiers/twelfth_mutant_probes.py).
+
+
+@mutant("absent_tie_key_reads_tied")
+def absent_tie_key_reads_tied():
+    """A config.json without a `tie_word_embeddings` key is read as a TIED head, though Qwen2Config
+    and LlamaConfig default to untied: an untied checkpoint whose config omits the key (as
+    transformers' save_pretrained may when the value is the class default) gets its head replaced
+    by the embedding. Configs that state the key (every one this runtime writes) are read right.
+
+    Imitates `hf.get("tie_word_embeddings", True)` ("Qwen2 ties its head", true of the 0.5B
+    checkpoint only). Seam: runtime.config.ModelConfig.from_hf_dict."""
+    from pvlab.runtime.config import ModelConfig
+
+    original = ModelConfig.from_hf_dict.__func__
+
+    def from_hf_dict(cls, hf, *, source="config"):
+        if isinstance(hf, dict) and "tie_word_embeddings" not in hf:
+            hf = {**hf, "tie_word_embeddings": True}   # the defect: absent read as tied
+        return original(cls, hf, source=source)
+
+    with plant("absent_tie_key_reads_tied", swap(ModelConfig, "from_hf_dict", classmethod(from_hf_dict))):
+        yield
+
+
+@mutant("rope_type_read_from_legacy_key")
+def rope_type_read_from_legacy_key():
+    """The RoPE variant of a `rope_parameters` object is read from the legacy key `type` instead
+    of `rope_type`: a transformers-5 config with scaled RoPE ({"rope_type": "linear", "factor":
+    4.0, ...}, or yarn, llama3, dynamic) is taken for default RoPE and run unscaled instead of
+    refused. Default configs are unaffected.
+
+    Imitates carrying the legacy rope_scaling key name over to the new object. Seam:
+    runtime.config._read_rope_theta."""
+    from pvlab.runtime import config
+    from pvlab.runtime.errors import ConfigError, UnsupportedArchitectureError
+
+    def _read_rope_theta(hf, source):
+        parameters = hf.get("rope_parameters")
+        legacy_scaling = hf.get("rope_scaling")
+        if legacy_scaling:
+            raise UnsupportedArchitectureError(f"{source}: rope_scaling {legacy_scaling} is not supported")
+        if parameters is not None:
+            if not isinstance(parameters, dict):
+                raise ConfigError(f"{source}: rope_parameters must be an object, got {parameters!r}")
+            rope_type = parameters.get("type", "default")   # the defect: the legacy key
+            if rope_type != "default":
+                raise UnsupportedArchitectureError(f"{source}: rope_type {rope_type!r} is not supported (only 'default')")
+            theta = parameters.get("rope_theta", hf.get("rope_theta", 10000.0))
+            if "rope_theta" in hf and hf["rope_theta"] != theta:
+                raise ConfigError(f"{source}: rope_theta {hf['rope_theta']} disagrees with "
+                                  f"rope_parameters.rope_theta {theta}")
+            return theta
+        return hf.get("rope_theta", 10000.0)
+
+    with plant("rope_type_read_from_legacy_key", swap(config, "_read_rope_theta", _read_rope_theta)):
+        yield

@@ -434,3 +434,41 @@ def documents_encoded_with_leading_end_of_text():
 
     with plant("documents_encoded_with_leading_end_of_text", swap(data, "encode_documents", encode_documents)):
         yield
+
+
+# ---- twelfth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured
+# (docs/independent-mutants.md, "Twelfth batch"; probes in tests/falsifiers/twelfth_mutant_probes.py).
+
+
+@mutant("heldout_count_floored")
+def heldout_count_floored():
+    """The held-out split holds floor(n * val_fraction) documents instead of the nearest whole
+    number round(n * val_fraction): 30 documents at 0.25 hold out 7 instead of 8, 19 at 0.1 one
+    instead of two. Still disjoint, still seeded, just short.
+
+    Imitates `int(...)` where `round(...)` is meant. Seam: runtime.data.split_documents."""
+    import hashlib
+
+    from pvlab.runtime import data
+    from pvlab.runtime.errors import DataError
+
+    def split_documents(documents, *, val_fraction, seed):
+        if not documents:
+            raise DataError("corpus is empty: no documents to split")
+        if not 0 < val_fraction < 1:
+            raise DataError(f"val_fraction must be in (0, 1), got {val_fraction}")
+        unique = list(dict.fromkeys(documents))
+        if len(unique) < 2:
+            raise DataError(f"corpus has {len(unique)} distinct document(s); need at least 2 to hold one out")
+
+        def rank(document):
+            return hashlib.sha256(f"{seed}:{data.document_digest(document)}".encode()).hexdigest()
+
+        ordered = sorted(unique, key=rank)
+        num_val = min(len(unique) - 1, max(1, int(len(unique) * val_fraction)))   # the defect: floor
+        held_out = set(ordered[:num_val])
+        return [d for d in unique if d not in held_out], [d for d in unique if d in held_out]
+
+    with plant("heldout_count_floored", swap(data, "split_documents", split_documents)):
+        yield

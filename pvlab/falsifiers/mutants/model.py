@@ -513,3 +513,26 @@ def fast_attention_joins_rows_into_one_sequence():
 
     with plant("fast_attention_joins_rows_into_one_sequence", swap(model.Attention, "_attend_fast", _attend_fast)):
         yield
+
+
+# ---- twelfth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured
+# (docs/independent-mutants.md, "Twelfth batch"; probes in tests/falsifiers/twelfth_mutant_probes.py).
+
+
+@mutant("padded_positions_start_at_one")
+def padded_positions_start_at_one():
+    """The positions of a left-padded batch count real tokens from 1, not 0: every row of a
+    batched generation runs one position later than it would alone (its first real token
+    rotated as position 1), padded or not. Unpadded single-sequence calls are right.
+
+    Imitates the cumulative sum of the attention mask used as the position without its `- 1`.
+    Seam: runtime.kernels.positions_from_attention_mask."""
+    from pvlab.runtime import kernels
+
+    def positions_from_attention_mask(attention_mask):
+        return attention_mask.long().cumsum(dim=-1).clamp(min=0)   # the defect: no - 1
+
+    with plant("padded_positions_start_at_one",
+               swap(kernels, "positions_from_attention_mask", positions_from_attention_mask)):
+        yield
