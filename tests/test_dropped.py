@@ -6,7 +6,7 @@ from __future__ import annotations
 from pv.statusmarkdown import render_markdown
 from pv.statusreport import build_report, summary
 from pv.dropped import failures_outside_cells
-from test_lifecycle import FakeTree, bound, checked, contract, falsifier, rec
+from lifecycle_records import FakeTree, bound, checked, contract, falsifier, rec
 
 
 def _narrowed(c, **kw):

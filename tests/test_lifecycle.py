@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import pytest
 
-from pv.ledger import make_record
 from pv.lifecycle import (
     DeviceState,
     FalsifierState,
@@ -19,35 +17,7 @@ from pv.declared import declared_status_diagnostics, overclaim
 from pv.loader import load_contract
 from pv.schema import Contract, LifecycleStatus
 
-_clock = itertools.count(1)
-
-
-def contract(status: str = "DRAFT", falsifiers: list[dict] | None = None, cid: str = "demo") -> Contract:
-    if falsifiers is None:
-        falsifiers = [falsifier()]
-    return Contract.model_validate({
-        "metadata": {"id": cid, "version": "1.0.0", "kind": "pattern", "status": status,
-                     "description": "demo"},
-        "falsification_tests": falsifiers,
-    })
-
-
-def falsifier(fid: str = "FALSIFY-DEMO-001", devices=("cpu",), mutants=("m_one",), prediction="x < 1") -> dict:
-    return {"id": fid, "rule": "r", "prediction": prediction, "devices": list(devices),
-            "if_fails": "look", "mutants": list(mutants)}
-
-
-def rec(c: Contract, verdict: str, device: str = "cpu", fid: str | None = None, mutant: str | None = None,
-        sha: str | None = None, time: str | None = None, cid: str | None = None):
-    f = c.falsifier(fid) if fid else c.falsification_tests[0]
-    if time is None:  # strictly increasing: later calls are later evidence
-        n = next(_clock)
-        time = f"2026-01-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z"
-    return make_record(
-        contract=cid or c.metadata.id, contract_version=c.metadata.version, falsifier=f.id,
-        falsifier_sha256=sha or f.definition_sha256(), device=device, mutant=mutant, verdict=verdict,
-        observations={"x": 0.5}, prediction=f.prediction, margin=0.5, duration_s=0.1, time_utc=time,
-    )
+from lifecycle_records import FakeTree, bound, checked, contract, falsifier, rec, subject_rec
 
 
 def test_no_records_is_pending_and_draft():
@@ -298,32 +268,6 @@ def test_declared_status_diagnostics_points_at_metadata_status(tmp_path: Path):
 # --- code binding: a record's code must be the tree's ------------------------------------------------
 
 
-class FakeTree:
-    """Stands in for pv.codebind.TreeDigests: the tree's current digest per module."""
-
-    def __init__(self, **digests: str):
-        self.digests = digests
-
-    def changes(self, recorded):
-        from pv.codebind import TreeDigests
-
-        tree = TreeDigests(Path("/nonexistent"))
-        tree._cache.update(self.digests)  # noqa: SLF001 - the same comparison, other digests
-        return tree.changes(recorded)
-
-    def record_changes(self, record):
-        return self.changes(record.code_digests)
-
-
-def checked(**kw) -> dict:
-    """A falsifier bound to a check: its records are evidence about code."""
-    return {**falsifier(**kw), "check": "checks.m:f"}
-
-
-def bound(record, **digests):
-    return record.model_copy(update={"code_digests": digests})
-
-
 def test_a_pass_on_changed_code_is_stale_never_discharged():
     c = contract(falsifiers=[checked(devices=("cpu", "cuda"))])
     records = [bound(rec(c, "PASS"), checks="a1", kernels="k1"), bound(rec(c, "PASS", "cuda"), checks="a1", kernels="k1")]
@@ -372,152 +316,6 @@ def test_an_unbound_falsifier_stays_red_it_ran_no_code_to_go_stale():
 
 
 # --- subjects: cells are subject x device ------------------------------------------------------
-
-
-def subject_rec(c: Contract, verdict: str, subject: str | None, device: str = "cpu", mutant: str | None = None,
-                digest: str | None = None, param: str = "checkpoint"):
-    f = c.falsification_tests[0]
-    sha = f.definition_sha256(subject, param) if subject and not subject.startswith("path:") else None
-    return rec(c, verdict, device, mutant=mutant, sha=sha).model_copy(
-        update={"subject": subject, "subject_digest": digest})
-
-
-def test_discharged_needs_every_subject_on_every_device():
-    c = contract(falsifiers=[dict(falsifier(devices=("cpu", "cuda")), subjects=["small", "big"])])
-    records = [subject_rec(c, "PASS", s, d) for s in ("small", "big") for d in ("cpu", "cuda")]
-    s = contract_status(c, records[:-1], subject_param="checkpoint").falsifiers[0]
-    assert s.state is FalsifierState.PARTIAL
-    assert [(d.label, d.state.value) for d in s.devices][-1] == ("cuda[big]", "PENDING")
-    assert "cuda[big] (PENDING)" in s.explain()
-    done = contract_status(c, records, subject_param="checkpoint").falsifiers[0]
-    assert done.state is FalsifierState.DISCHARGED
-    assert done.device_passed("cpu") and not s.device_passed("cuda")
-
-
-def test_a_cell_record_for_another_subject_param_is_stale():
-    """The cell's hash covers the parameter its subject fills: records made when the subject
-    filled another parameter are for another definition."""
-    c = contract(falsifiers=[dict(falsifier(), subjects=["small"])])
-    s = contract_status(c, [subject_rec(c, "PASS", "small", param="model")], subject_param="checkpoint")
-    assert s.falsifiers[0].devices[0].state is DeviceState.STALE
-
-
-def test_records_without_or_with_other_subjects_never_fill_a_subjects_cell():
-    c = contract(falsifiers=[dict(falsifier(), subjects=["small"])])
-    records = [subject_rec(c, "PASS", None), subject_rec(c, "PASS", "path:/home/u/ckpt", digest="ab" * 32),
-               subject_rec(c, "PASS", "dropped")]
-    s = contract_status(c, records, subject_param="checkpoint")
-    assert s.falsifiers[0].devices[0].state is DeviceState.PENDING and s.evidence is LifecycleStatus.DRAFT
-
-
-def test_adhoc_cells_list_path_subjects_per_digest_and_judge_them_by_the_plain_definition():
-    from pv.lifecycle import adhoc_cells
-
-    c = contract(falsifiers=[dict(falsifier(), subjects=["small"])])
-    records = [subject_rec(c, "PASS", "path:/u/ckpt", digest="a" * 64),
-               subject_rec(c, "FAIL", "path:/u/ckpt", digest="b" * 64),
-               subject_rec(c, "PASS", "path:/u/ckpt", digest="b" * 64, mutant="m_one"),  # strength: not shown
-               subject_rec(c, "PASS", "small")]
-    rows = adhoc_cells([c], records)
-    assert [(r.subject_digest[0], r.evidence.state.value) for r in rows] == [("a", "PASS"), ("b", "FAIL")]
-    stale = records[0].model_copy(update={"falsifier_sha256": "0" * 64})
-    assert adhoc_cells([c], [stale])[0].evidence.state is DeviceState.STALE
-
-
-def test_a_mutant_is_killed_per_subject_cell():
-    c = contract(falsifiers=[dict(falsifier(), subjects=["small", "big"])])
-    records = [subject_rec(c, "PASS", "big"),  # without the bug: a FAIL under it can show something
-               subject_rec(c, "PASS", "small", mutant="m_one"), subject_rec(c, "FAIL", "big", mutant="m_one")]
-    m = contract_status(c, records, subject_param="checkpoint").falsifiers[0].mutants[0]
-    assert m.state is MutantState.KILLED and [d.label for d in m.devices] == ["cpu[small]", "cpu[big]"]
-
-
-def test_a_fail_under_a_bug_kills_only_where_the_falsifier_passes_without_it():
-    """A check that FAILs on clean code fails under every planted bug: a "kill" there shows
-    nothing. The FAIL under the bug counts once the same cell PASSes without it (and stops
-    counting when a later clean run of that cell FAILs)."""
-    c = contract(falsifiers=[dict(falsifier(), subjects=["small", "big"])])
-    killed_on_big = subject_rec(c, "FAIL", "big", mutant="m_one")
-    for clean in ([], [subject_rec(c, "FAIL", "big")], [subject_rec(c, "PASS", "small")]):
-        m = contract_status(c, [*clean, killed_on_big], subject_param="checkpoint").falsifiers[0].mutants[0]
-        assert m.state is MutantState.STALE, clean
-        assert "a kill only where the falsifier PASSes without it" in m.devices[0].stale_reason()
-    passed = subject_rec(c, "PASS", "big")
-    m = contract_status(c, [passed, killed_on_big], subject_param="checkpoint").falsifiers[0].mutants[0]
-    assert m.state is MutantState.KILLED
-    m = contract_status(c, [passed, killed_on_big, subject_rec(c, "FAIL", "big")],
-                        subject_param="checkpoint").falsifiers[0].mutants[0]
-    assert m.state is MutantState.STALE
-
-
-def test_a_record_from_before_subjects_fills_the_cell_whose_hash_it_carries():
-    """`params: {checkpoint: small}` moved to `subjects: [small]` keeps the hash, so the old
-    record (subject null) is the small cell's evidence; one with another hash fills nothing."""
-    c = contract(falsifiers=[dict(falsifier(), subjects=["small", "big"])])
-    hand_written = Contract.model_validate({**c.model_dump(mode="json"), "falsification_tests": [
-        dict(falsifier(), params={"checkpoint": "small"})]})
-    old = rec(hand_written, "PASS")  # subject null, hash of the hand-written params
-    s = contract_status(c, [old], subject_param="checkpoint").falsifiers[0]
-    assert [(d.label, d.state.value) for d in s.devices] == [("cpu[small]", "PASS"), ("cpu[big]", "PENDING")]
-    other = rec(c, "PASS")  # subject null, the plain hash: no cell's
-    assert {d.state for d in contract_status(c, [other], subject_param="checkpoint").falsifiers[0].devices} == {
-        DeviceState.PENDING}
-
-
-def test_adhoc_cells_of_one_path_with_and_without_a_digest_sort_without_a_crash():
-    # a record without a checkpoint digest (None) sorts before any digest of the same path
-    from pv.lifecycle import adhoc_cells
-
-    c = contract(falsifiers=[dict(falsifier(), subjects=["small"])])
-    records = [subject_rec(c, "PASS", "path:/u/ckpt", digest="b" * 64), subject_rec(c, "FAIL", "path:/u/ckpt", digest=None)]
-    rows = adhoc_cells([c], records)
-    assert [(r.subject_digest, r.evidence.state.value) for r in rows] == [(None, "FAIL"), ("b" * 64, "PASS")]
-
-
-class _PlantedIn:
-    """The `code` pv.lifecycle is given, judging only where each bug is planted (pv.identity's
-    EvidenceCheck reads it from the mutants module); the records' code always the tree's."""
-
-    def __init__(self, planted: dict[str, tuple[str, ...]]):
-        self.planted = planted
-
-    def mutant_meets(self, mutant: str, runtime: str | None) -> bool:
-        return (runtime or "pvlab") in self.planted.get(mutant, ("pvlab",))
-
-    def record_changes(self, record) -> tuple[str, ...]:
-        return ()
-
-
-def test_a_bug_is_judged_only_on_the_cells_of_the_runtimes_it_is_planted_in():
-    from pv.lifecycle import falsifier_status
-
-    c = contract(falsifiers=[dict(falsifier(mutants=("pvlab_bug", "hf_bug", "liger_bug")),
-                                  runtimes=["pvlab", "hf"], check="p.m:f")])
-    f = c.falsification_tests[0]
-    code = _PlantedIn({"hf_bug": ("hf",), "liger_bug": ("liger",)})
-
-    def under(mutant, verdict, runtime):
-        record = rec(c, verdict, mutant=mutant)
-        return record.model_copy(update={"runtime": runtime})
-
-    clean = [rec(c, "PASS").model_copy(update={"runtime": runtime}) for runtime in ("pvlab", "hf")]
-
-    def states(*records):  # after clean PASSes on both runtimes: a FAIL under a bug can be a kill
-        status = falsifier_status(c.metadata.id, f, list(enumerate([*clean, *records])), code)
-        return {m.mutant: (m.state, [d.label for d in m.devices]) for m in status.mutants}
-
-    # off-runtime survivors (the pvlab bug passing on hf, the hf bug on pvlab) never lower the count
-    got = states(under("pvlab_bug", "FAIL", "pvlab"), under("pvlab_bug", "PASS", "hf"),
-                 under("hf_bug", "FAIL", "hf"), under("hf_bug", "PASS", "pvlab"))
-    assert got["pvlab_bug"] == (MutantState.KILLED, ["cpu@pvlab"])
-    assert got["hf_bug"] == (MutantState.KILLED, ["cpu@hf"])
-    # ... and an off-runtime FAIL never raises it: no kill, no survivor, not run
-    got = states(under("pvlab_bug", "FAIL", "hf"), under("hf_bug", "FAIL", None))  # None: an old, default-runtime record
-    assert got["pvlab_bug"] == (MutantState.NOT_RUN, []) and got["hf_bug"] == (MutantState.NOT_RUN, [])
-    # a bug planted in no runtime the falsifier runs on can never be met: NO_CELL, which blocks like a survivor
-    assert got["liger_bug"] == (MutantState.NO_CELL, [])
-    status = contract_status(c, [under("liger_bug", "FAIL", "liger")], code)
-    assert "liger_bug NO_CELL" in " ".join(status.blockers)
 
 
 def test_a_record_for_an_unknown_contract_is_an_orphan_unless_some_contracts_did_not_load():

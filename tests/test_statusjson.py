@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pv.lifecycle import contract_status
-from test_lifecycle import contract, rec
+from lifecycle_records import contract, rec
 
 
 def test_the_json_status_carries_each_cells_deciding_record():

@@ -351,3 +351,69 @@ def saved_meta_prefers_loaded_model_meta():
 
     with plant("saved_meta_prefers_loaded_model_meta", swap(trainer.Trainer, "save", save)):
         yield
+
+
+# ---- twelfth blind batch ----
+# Written from pvlab/runtime and docs/runtime.md alone, before any kill was measured
+# (docs/independent-mutants.md, "Twelfth batch"; probes in tests/falsifiers/twelfth_mutant_probes.py).
+# The trainer's resume and save seams; here rather than in trainer.py, which was at its size limit.
+
+
+@mutant("resume_drops_weight_decay")
+def resume_drops_weight_decay():
+    """Trainer.resume rebuilds the trainer without the saved weight decay: the resumed run
+    decays with the default 0.1 whatever the run was started with. A run saved with the
+    default continues exactly.
+
+    Imitates a keyword left out of the hand-written argument list. Seam:
+    runtime.trainer.Trainer.resume."""
+    import json
+    from pathlib import Path
+
+    from pvlab.runtime import checkpoint, trainer
+
+    def resume(cls, directory, *, device="cpu", path=None):
+        directory = Path(directory)
+        state = json.loads((directory / trainer.TRAINER_STATE_NAME).read_text(encoding="utf-8"))
+        hyper, saved_path, step = state["hyperparameters"], state["path"], int(state["step"])
+        model = checkpoint.load(directory, device=device, path=path or saved_path)
+        resumed = cls(model, lr=hyper["lr"], betas=tuple(hyper["betas"]),   # the defect: no weight_decay
+                      grad_clip=hyper["grad_clip"], seed=hyper["seed"], warmup_steps=hyper["warmup_steps"],
+                      total_steps=hyper["total_steps"], min_lr=hyper["min_lr"])
+        resumed._load_optimizer_state(directory / trainer.OPTIMIZER_STATE_NAME)
+        resumed.step = step
+        resumed.last_loss = state.get("last_loss")
+        return resumed
+
+    with plant("resume_drops_weight_decay", swap(trainer.Trainer, "resume", classmethod(resume))):
+        yield
+
+
+@mutant("optimizer_moments_saved_in_bfloat16")
+def optimizer_moments_saved_in_bfloat16():
+    """Trainer.save writes the AdamW moments (exp_avg, exp_avg_sq) to optimizer.safetensors in
+    bfloat16; resume reads them back and widens them to fp32: the resumed run's moments are
+    rounded to 8 bits of mantissa. Weights, step counts and trainer.json are exact.
+
+    Imitates halving the optimizer file's size by saving the moments in the training dtype.
+    Seam: runtime.trainer.Trainer.save."""
+    import json
+
+    import torch
+    from safetensors.torch import save as save_tensors_to_bytes
+
+    from pvlab.runtime import checkpoint, trainer
+
+    def save(self, directory, *, runtime_meta=None):
+        meta = dict(getattr(self.model, "runtime_meta", None) or {})
+        meta.update(runtime_meta or {})
+        state = {key: tensor.to(torch.bfloat16) if key.endswith(("::exp_avg", "::exp_avg_sq")) else tensor
+                 for key, tensor in self._named_optimizer_state().items()}   # the defect
+        extra = {
+            trainer.OPTIMIZER_STATE_NAME: save_tensors_to_bytes(state),
+            trainer.TRAINER_STATE_NAME: (json.dumps(self.state(), indent=2) + "\n").encode(),
+        }
+        return checkpoint.save_checkpoint(self.model, directory, runtime_meta=meta, extra_files=extra)
+
+    with plant("optimizer_moments_saved_in_bfloat16", swap(trainer.Trainer, "save", save)):
+        yield

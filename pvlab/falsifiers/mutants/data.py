@@ -472,3 +472,28 @@ def heldout_count_floored():
 
     with plant("heldout_count_floored", swap(data, "split_documents", split_documents)):
         yield
+
+
+@mutant("evaluate_weights_batches_by_positions")
+def evaluate_weights_batches_by_positions():
+    """Trainer.evaluate weights each batch's mean loss by its number of input positions (rows x
+    width) instead of its scored target tokens: a batch with right-padded rows counts as if its
+    padding were scored. Batches without padding (equal windows) are unaffected.
+
+    Imitates `batch.inputs.numel()` where `batch.num_target_tokens` is meant. Seam:
+    runtime.trainer.Trainer.evaluate."""
+    from pvlab.runtime import trainer
+    from pvlab.runtime.errors import ArgumentError
+
+    def evaluate(self, batches):
+        total, tokens = 0.0, 0
+        for batch in batches:
+            count = batch.inputs.numel()   # the defect: positions, padding included
+            total += self.eval_batch(batch) * count
+            tokens += count
+        if tokens == 0:
+            raise ArgumentError("evaluate() was given no target tokens")
+        return total / tokens
+
+    with plant("evaluate_weights_batches_by_positions", swap(trainer.Trainer, "evaluate", evaluate)):
+        yield
