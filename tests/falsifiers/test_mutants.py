@@ -34,6 +34,8 @@ import behaviour_mutant_probes  # probes of mutants/behaviour.py (fast-path-on-c
 import route_mutant_probes  # probes of mutants/routes.py (fast-routes)
 import master_weight_probes  # probes of the master-weight bugs of mutants/trainer.py (master-weights)
 import row_mutant_probes  # probes of the independent-rows bugs (mutants/kernels.py, mutants/model.py)
+import training_mutant_probes  # probes of the first batches' training, optimizer and checkpoint bugs
+from training_mutant_probes import tokens
 import pytest
 import torch
 
@@ -56,10 +58,6 @@ NAMES = sorted(REGISTRY)
 
 
 # ---- a tiny model and the runtime's observable behaviour ------------------------------------------
-
-
-def tokens(batch: int = 2, length: int = 12, seed: int = 3) -> torch.Tensor:
-    return torch.randint(0, preset("tiny").vocab_size, (batch, length), generator=torch.Generator().manual_seed(seed))
 
 
 def behaviour() -> dict[str, object]:
@@ -416,46 +414,6 @@ def probe_encoder_read_as_decoder():
         return type(error).__name__
 
 
-def _one_step(build) -> torch.Tensor:
-    parameter = torch.nn.Parameter(torch.linspace(-1, 1, 12).reshape(3, 4))
-    optimizer = build([("w", parameter)], lr=0.1, weight_decay=0.1, betas=(0.9, 0.95), path="reference",
-                      device=torch.device("cpu"))
-    parameter.grad = torch.linspace(-0.5, 0.5, 12).reshape(3, 4)
-    optimizer.step()
-    return parameter.detach().clone()
-
-
-def probe_adamw_second_moment_not_squared():
-    return int(torch.isnan(_one_step(trainer.build_optimizer)).sum())
-
-
-def probe_optimizer_holds_stale_parameters():
-    return _one_step(trainer.build_optimizer)
-
-
-def probe_grad_norm_per_tensor_not_global():
-    return trainer.global_grad_norm([torch.ones(3), torch.ones(4)])
-
-
-def probe_batch_order_not_seeded():
-    stream = torch.arange(500)
-    first = next(data.random_batches(stream, batch_size=2, seq_len=8, seed=0)).inputs
-    second = next(data.random_batches(stream, batch_size=2, seq_len=8, seed=0)).inputs
-    return torch.equal(first, second)
-
-
-def probe_finetune_starts_from_random_init():
-    import importlib
-
-    pretrain = importlib.import_module("pvlab.runtime.pretrain")
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="pv-probe-") as directory:
-        checkpoint.save_checkpoint(tiny_model(seed=4), Path(directory) / "ckpt")
-        loaded = pretrain.checkpoint.load(Path(directory) / "ckpt", parity_gate=False)
-    return loaded.model.layers[0].self_attn.q_proj.weight.detach().clone()
-
-
 # ---- probes of the planted bugs that replaced inline patches in the check tests -------------------
 
 probe_cache_positions_restart_at_zero = probe_kv_cache_off_by_one
@@ -464,73 +422,6 @@ probe_rms_norm_returns_nan = probe_rms_norm_ignores_weight
 probe_fast_path_reverses_output_features = probe_fast_path_drops_qkv_bias
 probe_chunked_cross_entropy_drops_last_chunk = probe_cross_entropy_off_by_one  # 18 tokens in chunks of 4
 probe_final_norm_outputs_zeros = probe_final_norm_skipped
-
-
-def probe_causal_mask_sees_next_key():
-    return kernels.causal_mask(4, 6, "cpu")
-
-
-def probe_kv_cache_evicts_oldest_entry():
-    cache = KVCache(1)
-    for step in range(10):
-        keys, _ = cache.update(0, torch.full((1, 1, 1, 2), float(step)), torch.zeros(1, 1, 1, 2))
-    return keys[0, 0, :, 0]
-
-
-def _chunked_loss_and_gradient(scale: float):
-    generator = torch.Generator().manual_seed(7)
-    hidden = (torch.randn(2, 6, 8, generator=generator) * scale).requires_grad_()
-    weight = torch.randn(30, 8, generator=generator)
-    targets = torch.randint(0, 30, (2, 6), generator=generator)
-    loss = kernels.chunked_linear_cross_entropy(hidden, weight, targets, chunk_tokens=4, compute_dtype=torch.float32)
-    loss.backward()
-    return loss.detach(), hidden.grad
-
-
-def probe_chunked_cross_entropy_gradient_doubled():
-    return _chunked_loss_and_gradient(1.0)[1]
-
-
-def probe_chunked_cross_entropy_without_max_subtraction():
-    return _chunked_loss_and_gradient(1000.0)[0]
-
-
-def probe_init_weights_unseeded():
-    model = checkpoint.init_model(config="tiny", weights="random", seed=0, parity_gate=False)
-    return model.model.layers[0].self_attn.q_proj.weight.detach().clone()
-
-
-def probe_tied_head_replaced_by_random_rows():
-    source = tiny_model(seed=2)
-    model = checkpoint.init_model(config=preset("tiny"), weights=checkpoint.model_tensors(source), parity_gate=False)
-    return model.lm_head.weight is model.model.embed_tokens.weight, model.lm_head.weight.detach().clone()
-
-
-def probe_parity_gate_refuses_everything():
-    try:
-        parity.place(tiny_model(), torch.device("cpu"), "fast", gate=True)
-        return "accepted"
-    except Exception as error:  # noqa: BLE001 - which refusal it is, is the probe
-        return type(error).__name__
-
-
-def probe_eval_batch_reports_a_rescaled_loss():
-    return trainer.Trainer(tiny_model(), lr=1e-3).eval_batch(LMBatch.from_sequences(tokens(2, 13, seed=14)))
-
-
-def probe_grad_norm_reported_after_clipping():
-    return trainer.global_grad_norm([torch.full((10,), 3.0)])
-
-
-def probe_resume_drops_optimizer_state():
-    import tempfile
-
-    run = trainer.Trainer(tiny_model(), lr=1e-3)
-    run.train_batch(LMBatch.from_sequences(tokens(2, 13, seed=15)))
-    with tempfile.TemporaryDirectory(prefix="pv-probe-") as directory:
-        run.save(Path(directory) / "run")
-        resumed = trainer.Trainer.resume(Path(directory) / "run")
-    return len(resumed.optimizer.state)
 
 
 PROBES = {name[len("probe_"):]: fn
@@ -543,7 +434,7 @@ PROBES = {name[len("probe_"):]: fn
                            **vars(domain_mutant_probes),
                            **vars(entrypoint_mutant_probes), **vars(behaviour_mutant_probes),
                            **vars(route_mutant_probes), **vars(master_weight_probes),
-                           **vars(row_mutant_probes)}.items()
+                           **vars(row_mutant_probes), **vars(training_mutant_probes)}.items()
           if name.startswith("probe_")}
 
 
