@@ -157,6 +157,19 @@ class MutantEvidence:
         }.get(self.state)
         return next((d.record for d in self.devices if d.state is wanted), None)
 
+    def stale_reasons(self, most: int | None = None) -> dict[str, str]:
+        """Why each stale cell under this bug does not count, by cell label (empty: none is stale);
+        `most`: name at most that many changed modules per cell (a timing record binds dozens)."""
+        out = {}
+        for d in self.devices:
+            if d.state is DeviceState.STALE:
+                why = d.stale_reason()
+                if most is not None and why.startswith("code changed since: ") and len(d.stale_because) > most:
+                    why = (f"code changed since: {', '.join(d.stale_because[:most])} "
+                           f"and {len(d.stale_because) - most} more")
+                out[d.label] = why
+        return out
+
 
 @dataclass(frozen=True)
 class FalsifierStatus:
@@ -550,7 +563,11 @@ def contract_status(
             parts.append(f"{f.state.value} ({f.explain()})")
         if f.unproven:
             parts.append("UNPROVEN (declares no mutant, so nothing shows it can fail)")
-        not_killed = [f"{m.mutant} {m.state.value}" for m in f.mutants if m.state is not MutantState.KILLED]
+        # a STALE bug says why (code changed, planted in check code only, no clean PASS): the kill
+        # it once had does not count, and the line is where the dashboard's reader looks for it
+        not_killed = [f"{m.mutant} {m.state.value}" + (
+            " (" + "; ".join(f"{cell}: {why}" for cell, why in m.stale_reasons(most=3).items()) + ")"
+            if m.stale_reasons() else "") for m in f.mutants if m.state is not MutantState.KILLED]
         if not_killed:
             parts.append(f"mutants not killed: {', '.join(not_killed)}")
         if parts:

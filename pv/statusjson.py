@@ -49,6 +49,7 @@ def to_json(status: ContractStatus, display_path: str | None = None) -> dict[str
                     m.mutant: {
                         "state": m.state.value,
                         "devices": {d.label: d.state.value for d in m.devices},
+                        "stale_because": m.stale_reasons(),  # cell -> why its record does not count
                     }
                     for m in f.mutants
                 },

@@ -448,7 +448,25 @@ def test_attack_a_kill_of_a_bug_planted_in_check_code_shows_why_it_does_not_coun
 
     c = contract()
     records = [rec(c, "PASS"), rec(c, "FAIL", mutant="m_one")]
-    m = contract_status(c, records, _PlantedInChecks(records[1])).falsifiers[0].mutants[0]
+    s = contract_status(c, records, _PlantedInChecks(records[1]))
+    m = s.falsifiers[0].mutants[0]
     assert m.state is MutantState.STALE and m.devices[0].record is records[1]
     assert PLANTED_IN_CHECKS in m.devices[0].stale_reason()
+    # the contract's blocker line says why the bug's kill does not count, not only "STALE"
+    assert m.stale_reasons() == {"cpu": m.devices[0].stale_reason()}
+    assert s.blockers == (f"FALSIFY-DEMO-001: mutants not killed: m_one STALE (cpu: {m.devices[0].stale_reason()})",)
     assert contract_status(c, records, _Refusing(records[1])).falsifiers[0].mutants[0].state is MutantState.NOT_RUN
+
+
+def test_a_stale_bugs_blocker_line_names_at_most_three_changed_modules():
+    """A timing record binds every module it can run: its stale reason would name dozens."""
+    c = contract(falsifiers=[checked()])
+    old = {f"m{i}": "old" for i in range(5)}
+    records = [bound(rec(c, "PASS"), **{k: "new" for k in old}), bound(rec(c, "FAIL", mutant="m_one"), **old)]
+    s = contract_status(c, records, FakeTree(**{k: "new" for k in old}))
+    m = s.falsifiers[0].mutants[0]
+    assert m.state is MutantState.STALE
+    assert m.stale_reasons() == {"cpu": "code changed since: m0, m1, m2, m3, m4"}
+    assert m.stale_reasons(most=3) == {"cpu": "code changed since: m0, m1, m2 and 2 more"}
+    assert s.blockers == ("FALSIFY-DEMO-001: mutants not killed: m_one STALE (cpu: code changed since: m0, m1, m2 "
+                          "and 2 more)",)

@@ -297,7 +297,7 @@ def test_format_json(ws: Path):
     beta = data["contracts"][0]
     assert beta["evidence"] == "DRAFT_RED" and beta["declared"] == "DRAFT"
     assert beta["falsifiers"][0]["devices"]["cpu"]["state"] == "FAIL"
-    assert beta["falsifiers"][0]["mutants"] == {"beta_bug": {"state": "NOT_RUN", "devices": {}}}
+    assert beta["falsifiers"][0]["mutants"] == {"beta_bug": {"state": "NOT_RUN", "devices": {}, "stale_because": {}}}
     assert data["summary"]["open_ship_blocking"] == ["FALSIFY-BETA-001"]
     assert data["summary"]["overclaims"] == ["beta"]  # DRAFT while red
     assert not (ws / "docs" / "STATUS.md").exists()
