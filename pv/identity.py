@@ -59,6 +59,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from pv.codebind import in_packages as _within
 from pv.ledger import LedgerRecord, _sanitize
 from pv.testdigest import legacy_test_sha256, template_digests, test2_sha256, test4_sha256, test_sha256
 
@@ -193,10 +194,6 @@ def executed_code_cut(record: LedgerRecord, falsifier: Any) -> str | None:
     return None
 
 
-def _within(module: str, packages: Any) -> bool:
-    return any(module == package or module.startswith(package + ".") for package in packages)
-
-
 def runtime_not_driven(record: LedgerRecord, falsifier: Any, workspace: Any) -> str | None:
     """Why a PASS of a falsifier that drives a runtime through its adapter (`runtimes:`) is no
     evidence about the code under test (None: it is, or it cannot be told). The adapter is code
@@ -251,15 +248,24 @@ def planted_in_checks(record: LedgerRecord, falsifier: Any, workspace: Any) -> s
     packages (the runtime is a library outside the workspace, e.g. transformers, and the adapter
     is its only seam there), seams outside the bound packages (torch), and records made before
     pv recorded seams (`planted_at` None)."""
-    if record.mutant is None or record.verdict.value != "FAIL" or not record.planted_at:
+    if record.mutant is None or record.verdict.value != "FAIL":
         return None
-    if not (record.runtime or getattr(falsifier, "runtimes", None)):
+    return seams_in_checks_only(record.planted_at, record.runtime, falsifier, workspace)
+
+
+def seams_in_checks_only(planted_at: Any, runtime: str | None, falsifier: Any, workspace: Any) -> str | None:
+    """planted_in_checks' rule on the fields it reads (a FAIL under a bug, run through `runtime`,
+    whose entering changed `planted_at`): `pv strength` applies it to a live outcome before it
+    counts the kill, pv status to the record."""
+    if not planted_at:
+        return None
+    if not (runtime or getattr(falsifier, "runtimes", None)):
         return None
     checks = tuple(getattr(workspace, "check_packages", ()) or ())
     if not any(not _within(p, checks) for p in (getattr(workspace, "code_packages", ()) or ())):
         return None
     own = getattr(workspace, "mutants_module", None)
-    seams = [s for s in record.planted_at if isinstance(s, str)
+    seams = [s for s in planted_at if isinstance(s, str)
              and not (own and _within(s.split(":", 1)[0], (own,)))]   # the bug's own bookkeeping
     if not seams or not all(_within(s.split(":", 1)[0], checks) for s in seams):
         return None

@@ -544,6 +544,10 @@ def adhoc_cells(contracts: Iterable[Contract], records: Sequence[LedgerRecord], 
     return out
 
 
+def _in_parentheses(reasons: dict[str, str]) -> str:
+    return " (" + "; ".join(f"{cell}: {why}" for cell, why in reasons.items()) + ")" if reasons else ""
+
+
 def contract_status(
     contract: Contract,
     records: Iterable[LedgerRecord] | dict[tuple[str, str], list[Indexed]],
@@ -565,9 +569,8 @@ def contract_status(
             parts.append("UNPROVEN (declares no mutant, so nothing shows it can fail)")
         # a STALE bug says why (code changed, planted in check code only, no clean PASS): the kill
         # it once had does not count, and the line is where the dashboard's reader looks for it
-        not_killed = [f"{m.mutant} {m.state.value}" + (
-            " (" + "; ".join(f"{cell}: {why}" for cell, why in m.stale_reasons(most=3).items()) + ")"
-            if m.stale_reasons() else "") for m in f.mutants if m.state is not MutantState.KILLED]
+        not_killed = [f"{m.mutant} {m.state.value}" + _in_parentheses(m.stale_reasons(most=3))
+                      for m in f.mutants if m.state is not MutantState.KILLED]
         if not_killed:
             parts.append(f"mutants not killed: {', '.join(not_killed)}")
         if parts:

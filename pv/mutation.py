@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from pv.codebind import in_packages as _within
 from pv.schema import MUTANT_PATTERN
 
 
@@ -129,10 +130,6 @@ def last_seams() -> list[str] | None:
     """Where entering the run's mutant for the last check call changed the bound packages'
     modules (`module:attribute`, `module:Class.attribute`, `module:name[key]`); None: not told."""
     return None if _SEAMS is None else list(_SEAMS)
-
-
-def _within(name: str, packages: tuple[str, ...]) -> bool:
-    return any(name == p or name.startswith(p + ".") for p in packages)
 
 
 def _attributes(packages: tuple[str, ...], modules: frozenset[str] | None = None) -> tuple[dict[str, int], frozenset[str]]:

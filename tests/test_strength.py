@@ -495,12 +495,12 @@ def test_a_fail_under_a_bug_planted_in_check_code_only_is_no_kill_in_the_live_re
                          mutants_module="mylib_checks.mutants")
     entry = (None, SimpleNamespace(runtimes=["mytrainer"]))
     in_adapter = SimpleNamespace(planted_at=["mylib_checks.adapter:Model.learning_rate"], runtime="mytrainer")
-    why = planted_in_checks_only(in_adapter, "adapter_rate_late", entry, ws)
+    why = planted_in_checks_only(in_adapter, entry, ws)
     assert why and why.startswith("the bug is planted in check code only")
     in_runtime = SimpleNamespace(planted_at=["mylib.train:lr_at"], runtime="mytrainer")
-    assert planted_in_checks_only(in_runtime, "rate_late", entry, ws) is None
+    assert planted_in_checks_only(in_runtime, entry, ws) is None
     unrecorded = SimpleNamespace(planted_at=None, runtime="mytrainer")  # records from before seams
-    assert planted_in_checks_only(unrecorded, "rate_late", entry, ws) is None
+    assert planted_in_checks_only(unrecorded, entry, ws) is None
 
     result = StrengthResult(falsifiers=["F-1"], mutants=["adapter_rate_late"], declared={"F-1": ["adapter_rate_late"]},
                             device="cpu")

@@ -291,18 +291,14 @@ def plan_pairs(workspace: Workspace, plan: Any, selected_ids: list[str], mutants
     return out
 
 
-def planted_in_checks_only(event: Any, mutant: str, entry: Any, workspace: Workspace) -> str | None:
-    """Why a FAIL under `mutant` is no kill because the bug replaced check code only (None: it is
-    a kill, or it cannot be told): the rule of pv.identity.planted_in_checks, applied to the live
-    outcome before it is counted, so the printed score and the dashboard agree."""
-    from types import SimpleNamespace
+def planted_in_checks_only(event: Any, entry: Any, workspace: Workspace) -> str | None:
+    """Why a live FAIL under a bug is no kill because the bug replaced check code only (None: it
+    is a kill, or it cannot be told): pv.identity's rule, before the kill is counted, so the
+    printed score and the dashboard agree. `entry`: the falsifier's (target, falsifier)."""
+    from pv.identity import seams_in_checks_only
 
-    from pv.identity import planted_in_checks
-
-    record = SimpleNamespace(mutant=mutant, verdict=SimpleNamespace(value="FAIL"),
-                             planted_at=getattr(event, "planted_at", None), runtime=event.runtime)
-    falsifier = entry[1] if isinstance(entry, tuple) and len(entry) > 1 else None
-    return planted_in_checks(record, falsifier, workspace)
+    return seams_in_checks_only(getattr(event, "planted_at", None), event.runtime, entry[1] if entry else None,
+                                workspace)
 
 
 def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutants: list[str], *,
@@ -331,7 +327,7 @@ def run_strength(workspace: Workspace, plan: Any, selected_ids: list[str], mutan
             message = event.message
             # The rule pv status judges the record by (pv.identity.planted_in_checks): a FAIL under
             # a bug that replaced only the adapter or the check is the instrument broken, no kill.
-            in_checks = planted_in_checks_only(event, mutant, index.get(fid), workspace) if verdict == "FAIL" else None
+            in_checks = planted_in_checks_only(event, index.get(fid), workspace) if verdict == "FAIL" else None
             if in_checks:
                 verdict, message = "ERROR", in_checks
             with lock:
