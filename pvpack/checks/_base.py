@@ -114,3 +114,30 @@ def independent_loss(model: Model, batches: list[Batch]) -> float:
 
 def ln(value: float) -> float:
     return math.log(value)
+
+
+def max_relative_diff(got: torch.Tensor, expected: torch.Tensor) -> float:
+    """max |got - expected| over max |expected|: one scale for a whole logits tensor."""
+    return float((got - expected).abs().max() / expected.abs().max())
+
+
+def checkpoint_copy(source, out, *, tensors: dict | None = None, config: dict | None = None):
+    """A copy of checkpoint directory `source` at `out` whose files are links to the originals,
+    except the weights (one model.safetensors written from `tensors`) and config.json (written
+    from `config`) where those are given: the checks that alter a checkpoint alter a copy."""
+    import json
+
+    from safetensors.torch import save_file
+
+    out.mkdir()
+    for item in source.iterdir():
+        replaced = (config is not None and item.name == "config.json") or (tensors is not None and (
+            item.name.endswith(".safetensors") or item.name == "model.safetensors.index.json"))
+        if item.is_file() and not replaced:
+            (out / item.name).symlink_to(item)
+    if tensors is not None:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(out / "model.safetensors"),
+                  metadata={"format": "pt"})
+    if config is not None:
+        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return out

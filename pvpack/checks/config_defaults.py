@@ -22,14 +22,13 @@ implements, whose output head is `lm_head.weight` when untied and whose embeddin
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 
 import torch
 
 from ..protocol import LOAD, LOGITS, REFERENCE, AdapterError
-from ._base import hf_weight_files, subject_of, torch_device, uses
+from ._base import checkpoint_copy, hf_weight_files, max_relative_diff, subject_of, torch_device, uses
 from .bias import NotApplicable
 
 
@@ -57,23 +56,6 @@ def _untied_tensors(tensors: dict, seed: int) -> dict:
         noise = torch.randn(tuple(weight.shape), generator=torch.Generator().manual_seed(seed), dtype=torch.float32)
         out["lm_head.weight"] = (weight.float() + 0.5 * weight.float().std() * noise).to(weight.dtype)
     return out
-
-
-def _write(out: Path, source: Path, tensors: dict, config: dict) -> Path:
-    from safetensors.torch import save_file
-
-    out.mkdir()
-    for item in source.iterdir():
-        if item.is_file() and item.name != "config.json" and not item.name.endswith(".safetensors") \
-                and item.name != "model.safetensors.index.json":
-            (out / item.name).symlink_to(item)
-    save_file({k: v.contiguous() for k, v in tensors.items()}, str(out / "model.safetensors"), metadata={"format": "pt"})
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    return out
-
-
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).abs().max() / b.abs().max())
 
 
 @uses(LOAD, LOGITS)
@@ -124,8 +106,8 @@ def minimal_config_reads_as_full(*, runtime, device: str, subject: str, seq: int
 
     untied = _untied_tensors(tensors, seed)
     with tempfile.TemporaryDirectory(prefix="pv-config-") as tmp:
-        full_dir = _write(Path(tmp) / "full", who.checkpoint, untied, full)
-        minimal_dir = _write(Path(tmp) / "minimal", who.checkpoint, untied, minimal)
+        full_dir = checkpoint_copy(who.checkpoint, Path(tmp) / "full", tensors=untied, config=full)
+        minimal_dir = checkpoint_copy(who.checkpoint, Path(tmp) / "minimal", tensors=untied, config=minimal)
         expected = oracle(full_dir, tie=False)
         tied = oracle(full_dir, tie=True)
         got_full = runtime_logits(full_dir)   # must load: a runtime that reads no config of this form ERRORs
@@ -135,6 +117,6 @@ def minimal_config_reads_as_full(*, runtime, device: str, subject: str, seq: int
         except AdapterError as error:     # a checkpoint transformers reads, refused: not read as the full one
             refusal = str(error)
     return {"dropped_keys": len(full) - len(minimal), "tie_key_dropped": int("tie_word_embeddings" not in minimal),
-            "full_rel_diff": _rel(got_full, expected), "minimal_refused": int(bool(refusal)),
-            "minimal_rel_diff": float("inf") if refusal else _rel(got_minimal, expected),
-            "separation": _rel(tied, expected), "refusal": refusal[:300]}
+            "full_rel_diff": max_relative_diff(got_full, expected), "minimal_refused": int(bool(refusal)),
+            "minimal_rel_diff": float("inf") if refusal else max_relative_diff(got_minimal, expected),
+            "separation": max_relative_diff(tied, expected), "refusal": refusal[:300]}

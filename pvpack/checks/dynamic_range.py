@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from ..protocol import FAST, FAST_PATH, LOAD, LOGITS, REFERENCE
-from ._base import hf_weight_files, subject_of, torch_device, uses
+from ._base import checkpoint_copy, hf_weight_files, subject_of, torch_device, uses
 from .bias import NotApplicable
 
 FLOAT16_MAX = 65504.0
@@ -45,21 +45,6 @@ def final_norm_name(tensors: dict) -> str:
         raise NotApplicable("fast_path_exponent_range", f"no single final norm weight `norm.weight` outside the "
                                                         f"layers ({found[:3]}): the logits cannot be scaled exactly")
     return found[0]
-
-
-def _scaled_copy(source: Path, out: Path, tensors: dict, name: str, scale: float) -> Path:
-    """A copy of the checkpoint directory with tensor `name` multiplied by `scale` (other files linked)."""
-    from safetensors.torch import save_file
-
-    out.mkdir()
-    for item in source.iterdir():
-        if item.is_file() and not item.name.endswith(".safetensors") and item.name != "model.safetensors.index.json":
-            (out / item.name).symlink_to(item)
-    changed = dict(tensors)
-    changed[name] = tensors[name] * scale
-    save_file({k: v.contiguous() for k, v in changed.items()}, str(out / "model.safetensors"),
-              metadata={"format": "pt"})
-    return out
 
 
 @uses(LOAD, FAST_PATH, LOGITS)
@@ -98,7 +83,7 @@ def fast_path_exponent_range(*, runtime, device: str, subject: str, seq: int = 1
         raise RuntimeError(f"the unscaled fast-path logits' largest magnitude is {largest}: nothing to scale")
     scale = 2.0 ** math.ceil(math.log2(TARGET_MAGNITUDE / largest))
     with tempfile.TemporaryDirectory(prefix="pv-range-") as tmp:
-        directory = _scaled_copy(who.checkpoint, Path(tmp) / "scaled", tensors, name, scale)
+        directory = checkpoint_copy(who.checkpoint, Path(tmp) / "scaled", tensors={**tensors, name: tensors[name] * scale})
         scaled = {path: logits(directory, path) for path in (REFERENCE, FAST)}
 
     def rel(path: str) -> float:

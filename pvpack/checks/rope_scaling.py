@@ -30,22 +30,17 @@ from pathlib import Path
 import torch
 
 from ..protocol import LOAD, LOGITS, REFERENCE, AdapterError
-from ._base import hf_weight_files, subject_of, torch_device, uses
+from ._base import checkpoint_copy, hf_weight_files, max_relative_diff, subject_of, torch_device, uses
 from .bias import NotApplicable
 
 
 def _copy_with_rope(source: Path, out: Path, rope: dict) -> Path:
     """`source` with config.json's RoPE fields replaced by `rope_parameters` = rope (other files linked)."""
-    out.mkdir()
-    for item in source.iterdir():
-        if item.is_file() and item.name != "config.json":
-            (out / item.name).symlink_to(item)
     config = json.loads((source / "config.json").read_text(encoding="utf-8"))
     config.pop("rope_scaling", None)
     config["rope_parameters"] = rope
     config["rope_theta"] = rope["rope_theta"]
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    return out
+    return checkpoint_copy(source, out, config=config)
 
 
 def _transformers_logits(directory: Path, probe: torch.Tensor) -> torch.Tensor:
@@ -55,10 +50,6 @@ def _transformers_logits(directory: Path, probe: torch.Tensor) -> torch.Tensor:
     model.eval()
     with torch.no_grad():
         return model(input_ids=probe, use_cache=False).logits.to(torch.float64)
-
-
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).abs().max() / b.abs().max())
 
 
 @uses(LOAD, LOGITS)
@@ -100,6 +91,6 @@ def scaled_rope_refused_or_computed(*, runtime, device: str, subject: str, facto
         else:
             scaled_logits = model.logits(probe).to(torch.float64)
             model.close()
-    return {"control_rel_diff": _rel(control_logits, oracle["control"]), "refused": int(bool(refusal)),
-            "scaled_rel_diff": 0.0 if refusal else _rel(scaled_logits, oracle["scaled"]),
-            "separation": _rel(oracle["scaled"], oracle["control"]), "refusal": refusal[:300]}
+    return {"control_rel_diff": max_relative_diff(control_logits, oracle["control"]), "refused": int(bool(refusal)),
+            "scaled_rel_diff": 0.0 if refusal else max_relative_diff(scaled_logits, oracle["scaled"]),
+            "separation": max_relative_diff(oracle["scaled"], oracle["control"]), "refusal": refusal[:300]}
